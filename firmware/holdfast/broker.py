@@ -1,0 +1,116 @@
+# The broker's half of the codec: what a broker sends (CONNACK, SUBACK) and
+# decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
+# needs it; test brokers and host tools do.
+from .codec import (Reader, CONNACK, SUBSCRIBE, UNSUBSCRIBE, SUBACK, check_filter, _fit, _header,
+                    _u16, _check_pid, _NAMES)
+
+
+def connack(buf, code, session_present=False, off=0):
+    _fit(buf, off, 4)
+    buf[off] = CONNACK << 4
+    buf[off + 1] = 2
+    buf[off + 2] = 1 if session_present else 0
+    buf[off + 3] = code
+    return off + 4
+
+
+def suback(buf, pid, codes, off=0):
+    _check_pid(pid)
+    i = _u16(buf, _header(buf, SUBACK << 4, 2 + len(codes), off), pid)
+    for c in codes:
+        buf[i] = c
+        i += 1
+    return i
+
+
+class BrokerReader(Reader):
+    """A Reader that also decodes the packets only clients send."""
+
+    def _from_client(self, type, i, end):
+        b = self.buf
+        rl = end - i
+        name = _NAMES[type]
+        if type == SUBSCRIBE or type == UNSUBSCRIBE:
+            if rl < 2:
+                self._err("%s without a message id" % name)
+            self.pid = self._pid(i)
+            j = i + 2
+            if j == end:
+                self._err("%s without a topic filter" % name)
+            while j < end:
+                k = self._string(j, end, name + " topic filter")
+                try:
+                    check_filter(b, j + 2, k)
+                except ValueError as e:
+                    self._err("%s: %s" % (name, e))
+                j = k
+                if type == SUBSCRIBE:
+                    if j >= end:
+                        self._err("SUBSCRIBE filter without a QoS byte")
+                    if b[j] > 2:
+                        self._err("SUBSCRIBE requested QoS byte 0x%02x is invalid" % b[j])
+                    j += 1
+        else:  # CONNECT
+            self._parse_connect(i, end)
+
+    def _parse_connect(self, i, end):
+        b = self.buf
+        mv = self.mv
+        j = self._string(i, end, "CONNECT protocol name")
+        proto = bytes(mv[i + 2:j])
+        if j + 4 > end:
+            self._err("CONNECT variable header is truncated")
+        level = b[j]
+        if not ((proto == b"MQTT" and level == 4) or (proto == b"MQIsdp" and level == 3)):
+            self._err("CONNECT protocol %r level %d is not MQTT 3.1.1 or 3.1" % (proto, level))
+        f = b[j + 1]
+        if f & 1:
+            self._err("CONNECT reserved flag is set")
+        if f & 0x18 == 0x18:
+            self._err("CONNECT will QoS 3")
+        if not f & 4 and f & 0x38:
+            self._err("CONNECT will QoS or retain without a will")
+        if f & 0x40 and not f & 0x80 and level == 4:
+            self._err("CONNECT password without a user name")
+        self.level = level
+        self.clean = bool(f & 2)
+        self.keepalive = self._u16(j + 2)
+        j += 4
+        k = self._string(j, end, "CONNECT client id")
+        self.client_id = mv[j + 2:k]
+        self.will_topic = self.will_msg = self.user = self.password = None
+        self.will_qos = (f >> 3) & 3
+        self.will_retain = bool(f & 0x20)
+        if f & 4:
+            j = k
+            k = self._string(j, end, "CONNECT will topic")
+            self.will_topic = mv[j + 2:k]
+            j = k
+            k = self._string(j, end, "CONNECT will message")
+            self.will_msg = mv[j + 2:k]
+        if f & 0x80:
+            j = k
+            k = self._string(j, end, "CONNECT user name")
+            self.user = mv[j + 2:k]
+        if f & 0x40:
+            j = k
+            k = self._string(j, end, "CONNECT password")
+            self.password = mv[j + 2:k]
+        if k != end:
+            self._err("CONNECT has %d bytes after its payload" % (end - k))
+
+    def filters(self):
+        """The (filter, QoS) pairs of the SUBSCRIBE just read; QoS is None for
+        UNSUBSCRIBE."""
+        b = self.buf
+        j = self._body + 2
+        while j < self._body_end:
+            k = j + 2 + (b[j] << 8 | b[j + 1])
+            if self.type == SUBSCRIBE:
+                yield self.mv[j + 2:k], b[k]
+                k += 1
+            else:
+                yield self.mv[j + 2:k], None
+            j = k
+
+

@@ -1,0 +1,332 @@
+# The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
+# I/O shell around the sans-I/O Session. Every wait is bounded.
+from .compat import ticks_ms, ticks_diff, ticks_add
+from . import net
+from .codec import SUBACK_FAILURE, _b
+from .errors import MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
+from .session import Session
+
+try:
+    from random import getrandbits
+except ImportError:  # pragma: no cover - every port has it
+    def getrandbits(n):
+        return ticks_ms() & ((1 << n) - 1)
+
+
+class MQTTClient:
+    """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
+
+    level=4 (3 for MQTT 3.1), size=1024 (tx and rx buffer bytes), window=8
+    (QoS 1/2 messages in flight), outbox (a store; RAM by default),
+    retry_ms=0 (in-session re-send of unacknowledged messages; off),
+    views=False (callbacks get memoryviews valid during the call instead of
+    bytes), timeout_ms=10000 (bound on every wait), reconnect=True,
+    backoff_ms=(1000, 60000) (first and largest reconnect delay), and
+    server_hostname for TLS.
+    """
+
+    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
+                 ssl=None, ssl_params=None, level=4, size=1024, window=8, outbox=None,
+                 retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
+                 backoff_ms=(1000, 60000)):
+        self.server = server
+        self.tls = ssl
+        if ssl is True:
+            self.tls = _default_tls(ssl_params or {})
+        self.port = port or (8883 if ssl else 1883)
+        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms,
+                         0, views)
+        self.s.user = user
+        self.s.password = password
+        self.sock = None
+        self.poller = None
+        self.timeout_ms = timeout_ms
+        self.reconnect = reconnect
+        self.backoff_ms = backoff_ms
+        self._delay = 0
+        self._retry_at = 0
+        self._opened_at = 0
+        self._started = False  # connect() was called once: reconnects are ours to make
+        self.dropped_qos0 = 0  # QoS 0 messages published while offline
+        self.last_error = None  # why the link last went down, in words
+
+    def __repr__(self):
+        # Never shows the password or key material.
+        return "<MQTTClient %r %s:%d %s>" % (self.s.client_id, self.server, self.port,
+                                              "connected" if self.s.connected else "offline")
+
+    # -- umqtt.simple API --------------------------------------------------------
+
+    def set_callback(self, f):
+        self.s.on_message = f
+
+    def set_delivered(self, f):
+        """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
+        self.s.on_delivered = f
+
+    def set_last_will(self, topic, msg, retain=False, qos=0):
+        self.s.will = (_b(topic), _b(msg), qos, retain)
+
+    def connect(self, clean_session=True, timeout_ms=None):
+        """Connects and waits for CONNACK. Returns the session-present flag.
+        Raises ConnectError (refused, with the reason), MQTTTimeout or OSError."""
+        self.s.clean = clean_session
+        self._started = True
+        self._close()
+        self._open(ticks_ms())
+        if not self._wait(_CONNACK, 0, timeout_ms):
+            err = self.last_error
+            self._close()
+            if isinstance(err, ConnectError):
+                raise err
+            raise MQTTTimeout("no CONNACK within %d ms (%s)" % (timeout_ms or self.timeout_ms, err))
+        self._delay = 0
+        return self.s.session_present
+
+    def disconnect(self):
+        if self.sock:
+            try:
+                self.s.disconnect()
+                self._flush_tx(self.timeout_ms)
+            except OSError:
+                pass
+        self._close()
+        self.reconnect = False
+
+    def ping(self):
+        self._service()
+        if self.sock:
+            self.s.ping(ticks_ms())
+            self._pump(ticks_ms(), False)
+
+    def publish(self, topic, msg, retain=False, qos=0):
+        """QoS 0: sent now, or dropped (and counted) while offline; returns None.
+        QoS 1/2: stored in the outbox first, sent when the window has room
+        (waiting up to timeout_ms for it), and the message id returned."""
+        now = ticks_ms()
+        s = self.s
+        if self.sock is None:
+            self._service()
+        if not qos:
+            if self.sock is None or not s.connected:
+                self.dropped_qos0 += 1
+                return None
+            if not s.publish(topic, msg, 0, retain, now):
+                self._wait(_ROOM, 0, None)
+                if not s.publish(topic, msg, 0, retain, ticks_ms()):
+                    self.dropped_qos0 += 1
+                    return None
+            self._pump(now, s.ping_at >= 0)
+            return None
+        if self.sock is not None and s.connected and s.inflight >= s.window:
+            self._wait(_WINDOW, 0, None)
+        pid = s.publish(topic, msg, qos, retain, ticks_ms())
+        if self.sock is not None:
+            self._pump(now, s.ping_at >= 0)
+        return pid
+
+    def subscribe(self, topic, qos=0, handler=None):
+        """Returns the granted QoS; SubscribeError if the broker refused.
+        handler(topic, msg, retained) gets the messages matching this filter."""
+        topic = _b(topic)
+        self._need_link()
+        pid = self.s.subscribe([(topic, qos)])
+        if not self._wait(_ACK, pid, None):
+            raise MQTTTimeout("no SUBACK within %d ms" % self.timeout_ms)
+        g = self.s.granted[0]
+        if g == SUBACK_FAILURE:
+            raise SubscribeError("subscription to %r refused by the broker" % topic)
+        self.s.add_sub(topic, qos, handler)
+        return g
+
+    def unsubscribe(self, topic):
+        topic = _b(topic)
+        self._need_link()
+        pid = self.s.unsubscribe([topic])
+        self.s.remove_sub(topic)
+        if not self._wait(_ACK, pid, None):
+            raise MQTTTimeout("no UNSUBACK within %d ms" % self.timeout_ms)
+
+    def check_msg(self):
+        """Handles whatever has arrived, without waiting; reconnects when due."""
+        self._service()
+        if self.sock:
+            self._pump(ticks_ms(), True)
+
+    def wait_msg(self, timeout_ms=None):
+        """Waits until a packet arrives (or timeout_ms, if given) and handles it."""
+        deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
+        while True:
+            self._service()
+            now = ticks_ms()
+            if self.sock and self._pump(now, True):
+                return
+            left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
+            if left <= 0:
+                return
+            if self.sock:
+                self.poller.wait(left, self.s.t1 > self.s.t0)
+            else:
+                _sleep_ms(min(left, max(0, ticks_diff(self._retry_at, now))))
+
+    # -- beyond umqtt.simple ---------------------------------------------------
+
+    def isconnected(self):
+        return self.sock is not None and self.s.connected
+
+    def pending(self):
+        """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
+        return len(self.s.store)
+
+    def flush(self, timeout_ms=None):
+        """Waits until every accepted message is acknowledged (for example
+        before a deep sleep). True if the outbox is empty."""
+        return self._wait(_EMPTY, 0, timeout_ms)
+
+    # -- I/O shell -------------------------------------------------------------
+
+    def _need_link(self):
+        self._service()
+        if not self.isconnected():
+            raise LinkDown("not connected to the broker (%s)" % self.last_error)
+
+    def _open(self, now):
+        self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
+        self.poller = net.Poller(self.sock)
+        self._opened_at = now
+        self.s.start(now)
+        self._pump(now, False)
+
+    def _close(self):
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+        self.sock = None
+        self.poller = None
+        self.s.lost()
+
+    def _drop(self, err):
+        # The link failed: keep the outbox, close, and schedule a reconnect.
+        self.last_error = err
+        self._close()
+        lo, hi = self.backoff_ms
+        self._delay = min(hi, self._delay * 2) if self._delay else lo
+        # Jitter: wait between half and all of the delay, so a fleet that lost
+        # its broker together does not come back in lockstep.
+        half = self._delay // 2
+        self._retry_at = ticks_add(ticks_ms(), half + getrandbits(16) % (half + 1))
+
+    def _service(self):
+        # Reconnect when the link is down and the backoff delay has passed.
+        if self.sock is None:
+            if self.reconnect and self._started and ticks_diff(ticks_ms(), self._retry_at) >= 0:
+                try:
+                    self._open(ticks_ms())
+                except OSError as e:
+                    self._drop(e)
+        elif not self.s.connected and ticks_diff(ticks_ms(), self._opened_at) > self.timeout_ms:
+            self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+
+    def _flush_tx(self, timeout_ms):
+        s = self.s
+        deadline = ticks_add(ticks_ms(), timeout_ms)
+        while s.t1 > s.t0:
+            n = net.write(self.sock, s.tx, s.t0, s.t1)
+            if n:
+                s.sent(n, ticks_ms())
+            elif not self.poller.wait(max(0, ticks_diff(deadline, ticks_ms())), True):
+                raise MQTTTimeout("socket did not take data for %d ms" % timeout_ms)
+
+    def _pump(self, now, read):
+        """One round of I/O without waiting: write what is queued, read what is
+        there, run the engine. Returns the number of packets handled."""
+        s = self.s
+        n = 0
+        try:
+            if s.t1 > s.t0:
+                w = net.write(self.sock, s.tx, s.t0, s.t1)
+                if w:
+                    s.sent(w, now)
+            if read:
+                r = net.read_into(self.sock, s.rx.tail())
+                if r:
+                    s.rx.filled(r)
+                    n = s.receive(now)
+            s.tick(now)
+            if s.t1 > s.t0:
+                w = net.write(self.sock, s.tx, s.t0, s.t1)
+                if w:
+                    s.sent(w, now)
+        except ConnectError as e:
+            self._drop(e)
+            self.reconnect_pause()
+        except (OSError, MQTTProtocolError, LinkDown) as e:
+            self._drop(e)
+        return n
+
+    def reconnect_pause(self):
+        # A refused connection (bad credentials, not authorized) will be refused
+        # again: wait the longest backoff instead of retrying in a tight loop.
+        self._delay = self.backoff_ms[1]
+        self._retry_at = ticks_add(ticks_ms(), self._delay)
+
+    def _wait(self, what, arg, timeout_ms):
+        deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
+        while True:
+            now = ticks_ms()
+            if self.sock is None:
+                if what != _EMPTY and what != _WINDOW:
+                    return False
+                self._service()
+            else:
+                self._pump(now, True)
+            if self._reached(what, arg):
+                return True
+            left = ticks_diff(deadline, ticks_ms())
+            if left <= 0:
+                return False
+            if self.sock is not None:
+                self.poller.wait(min(left, 100), self.s.t1 > self.s.t0)
+            else:
+                _sleep_ms(min(left, 50))
+
+    def _reached(self, what, arg):
+        s = self.s
+        if what == _WINDOW:
+            return s.inflight < s.window or not s.connected
+        if what == _ROOM:
+            return s.room() > 64
+        if what == _CONNACK:
+            return s.connected
+        if what == _ACK:
+            return s.ack_pid == arg
+        return not len(s.store)
+
+
+_WINDOW = 1
+_ROOM = 2
+_CONNACK = 3
+_ACK = 4
+_EMPTY = 5
+
+
+def _sleep_ms(ms):
+    import time
+    if hasattr(time, "sleep_ms"):
+        time.sleep_ms(ms)
+    else:
+        time.sleep(ms / 1000)
+
+
+def _default_tls(params):
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    if "cadata" in params or "cafile" in params:
+        if "cafile" in params:
+            ctx.load_verify_locations(cafile=params["cafile"])
+        else:
+            ctx.load_verify_locations(cadata=params["cadata"])
+    return ctx

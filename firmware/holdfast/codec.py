@@ -1,0 +1,489 @@
+# MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
+# at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
+# Nothing here allocates per packet except the memoryviews a decoded packet
+# hands out (topic, payload, ...), which stay valid until the next call.
+from .compat import const
+from .errors import MQTTProtocolError, PacketTooLarge
+
+CONNECT = const(1)
+CONNACK = const(2)
+PUBLISH = const(3)
+PUBACK = const(4)
+PUBREC = const(5)
+PUBREL = const(6)
+PUBCOMP = const(7)
+SUBSCRIBE = const(8)
+SUBACK = const(9)
+UNSUBSCRIBE = const(10)
+UNSUBACK = const(11)
+PINGREQ = const(12)
+PINGRESP = const(13)
+DISCONNECT = const(14)
+
+MAX_REMAINING = const(268435455)
+SUBACK_FAILURE = const(0x80)
+
+# Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
+_FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
+
+
+def _b(s):
+    return s.encode() if isinstance(s, str) else s
+
+
+def _fit(buf, off, total):
+    if off + total > len(buf):
+        raise ValueError("packet of %d bytes does not fit the %d bytes free in the buffer" % (total, len(buf) - off))
+
+
+def _header(buf, first, rl, off=0):
+    # Writes the fixed header at off; returns the offset where the variable header starts.
+    if rl > MAX_REMAINING:
+        raise ValueError("remaining length %d is above the MQTT maximum %d" % (rl, MAX_REMAINING))
+    n = 1
+    x = rl
+    while True:
+        n += 1
+        x >>= 7
+        if not x:
+            break
+    _fit(buf, off, n + rl)
+    buf[off] = first
+    i = off + 1
+    while True:
+        d = rl & 0x7F
+        rl >>= 7
+        if rl:
+            buf[i] = d | 0x80
+            i += 1
+        else:
+            buf[i] = d
+            return i + 1
+
+
+def _u16(buf, i, v):
+    buf[i] = v >> 8
+    buf[i + 1] = v & 0xFF
+    return i + 2
+
+
+def _str(buf, i, s):
+    n = len(s)
+    if n > 65535:
+        raise ValueError("string of %d bytes is longer than 65535" % n)
+    buf[i] = n >> 8
+    buf[i + 1] = n & 0xFF
+    i += 2
+    buf[i:i + n] = s
+    return i + n
+
+
+def _check_pid(pid):
+    if not 0 < pid < 65536:
+        raise ValueError("message id %d is outside 1..65535" % pid)
+
+
+def _check_qos(qos):
+    if not 0 <= qos <= 2:
+        raise ValueError("QoS %d is not 0, 1 or 2" % qos)
+
+
+def check_topic(topic):
+    """Raise ValueError unless topic is a valid topic name to publish to."""
+    n = len(topic)
+    if not n:
+        raise ValueError("empty topic")
+    if isinstance(topic, memoryview):
+        for i in range(n):
+            if topic[i] == 43 or topic[i] == 35:
+                break
+        else:
+            return
+    elif b"+" not in topic and b"#" not in topic:
+        return
+    raise ValueError("wildcard in a topic name: " + repr(bytes(topic)))
+
+
+def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b"",
+            will_qos=0, will_retain=False, user=None, password=None, level=4, off=0):
+    if level == 4:
+        name = b"MQTT"
+    elif level == 3:
+        name = b"MQIsdp"
+    else:
+        raise ValueError("protocol level %d is not 3 (MQTT 3.1) or 4 (MQTT 3.1.1)" % level)
+    cid = _b(client_id)
+    if not cid and (level == 3 or not clean):
+        raise ValueError("an empty client id needs MQTT 3.1.1 and a clean session")
+    if not 0 <= keepalive <= 65535:
+        raise ValueError("keepalive %d is outside 0..65535 s" % keepalive)
+    flags = 2 if clean else 0
+    rl = 2 + len(name) + 4 + 2 + len(cid)
+    if will_topic is not None:
+        will_topic = _b(will_topic)
+        will_msg = _b(will_msg)
+        check_topic(will_topic)
+        _check_qos(will_qos)
+        flags |= 4 | will_qos << 3 | (0x20 if will_retain else 0)
+        rl += 4 + len(will_topic) + len(will_msg)
+    if user is not None:
+        user = _b(user)
+        flags |= 0x80
+        rl += 2 + len(user)
+    if password is not None:
+        if user is None and level == 4:
+            raise ValueError("a password needs a user name in MQTT 3.1.1")
+        password = _b(password)
+        flags |= 0x40
+        rl += 2 + len(password)
+    i = _header(buf, CONNECT << 4, rl, off)
+    i = _str(buf, i, name)
+    buf[i] = level
+    buf[i + 1] = flags
+    i = _u16(buf, i + 2, keepalive)
+    i = _str(buf, i, cid)
+    if will_topic is not None:
+        i = _str(buf, i, will_topic)
+        i = _str(buf, i, will_msg)
+    if user is not None:
+        i = _str(buf, i, user)
+    if password is not None:
+        i = _str(buf, i, password)
+    return i
+
+
+def publish_size(topic, length, qos):
+    """Bytes of a whole PUBLISH packet with a payload of length bytes."""
+    rl = 2 + len(_b(topic)) + length + (2 if qos else 0)
+    return rl + (2 if rl < 128 else 3 if rl < 16384 else 4 if rl < 2097152 else 5)
+
+
+def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, off=0):
+    """Fixed and variable header of a PUBLISH whose payload has length bytes;
+    returns the offset where the payload goes."""
+    _check_qos(qos)
+    topic = _b(topic)
+    check_topic(topic)
+    rl = 2 + len(topic) + length
+    if qos:
+        _check_pid(pid)
+        rl += 2
+    elif dup:
+        raise ValueError("DUP on a QoS 0 PUBLISH")
+    i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0), rl, off)
+    i = _str(buf, i, topic)
+    if qos:
+        i = _u16(buf, i, pid)
+    return i
+
+
+def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0):
+    payload = _b(payload)
+    n = len(payload)
+    i = publish_header(buf, topic, n, qos, retain, dup, pid, off)
+    buf[i:i + n] = payload
+    return i + n
+
+
+def ack(buf, type, pid, dup=False, off=0):
+    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK (DUP only for a 3.1 PUBREL)."""
+    _check_pid(pid)
+    _fit(buf, off, 4)
+    buf[off] = type << 4 | (2 if type == PUBREL else 0) | (8 if dup else 0)
+    buf[off + 1] = 2
+    return _u16(buf, off + 2, pid)
+
+
+def subscribe(buf, pid, filters, off=0):
+    """filters: a sequence of (topic filter, QoS) pairs."""
+    _check_pid(pid)
+    if not filters:
+        raise ValueError("SUBSCRIBE needs at least one topic filter")
+    rl = 2
+    for f, q in filters:
+        _check_qos(q)
+        f = _b(f)
+        check_filter(f, 0, len(f))
+        rl += 3 + len(f)
+    i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
+    for f, q in filters:
+        i = _str(buf, i, _b(f))
+        buf[i] = q
+        i += 1
+    return i
+
+
+def unsubscribe(buf, pid, topics, off=0):
+    _check_pid(pid)
+    if not topics:
+        raise ValueError("UNSUBSCRIBE needs at least one topic filter")
+    rl = 2
+    for f in topics:
+        f = _b(f)
+        check_filter(f, 0, len(f))
+        rl += 2 + len(f)
+    i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    for f in topics:
+        i = _str(buf, i, _b(f))
+    return i
+
+
+def empty(buf, type, off=0):
+    """PINGREQ, PINGRESP or DISCONNECT."""
+    _fit(buf, off, 2)
+    buf[off] = type << 4
+    buf[off + 1] = 0
+    return off + 2
+
+
+def _utf8_ok(b, i, end):
+    # Well-formed UTF-8 without U+0000 (3.1.1 section 1.5.3), checked in place.
+    while i < end:
+        c = b[i]
+        if c < 0x80:
+            if not c:
+                return False
+            i += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+            lo = 0x80
+            hi = 0xBF
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if i + n >= end:
+            return False
+        if not lo <= b[i + 1] <= hi:
+            return False
+        for k in range(2, n + 1):
+            if not 0x80 <= b[i + k] <= 0xBF:
+                return False
+        i += n + 1
+    return True
+
+
+def check_filter(b, i, end):
+    """Raise ValueError unless b[i:end] is a valid topic filter."""
+    if i >= end:
+        raise ValueError("empty topic filter")
+    if not _utf8_ok(b, i, end):
+        raise ValueError("topic filter is not valid UTF-8")
+    start = i
+    while i < end:
+        c = b[i]
+        if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
+            if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
+                raise ValueError("misplaced wildcard in topic filter")
+        i += 1
+
+
+def shift(buf, start, end):
+    """Moves buf[start:end] to the front; returns its length. In place: a
+    slice copy would allocate on MicroPython, and overlap is safe this way."""
+    n = end - start
+    for k in range(n):
+        buf[k] = buf[start + k]
+    return n
+
+
+class Reader:
+    """Decodes MQTT packets from a stream into a fixed buffer.
+
+    Put bytes in with feed() (copies) or tail()/filled(n) (read straight into
+    the buffer); take packets out with next(), which returns the packet type,
+    or 0 when the next packet is not complete yet. The fields of the packet
+    just returned (pid, flags, topic, payload, ...) are attributes, valid until
+    the next call. A packet bigger than the buffer raises PacketTooLarge and is
+    skipped whole, so the stream stays in step; any other MQTTProtocolError
+    means the stream cannot be trusted any more.
+    """
+
+    def __init__(self, size=1024, level=4):
+        self.buf = bytearray(size)
+        self.mv = memoryview(self.buf)
+        self.level = level
+        self.start = 0
+        self.end = 0
+        self.skip = 0
+        self.type = 0
+        self.flags = 0
+        self.pid = 0
+        self.topic = None
+        self.payload = None
+        self.code = 0
+        self.session_present = False
+        self._body = 0
+        self._body_end = 0
+
+    def tail(self):
+        """Writable view of the free space after the buffered bytes."""
+        if self.start == self.end:
+            self.start = self.end = 0
+            return self.mv
+        if self.start:
+            self.end = shift(self.buf, self.start, self.end)
+            self.start = 0
+        return self.mv[self.end:]
+
+    def filled(self, n):
+        self.end += n
+
+    def feed(self, data):
+        """Copies as much of data as fits; returns the number of bytes taken."""
+        room = self.tail()
+        n = min(len(room), len(data))
+        room[:n] = data[:n]
+        self.end += n
+        return n
+
+    def _err(self, why):
+        raise MQTTProtocolError(why)
+
+    def _u16(self, i):
+        return self.buf[i] << 8 | self.buf[i + 1]
+
+    def _pid(self, i):
+        pid = self.buf[i] << 8 | self.buf[i + 1]
+        if not pid:
+            self._err("message id 0 in %s" % _NAMES[self.type])
+        return pid
+
+    def _string(self, i, end, what):
+        # Returns the offset after a length-prefixed string at i.
+        if i + 2 > end:
+            self._err("%s: length field runs past the packet" % what)
+        j = i + 2 + self._u16(i)
+        if j > end:
+            self._err("%s: string length %d runs past the packet" % (what, j - i - 2))
+        return j
+
+    def next(self):
+        if self.skip:
+            k = min(self.skip, self.end - self.start)
+            self.start += k
+            self.skip -= k
+            if self.skip:
+                return 0
+        b = self.buf
+        s = self.start
+        end = self.end
+        if end - s < 2:
+            return 0
+        first = b[s]
+        type = first >> 4
+        flags = first & 15
+        if type == 0 or type == 15:
+            self._err("reserved packet type %d" % type)
+        if type == PUBLISH:
+            if flags & 6 == 6:
+                self._err("PUBLISH with QoS 3")
+            if flags & 8 and not flags & 6 and self.level == 4:
+                self._err("DUP set on a QoS 0 PUBLISH")
+        elif type in _FLAGS2:
+            if flags != 2 and not (flags == 10 and self.level == 3):
+                self._err("%s fixed-header flags are %d, must be 2" % (_NAMES[type], flags))
+        elif flags:
+            self._err("%s fixed-header flags are %d, must be 0" % (_NAMES[type], flags))
+        rl = 0
+        shift = 0
+        i = s + 1
+        while True:
+            if i >= end:
+                return 0
+            d = b[i]
+            i += 1
+            rl |= (d & 0x7F) << shift
+            if not d & 0x80:
+                break
+            shift += 7
+            if shift == 28:
+                self._err("remaining length has a fifth byte")
+        total = i - s + rl
+        if total > len(b):
+            pid = 0
+            if type == PUBLISH and flags & 6 and end >= i + 2:
+                j = i + 2 + self._u16(i)
+                if end >= j + 2:
+                    pid = self._u16(j)
+            have = min(end, s + total)
+            self.start = have
+            self.skip = s + total - have
+            raise PacketTooLarge("%s of %d bytes is larger than the %d-byte receive buffer"
+                                 % (_NAMES[type], total, len(b)), type, total, pid)
+        if end - s < total:
+            return 0
+        self.start = s + total
+        self.type = type
+        self.flags = flags
+        self._body = i
+        self._body_end = s + total
+        self._parse(type, flags, i, s + total, rl)
+        return type
+
+    def _parse(self, type, flags, i, end, rl):
+        b = self.buf
+        mv = self.mv
+        name = _NAMES[type]
+        if type == PUBLISH:
+            j = self._string(i, end, "PUBLISH topic")
+            if j == i + 2:
+                self._err("PUBLISH with an empty topic")
+            if not _utf8_ok(b, i + 2, j):
+                self._err("PUBLISH topic is not valid UTF-8")
+            for k in range(i + 2, j):
+                if b[k] == 43 or b[k] == 35:
+                    self._err("wildcard in a PUBLISH topic")
+            self.topic = mv[i + 2:j]
+            if flags & 6:
+                if j + 2 > end:
+                    self._err("PUBLISH message id runs past the packet")
+                self.pid = self._pid(j)
+                j += 2
+            else:
+                self.pid = 0
+            self.payload = mv[j:end]
+        elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP or type == UNSUBACK:
+            if rl != 2:
+                self._err("%s remaining length is %d, must be 2" % (name, rl))
+            self.pid = self._pid(i)
+        elif type == PINGREQ or type == PINGRESP or type == DISCONNECT:
+            if rl:
+                self._err("%s remaining length is %d, must be 0" % (name, rl))
+        elif type == CONNACK:
+            if rl != 2:
+                self._err("CONNACK remaining length is %d, must be 2" % rl)
+            if b[i] & 0xFE and self.level == 4:
+                self._err("CONNACK reserved flag bits are set")
+            if b[i + 1] > 5:
+                self._err("CONNACK return code %d is reserved" % b[i + 1])
+            self.session_present = bool(b[i] & 1) if self.level == 4 else False
+            self.code = b[i + 1]
+        elif type == SUBACK:
+            if rl < 3:
+                self._err("SUBACK without a return code")
+            self.pid = self._pid(i)
+            for k in range(i + 2, end):
+                c = b[k]
+                if c > 2 and c != SUBACK_FAILURE:
+                    self._err("SUBACK return code 0x%02x is not 0, 1, 2 or 0x80" % c)
+            self.payload = mv[i + 2:end]
+        else:
+            self._from_client(type, i, end)
+
+    def _from_client(self, type, i, end):
+        # CONNECT, SUBSCRIBE, UNSUBSCRIBE only travel to a broker; their
+        # decoder is BrokerReader (broker.py), kept apart to spare a board's heap.
+        self._err("%s is sent by clients, not by a broker" % _NAMES[type])
+
+
+_NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
+          "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT",
+          "reserved")

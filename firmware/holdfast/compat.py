@@ -1,0 +1,24 @@
+# The few places where MicroPython and CPython differ, mapped once so the rest
+# of the package is written against one API.
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+try:
+    from time import ticks_ms, ticks_diff, ticks_add
+except ImportError:  # CPython: same semantics, 30-bit wrap like the boards
+    import time as _time
+
+    _PERIOD = 1 << 30
+    _HALF = _PERIOD >> 1
+
+    def ticks_ms():
+        return int(_time.monotonic() * 1000) & (_PERIOD - 1)
+
+    def ticks_diff(a, b):
+        return ((a - b + _HALF) & (_PERIOD - 1)) - _HALF
+
+    def ticks_add(a, d):
+        return (a + d) & (_PERIOD - 1)

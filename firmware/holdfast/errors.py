@@ -1,0 +1,54 @@
+# Every failure a user can hit has a name and its cause in words.
+
+
+class MQTTError(Exception):
+    """Base of every holdfast error."""
+
+
+class MQTTProtocolError(MQTTError):
+    """The peer sent bytes that are not valid MQTT; the connection is dropped."""
+
+
+class PacketTooLarge(MQTTProtocolError):
+    """An inbound packet is larger than the receive buffer; it was skipped whole."""
+
+    def __init__(self, msg, type, length, pid):
+        super().__init__(msg)
+        self.type = type
+        self.length = length
+        self.pid = pid
+
+
+_CONNACK = (
+    None,
+    "unacceptable protocol version",
+    "client identifier rejected",
+    "server unavailable",
+    "bad user name or password",
+    "not authorized",
+)
+
+
+class ConnectError(MQTTError):
+    """The broker refused the connection (CONNACK return code 1..5)."""
+
+    def __init__(self, code):
+        reason = _CONNACK[code] if 0 < code < len(_CONNACK) else "unknown return code"
+        super().__init__("connection refused: " + reason + " (code " + str(code) + ")")
+        self.code = code
+
+
+class SubscribeError(MQTTError):
+    """The broker answered 0x80 (failure) for a subscription."""
+
+
+class OutboxFull(MQTTError):
+    """The outbox has no room for another message; publish() stored nothing."""
+
+
+class MQTTTimeout(MQTTError):
+    """An operation did not complete within its time bound."""
+
+
+class LinkDown(MQTTError):
+    """The connection to the broker is lost or was found dead."""

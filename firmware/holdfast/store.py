@@ -1,0 +1,148 @@
+# The outbox kept in RAM: a preallocated byte ring of encoded PUBLISH packets
+# plus a fixed table of slots, so storing and acknowledging a message never
+# allocates. Every outbox backend (file, raw flash) offers the same methods.
+from array import array
+from . import codec
+from .errors import OutboxFull
+
+_FREE = 0
+_PENDING = 1
+_RELEASED = 2  # QoS 2 message that reached PUBREC: resume with PUBREL
+
+
+class MemoryStore:
+    """Outbox interface, shared by every backend.
+
+    Keys are integers that grow with every put(); order of keys is the order
+    of publishing. put() returns only once the message is as durable as the
+    backend can make it.
+
+        put(topic, payload, qos, retain, pid) -> key   (OutboxFull when no room)
+        release(key)        QoS 2 message reached PUBREC
+        done(key)           acknowledged: forget it
+        next(after) -> key  first pending key > after, or -1
+        pid(key), qos(key), released(key)
+        get(key, buf, off) -> end   encoded PUBLISH (DUP clear) written at off
+        size(key)           bytes get() writes
+        uses(pid) -> bool   pid belongs to a pending message
+        last() -> key       highest key ever stored, -1 if none
+        hold(pid), held(pid), drop(pid)   inbound QoS 2 ids awaiting PUBREL
+        __len__()           pending messages
+    """
+
+    def __init__(self, size=4096, slots=32, held=16):
+        self.ring = bytearray(size)
+        self.mv = memoryview(self.ring)
+        self.slots = slots
+        self._off = array("i", [0] * slots)
+        self._end = array("i", [0] * slots)
+        self._pid = array("H", [0] * slots)
+        self._state = bytearray(slots)
+        self.head = 0  # oldest key that may still be pending
+        self.tail = 0  # key the next put() gets
+        self._held = array("H", [0] * held)
+        self._hold_next = 0
+
+    def __len__(self):
+        n = 0
+        for k in range(self.head, self.tail):
+            if self._state[k % self.slots]:
+                n += 1
+        return n
+
+    def _place(self, n):
+        # Byte offset for a record of n bytes, or -1. Records sit in the ring
+        # in key order; free space is after the newest and before the oldest.
+        size = len(self.ring)
+        if self.head == self.tail:
+            return 0 if n <= size else -1
+        h = self._off[self.head % self.slots]
+        newest = (self.tail - 1) % self.slots
+        w = self._end[newest]
+        if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
+            if size - w >= n:
+                return w
+            return 0 if n <= h else -1
+        return w if w + n <= h else -1
+
+    def put(self, topic, payload, qos, retain, pid):
+        n = codec.publish_size(topic, len(payload), qos)
+        if self.tail - self.head >= self.slots:
+            raise OutboxFull("outbox full: %d messages pending" % self.slots)
+        if self.head == self.tail:
+            self.head = self.tail = 0
+        o = self._place(n)
+        if o < 0:
+            raise OutboxFull("outbox full: no room for a %d-byte message in %d bytes" % (n, len(self.ring)))
+        end = codec.publish(self.ring, topic, payload, qos, retain, False, pid, o)
+        k = self.tail
+        s = k % self.slots
+        self._off[s] = o
+        self._end[s] = end
+        self._pid[s] = pid
+        self._state[s] = _PENDING
+        self.tail = k + 1
+        return k
+
+    def release(self, key):
+        self._state[key % self.slots] = _RELEASED
+
+    def done(self, key):
+        self._state[key % self.slots] = _FREE
+        while self.head < self.tail and not self._state[self.head % self.slots]:
+            self.head += 1
+
+    def next(self, after):
+        k = after + 1 if after >= self.head else self.head
+        while k < self.tail:
+            if self._state[k % self.slots]:
+                return k
+            k += 1
+        return -1
+
+    def last(self):
+        return self.tail - 1
+
+    def pid(self, key):
+        return self._pid[key % self.slots]
+
+    def qos(self, key):
+        return (self.ring[self._off[key % self.slots]] >> 1) & 3
+
+    def released(self, key):
+        return self._state[key % self.slots] == _RELEASED
+
+    def size(self, key):
+        s = key % self.slots
+        return self._end[s] - self._off[s]
+
+    def get(self, key, buf, off):
+        s = key % self.slots
+        n = self._end[s] - self._off[s]
+        buf[off:off + n] = self.mv[self._off[s]:self._end[s]]
+        return off + n
+
+    def uses(self, pid):
+        for k in range(self.head, self.tail):
+            s = k % self.slots
+            if self._state[s] and self._pid[s] == pid:
+                return True
+        return False
+
+    def hold(self, pid):
+        # A full table forgets the oldest id: beyond that many concurrent
+        # inbound QoS 2 flows, a re-sent duplicate could be delivered again.
+        if not self.held(pid):
+            self._held[self._hold_next] = pid
+            self._hold_next = (self._hold_next + 1) % len(self._held)
+
+    def held(self, pid):
+        for i in range(len(self._held)):
+            if self._held[i] == pid:
+                return True
+        return False
+
+    def drop(self, pid):
+        for i in range(len(self._held)):
+            if self._held[i] == pid:
+                self._held[i] = 0

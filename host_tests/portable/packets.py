@@ -1,0 +1,77 @@
+# Packets as plain tuples, so tests can compare what was encoded with what was
+# decoded. Test-side helper only; the firmware works on the Reader's fields.
+from holdfast import codec as c
+from holdfast import broker
+
+ACKS = (c.PUBACK, c.PUBREC, c.PUBREL, c.PUBCOMP, c.UNSUBACK)
+EMPTY = (c.PINGREQ, c.PINGRESP, c.DISCONNECT)
+
+
+def encode(buf, p):
+    t = p[0]
+    if t == c.CONNECT:
+        _, level, cid, clean, ka, wt, wm, wq, wr, user, pw = p
+        return c.connect(buf, cid, clean, ka, wt, wm if wm is not None else b"", wq, wr, user, pw, level)
+    if t == c.CONNACK:
+        return broker.connack(buf, p[2], p[1])
+    if t == c.PUBLISH:
+        _, topic, payload, qos, retain, dup, pid = p
+        return c.publish(buf, topic, payload, qos, retain, dup, pid)
+    if t in ACKS:
+        return c.ack(buf, t, p[1])
+    if t == c.SUBSCRIBE:
+        return c.subscribe(buf, p[1], p[2])
+    if t == c.SUBACK:
+        return broker.suback(buf, p[1], p[2])
+    if t == c.UNSUBSCRIBE:
+        return c.unsubscribe(buf, p[1], p[2])
+    return c.empty(buf, t)
+
+
+def _opt(v):
+    return None if v is None else bytes(v)
+
+
+def current(r):
+    """The packet the Reader r just returned, as a tuple."""
+    t = r.type
+    if t == c.CONNECT:
+        return (t, r.level, bytes(r.client_id), r.clean, r.keepalive, _opt(r.will_topic),
+                _opt(r.will_msg), r.will_qos, r.will_retain, _opt(r.user), _opt(r.password))
+    if t == c.CONNACK:
+        return (t, r.session_present, r.code)
+    if t == c.PUBLISH:
+        f = r.flags
+        return (t, bytes(r.topic), bytes(r.payload), (f >> 1) & 3, bool(f & 1), bool(f & 8), r.pid)
+    if t in ACKS:
+        return (t, r.pid)
+    if t == c.SUBSCRIBE:
+        return (t, r.pid, tuple((bytes(f), q) for f, q in r.filters()))
+    if t == c.SUBACK:
+        return (t, r.pid, tuple(r.payload))
+    if t == c.UNSUBSCRIBE:
+        return (t, r.pid, tuple(bytes(f) for f, _ in r.filters()))
+    return (t,)
+
+
+def decode_all(data, size=4096, step=None, level=4):
+    """Feeds data (step bytes at a time, or as much as fits) and returns every packet."""
+    r = broker.BrokerReader(size, level)
+    out = []
+    i = 0
+    while True:
+        if i < len(data):
+            chunk = data[i:i + step] if step else data[i:]
+            i += r.feed(chunk)
+        t = r.next()
+        while t:
+            out.append(current(r))
+            t = r.next()
+        if i >= len(data):
+            return out
+
+
+def one(data, **kw):
+    ps = decode_all(data, **kw)
+    assert len(ps) == 1, ps
+    return ps[0]
