@@ -69,8 +69,6 @@ class MemoryStore:
         n = codec.publish_size(topic, len(payload), qos)
         if self.tail - self.head >= self.slots:
             raise OutboxFull("outbox full: %d messages pending" % self.slots)
-        if self.head == self.tail:
-            self.head = self.tail = 0
         o = self._place(n)
         if o < 0:
             raise OutboxFull("outbox full: no room for a %d-byte message in %d bytes" % (n, len(self.ring)))
