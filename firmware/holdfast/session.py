@@ -367,7 +367,8 @@ class Session:
             return
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
             raise LinkDown("no answer from the broker for %d ms after PINGREQ" % ticks_diff(now, self.ping_at))
-        if self.keepalive and ticks_diff(now, self.last_tx) >= self.keepalive * 1000 and self.room() >= _ACK_ROOM:
+        if (self.keepalive and self.ping_at < 0 and ticks_diff(now, self.last_tx) >= self.keepalive * 1000
+                and self.room() >= _ACK_ROOM):
             self.ping(now)
         if self.retry_ms and self.inflight:
             for i in range(self.window):

@@ -1,0 +1,113 @@
+# Drives a Session (sans-I/O) or a client (through a scripted socket) from the
+# broker's side, in exact bytes. Test-side helper for both runtimes.
+from holdfast import codec as c
+from holdfast import broker
+from holdfast.session import Session
+from packets import current, encode
+
+_BUF = bytearray(4096)
+
+
+def wire(*packets):
+    """Bytes of packets given as tuples (see packets.py)."""
+    out = b""
+    for p in packets:
+        out += bytes(_BUF[:encode(_BUF, p)])
+    return out
+
+
+def parse(data):
+    r = broker.BrokerReader(4096)
+    r.feed(data)
+    out = []
+    t = r.next()
+    while t:
+        out.append(current(r))
+        t = r.next()
+    assert r.start == r.end, "trailing partial packet"
+    return out
+
+
+def sent(s, now=0):
+    """Packets the session queued, as tuples; marks them written at now."""
+    out = parse(bytes(s.tx[s.t0:s.t1]))
+    if s.t1 > s.t0:
+        s.sent(s.t1 - s.t0, now)
+    return out
+
+
+def feed(s, *packets, now=0):
+    data = wire(*packets)
+    i = 0
+    while i < len(data):
+        i += s.rx.feed(data[i:])
+        s.receive(now)
+    return s.receive(now)
+
+
+def session(now=0, present=False, **kw):
+    """A Session that has sent CONNECT and got CONNACK."""
+    s = Session(kw.pop("client_id", b"dev"), **kw)
+    s.start(now)
+    assert sent(s)[0][0] == c.CONNECT
+    feed(s, (c.CONNACK, present, 0), now=now)
+    return s
+
+
+class ScriptedSocket:
+    """A socket whose peer is a test: it hands out given chunks on read
+    (None = EAGAIN), takes writes up to a limit per call, and can close."""
+
+    def __init__(self, chunks=(), write_limit=None):
+        self.chunks = list(chunks)
+        self.written = b""
+        self.write_limit = write_limit
+        self.closed = False
+        self.eof = False
+
+    def push(self, data):
+        self.chunks.append(data)
+
+    def readinto(self, buf, n=None):
+        if not self.chunks:
+            if self.eof:
+                return 0
+            return None
+        d = self.chunks.pop(0)
+        if d is None:
+            return None
+        k = min(len(d), len(buf))
+        buf[:k] = d[:k]
+        if k < len(d):
+            self.chunks.insert(0, d[k:])
+        return k
+
+    recv_into = readinto
+
+    def write(self, buf, off=0, n=None):
+        if n is None:
+            n = len(buf) - off
+        if self.write_limit is not None:
+            n = min(n, self.write_limit)
+        self.written += bytes(buf[off:off + n])
+        return n
+
+    def send(self, data):
+        return self.write(data, 0, len(data))
+
+    def close(self):
+        self.closed = True
+
+    def take(self):
+        """Packets written so far, as tuples; forgets them."""
+        out = parse(self.written)
+        self.written = b""
+        return out
+
+
+class NoPoller:
+    def __init__(self, s):
+        pass
+
+    def wait(self, ms, out=False):
+        return True

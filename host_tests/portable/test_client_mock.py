@@ -1,0 +1,179 @@
+# The blocking client's I/O shell against a scripted socket and a fake clock:
+# byte-at-a-time reads, EAGAIN, partial writes, a broker that stalls, closes
+# or talks garbage. Where a real broker cannot be steered.
+from holdfast import client as hc
+from holdfast import codec as c
+from holdfast.errors import ConnectError
+from fakebroker import ScriptedSocket, NoPoller, wire
+from support import raises
+
+CONNACK = wire((c.CONNACK, False, 0))
+
+
+class Rig:
+    """Patches the client's socket opener, poller and clock for one test."""
+
+    def __init__(self, *scripts, write_limit=None):
+        self.scripts = list(scripts)
+        self.socks = []
+        self.now = 1000
+        self.write_limit = write_limit
+
+    def opener(self, host, port, timeout_ms, tls=None):
+        if not self.scripts:
+            raise OSError(111, "connection refused")
+        s = ScriptedSocket(self.scripts.pop(0), self.write_limit)
+        self.socks.append(s)
+        return s
+
+    def clock(self):
+        self.now += 1  # every look at the clock moves it, so waits end
+        return self.now
+
+    def __enter__(self):
+        self.saved = (hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms)
+        hc.net.open_socket = self.opener
+        hc.net.Poller = NoPoller
+        hc.ticks_ms = self.clock
+        hc._sleep_ms = self.sleep
+        return self
+
+    def sleep(self, ms):
+        self.now += ms
+
+    def __exit__(self, *a):
+        hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms = self.saved
+
+    def client(self, **kw):
+        kw.setdefault("timeout_ms", 2000)
+        return hc.MQTTClient(b"dev", "broker.test", keepalive=kw.pop("keepalive", 0), **kw)
+
+
+def split(data, n=1):
+    out = []
+    for i in range(0, len(data), n):
+        out.append(data[i:i + n])
+        out.append(None)  # EAGAIN between every piece
+    return out
+
+
+def test_connack_one_byte_at_a_time_with_eagain():
+    with Rig(split(CONNACK)) as rig:
+        cl = rig.client()
+        assert cl.connect() is False
+        assert cl.isconnected()
+        assert rig.socks[0].take()[0][0] == c.CONNECT
+
+
+def test_partial_writes_deliver_every_byte_in_order():
+    with Rig([None] * 50 + [CONNACK], write_limit=3) as rig:
+        cl = rig.client()
+        cl.connect()
+        rig.socks[0].take()
+        pids = [cl.publish(b"t", b"payload-%d" % i, False, 1) for i in range(3)]
+        for _ in range(20):
+            cl.check_msg()
+        got = rig.socks[0].take()
+        assert [(p[2], p[6]) for p in got] == [(b"payload-0", pids[0]), (b"payload-1", pids[1]),
+                                               (b"payload-2", pids[2])]
+
+
+def test_check_msg_returns_while_a_packet_is_half_there():
+    msg = wire((c.PUBLISH, b"a/b", b"hello", 1, False, False, 3))
+    with Rig([CONNACK, msg[:4]]) as rig:
+        cl = rig.client()
+        got = []
+        cl.set_callback(lambda t, m: got.append(m))
+        cl.connect()
+        for _ in range(5):
+            cl.check_msg()  # returns each time: the rest never comes
+        assert got == []
+        rig.socks[0].push(msg[4:])
+        cl.check_msg()
+        assert got == [b"hello"]
+        assert (c.PUBACK, 3) in rig.socks[0].take()
+
+
+def test_broker_closing_mid_packet_reconnects_and_resends_with_dup():
+    first = [CONNACK]
+    with Rig(first, [CONNACK]) as rig:
+        cl = rig.client(backoff_ms=(100, 1000))
+        cl.connect()
+        pid = cl.publish(b"t", b"keep me", False, 1)
+        s0 = rig.socks[0]
+        s0.push(wire((c.PUBLISH, b"x", b"partial", 0, False, False, 0))[:5])
+        s0.eof = True
+        for _ in range(3):
+            cl.check_msg()
+        assert s0.closed and not cl.isconnected()
+        assert "closed" in str(cl.last_error)
+        assert cl.pending() == 1  # nothing lost
+        rig.now += 1000  # past the backoff
+        for _ in range(3):
+            cl.check_msg()
+        assert cl.isconnected()
+        out = rig.socks[1].take()
+        assert out[0][0] == c.CONNECT
+        assert out[1] == (c.PUBLISH, b"t", b"keep me", 1, False, True, pid)
+
+
+def test_garbage_from_broker_drops_link_keeps_outbox():
+    with Rig([CONNACK], [CONNACK]) as rig:
+        cl = rig.client(backoff_ms=(100, 1000))
+        cl.connect()
+        cl.publish(b"t", b"m", False, 2)
+        rig.socks[0].push(b"\xf0\x00")
+        cl.check_msg()
+        assert not cl.isconnected()
+        assert "reserved packet type" in str(cl.last_error)
+        assert cl.pending() == 1
+
+
+def test_refused_connect_raises_named_error():
+    with Rig([wire((c.CONNACK, False, 4))]) as rig:
+        cl = rig.client()
+        e = raises(ConnectError, cl.connect)
+        assert e.code == 4 and "bad user name or password" in str(e)
+
+
+def test_refusal_on_reconnect_backs_off_to_the_longest_delay():
+    with Rig([CONNACK], [wire((c.CONNACK, False, 5))]) as rig:
+        cl = rig.client(backoff_ms=(100, 60000))
+        cl.connect()
+        rig.socks[0].eof = True
+        cl.check_msg()
+        rig.now += 200
+        cl.check_msg()  # reconnects, is refused
+        cl.check_msg()
+        assert "not authorized" in str(cl.last_error)
+        opened = len(rig.socks)
+        rig.now += 30000
+        for _ in range(10):
+            cl.check_msg()
+        assert len(rig.socks) == opened  # no tight retry loop
+
+
+def test_reconnect_backoff_grows_and_is_capped():
+    with Rig([CONNACK]) as rig:
+        cl = rig.client(backoff_ms=(1000, 8000))
+        cl.connect()
+        rig.socks[0].eof = True
+        cl.check_msg()
+        delays = []
+        for _ in range(6):
+            delays.append(cl._delay)
+            rig.now = cl._retry_at + 1
+            cl.check_msg()  # the opener refuses: no scripts left
+        assert delays == [1000, 2000, 4000, 8000, 8000, 8000], delays
+
+
+def test_qos0_while_offline_is_dropped_and_counted_qos1_is_queued():
+    with Rig([CONNACK]) as rig:
+        cl = rig.client(backoff_ms=(100000, 100000))
+        cl.connect()
+        rig.socks[0].eof = True
+        cl.check_msg()
+        assert cl.publish(b"t", b"a", False, 0) is None
+        assert cl.dropped_qos0 == 1
+        assert cl.publish(b"t", b"b", False, 1) > 0
+        assert cl.pending() == 1

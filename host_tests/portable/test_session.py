@@ -1,0 +1,331 @@
+# The sans-I/O session engine, in exact bytes, with a fake clock.
+from holdfast import codec as c
+from holdfast.session import Session, match
+from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown
+from fakebroker import session, sent, feed
+from support import raises
+
+PUB = c.PUBLISH
+
+
+def test_connect_packet_carries_will_user_password_keepalive():
+    s = Session(b"dev-1", clean=False, keepalive=30)
+    s.will = (b"dev/status", b"gone", 1, True)
+    s.user = b"u"
+    s.password = b"p"
+    s.start(0)
+    assert sent(s) == [(c.CONNECT, 4, b"dev-1", False, 30, b"dev/status", b"gone", 1, True, b"u", b"p")]
+
+
+def test_connect_31_uses_mqisdp():
+    s = Session(b"dev-1", level=3)
+    s.start(0)
+    assert sent(s)[0][1] == 3
+
+
+def test_connack_refusals_are_named_with_reasons():
+    reasons = {1: "unacceptable protocol version", 2: "identifier rejected", 3: "server unavailable",
+               4: "bad user name or password", 5: "not authorized"}
+    for code in range(1, 6):
+        s = Session(b"d")
+        s.start(0)
+        sent(s)
+        e = raises(ConnectError, feed, s, (c.CONNACK, False, code))
+        assert e.code == code and reasons[code] in str(e), str(e)
+        assert not s.connected
+
+
+def test_qos0_publish_exact_bytes():
+    s = session()
+    assert s.publish(b"a/b", b"hi", 0, True, 0)
+    assert sent(s) == [(PUB, b"a/b", b"hi", 0, True, False, 0)]
+    assert len(s.store) == 0
+
+
+def test_qos1_publish_returns_id_and_completes_on_puback():
+    s = session()
+    done = []
+    s.on_delivered = done.append
+    pid = s.publish(b"a/b", b"x", 1, False, 0)
+    assert pid == 1
+    assert sent(s) == [(PUB, b"a/b", b"x", 1, False, False, 1)]
+    assert len(s.store) == 1 and s.inflight == 1
+    feed(s, (c.PUBACK, 1))
+    assert done == [1] and len(s.store) == 0 and s.inflight == 0
+
+
+def test_qos2_outgoing_full_flow():
+    s = session()
+    done = []
+    s.on_delivered = done.append
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    assert sent(s) == [(PUB, b"t", b"x", 2, False, False, pid)]
+    feed(s, (c.PUBREC, pid))
+    assert sent(s) == [(c.PUBREL, pid)]
+    assert s.store.released(s.store.next(-1))
+    assert done == []
+    feed(s, (c.PUBCOMP, pid))
+    assert done == [pid] and len(s.store) == 0
+
+
+def test_retry_after_interval_resends_with_dup_and_same_id():
+    s = session(retry_ms=5000)
+    pid = s.publish(b"t", b"x", 1, False, 0)
+    sent(s)
+    s.tick(4999)
+    assert sent(s) == []
+    s.tick(5000)
+    assert sent(s) == [(PUB, b"t", b"x", 1, False, True, pid)]
+    s.tick(9999)
+    assert sent(s) == []
+    s.tick(10000)
+    assert sent(s) == [(PUB, b"t", b"x", 1, False, True, pid)]
+
+
+def test_retry_of_qos2_past_pubrec_is_pubrel():
+    s = session(retry_ms=1000)
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    sent(s)
+    feed(s, (c.PUBREC, pid), now=10)
+    sent(s)
+    s.tick(1010)
+    assert sent(s) == [(c.PUBREL, pid)]
+
+
+def test_no_in_session_retry_by_default():
+    s = session()
+    s.publish(b"t", b"x", 1, False, 0)
+    sent(s)
+    s.tick(10 ** 6)
+    assert sent(s) == []
+
+
+def reconnect(s, now=0, present=True):
+    s.lost()
+    s.start(now)
+    out = sent(s)
+    assert out[0][0] == c.CONNECT
+    feed(s, (c.CONNACK, present, 0), now=now)
+    return sent(s)
+
+
+def test_reconnect_after_publish_resends_publish_with_dup():
+    for qos in (1, 2):
+        s = session(clean=False)
+        pid = s.publish(b"t", b"x", qos, False, 0)
+        sent(s)
+        assert reconnect(s) == [(PUB, b"t", b"x", qos, False, True, pid)]
+
+
+def test_reconnect_after_pubrec_resumes_with_pubrel_not_publish():
+    s = session(clean=False)
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    sent(s)
+    feed(s, (c.PUBREC, pid))
+    assert sent(s) == [(c.PUBREL, pid)]  # PUBREL sent, then the link drops
+    assert reconnect(s) == [(c.PUBREL, pid)]
+    feed(s, (c.PUBCOMP, pid))
+    assert len(s.store) == 0
+
+
+def test_reconnect_before_pubrel_was_sent_also_resumes_with_pubrel():
+    s = session(clean=False)
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    sent(s)
+    feed(s, (c.PUBREC, pid))
+    s.t0 = s.t1 = 0  # PUBREL queued but never written
+    assert reconnect(s) == [(c.PUBREL, pid)]
+
+
+def test_reconnect_resends_in_original_order_then_new_messages():
+    s = session(clean=False, window=2)
+    p1 = s.publish(b"t", b"1", 1, False, 0)
+    p2 = s.publish(b"t", b"2", 1, False, 0)
+    p3 = s.publish(b"t", b"3", 1, False, 0)  # window full: queued
+    assert [p[2] for p in sent(s)] == [b"1", b"2"]
+    out = reconnect(s)
+    assert [(p[2], p[5], p[6]) for p in out] == [(b"1", True, p1), (b"2", True, p2)]
+    feed(s, (c.PUBACK, p1))
+    assert sent(s) == [(PUB, b"t", b"3", 1, False, False, p3)]  # never sent before: no DUP
+
+
+def test_offline_queue_flows_on_connect():
+    s = Session(b"d")
+    pids = [s.publish(b"t", b"%d" % i, 1, False, 0) for i in range(3)]
+    s.start(0)
+    sent(s)
+    feed(s, (c.CONNACK, False, 0))
+    assert [(p[2], p[6]) for p in sent(s)] == [(b"0", pids[0]), (b"1", pids[1]), (b"2", pids[2])]
+
+
+def test_window_limits_inflight_and_ack_releases_next():
+    s = session(window=2)
+    for i in range(4):
+        s.publish(b"t", b"%d" % i, 1, False, 0)
+    assert [p[2] for p in sent(s)] == [b"0", b"1"]
+    feed(s, (c.PUBACK, 2))
+    assert [p[2] for p in sent(s)] == [b"2"]
+    feed(s, (c.PUBACK, 1), (c.PUBACK, 3))
+    assert [p[2] for p in sent(s)] == [b"3"]
+
+
+def test_packet_ids_wrap_and_skip_ids_in_flight():
+    s = session(window=4)
+    s.next_pid = 65534
+    a = s.publish(b"t", b"a", 1, False, 0)
+    b = s.publish(b"t", b"b", 1, False, 0)
+    assert (a, b) == (65534, 65535)
+    s.next_pid = 65534  # force a wrap onto ids still in flight
+    d = s.publish(b"t", b"d", 1, False, 0)
+    assert d == 1
+    s.next_pid = 65535
+    feed(s, (c.PUBACK, 65534))
+    assert s.publish(b"t", b"e", 1, False, 0) == 2  # 65535 and 1 still in flight
+    assert s.publish(b"t", b"f", 1, False, 0) == 3
+
+
+def test_incoming_qos0_qos1_and_retained_flag():
+    s = session()
+    got = []
+    s.on_message = lambda t, m: got.append((t, m, s.retained, s.qos))
+    feed(s, (PUB, b"a", b"zero", 0, True, False, 0), (PUB, b"a", b"one", 1, False, False, 7))
+    assert got == [(b"a", b"zero", True, 0), (b"a", b"one", False, 1)]
+    assert sent(s) == [(c.PUBACK, 7)]
+
+
+def test_incoming_qos2_exactly_once_despite_dup_resend():
+    s = session()
+    got = []
+    s.on_message = lambda t, m: got.append(m)
+    feed(s, (PUB, b"a", b"m", 2, False, False, 9))
+    assert sent(s) == [(c.PUBREC, 9)]
+    feed(s, (PUB, b"a", b"m", 2, False, True, 9))  # broker missed our PUBREC
+    assert sent(s) == [(c.PUBREC, 9)]
+    assert got == [b"m"]
+    feed(s, (c.PUBREL, 9))
+    assert sent(s) == [(c.PUBCOMP, 9)]
+    feed(s, (PUB, b"a", b"n", 2, False, False, 9))  # id reused for a new message
+    assert got == [b"m", b"n"]
+
+
+def test_incoming_qos2_reconnect_before_pubrel_keeps_exactly_once():
+    s = session(clean=False)
+    got = []
+    s.on_message = lambda t, m: got.append(m)
+    feed(s, (PUB, b"a", b"m", 2, False, False, 4))
+    sent(s)
+    reconnect(s)
+    feed(s, (PUB, b"a", b"m", 2, False, True, 4))
+    assert sent(s) == [(c.PUBREC, 4)]
+    feed(s, (c.PUBREL, 4))
+    assert sent(s) == [(c.PUBCOMP, 4)]
+    assert got == [b"m"]
+
+
+def test_incoming_pubrel_after_reconnect_gets_pubcomp():
+    s = session(clean=False)
+    feed(s, (PUB, b"a", b"m", 2, False, False, 4))
+    sent(s)
+    reconnect(s)
+    feed(s, (c.PUBREL, 4))
+    assert sent(s) == [(c.PUBCOMP, 4)]
+
+
+def test_keepalive_pings_only_when_idle_and_detects_dead_link():
+    s = session(keepalive=10)
+    s.tick(9999)
+    assert sent(s) == []
+    s.publish(b"t", b"x", 0, False, 0)
+    s.sent(s.t1 - s.t0, 5000)  # something was sent at 5 s
+    s.tick(10000)
+    assert sent(s) == []
+    s.tick(15000)
+    assert sent(s, 15000) == [(c.PINGREQ,)]
+    s.tick(20000)
+    assert sent(s) == []  # one PINGREQ outstanding at a time
+    feed(s, (c.PINGRESP,), now=20000)
+    s.tick(25000)
+    assert sent(s, 25000) == [(c.PINGREQ,)]
+    s.tick(34999)
+    raises(LinkDown, s.tick, 35000)
+
+
+def test_subscriptions_route_to_filter_handlers_and_global_callback():
+    s = session()
+    seen = []
+    s.on_message = lambda t, m: seen.append(("all", t))
+    s.add_sub(b"a/+/temp", 1, lambda t, m, r: seen.append(("temp", t)))
+    s.add_sub(b"a/#", 1, lambda t, m, r: seen.append(("a", t)))
+    feed(s, (PUB, b"a/x/temp", b"1", 0, False, False, 0), (PUB, b"b", b"2", 0, False, False, 0))
+    assert seen == [("temp", b"a/x/temp"), ("a", b"a/x/temp"), ("all", b"a/x/temp"), ("all", b"b")]
+
+
+def test_topic_filter_matching():
+    yes = ((b"#", b"a/b"), (b"a/#", b"a"), (b"a/#", b"a/b/c"), (b"a/+", b"a/b"), (b"+/+", b"a/b"),
+           (b"a/+/c", b"a/b/c"), (b"+", b"a"), (b"a/+", b"a/"), (b"+/#", b"a"), (b"a/b", b"a/b"))
+    no = ((b"a/+", b"a/b/c"), (b"a/b", b"a"), (b"a", b"a/b"), (b"+", b"a/b"), (b"#", b"$SYS/x"),
+          (b"+/x", b"$SYS/x"), (b"a/#", b"ab"), (b"a/b/c", b"a/b"))
+    for f, t in yes:
+        assert match(f, t), (f, t)
+    for f, t in no:
+        assert not match(f, t), (f, t)
+
+
+def test_resubscribes_when_broker_has_no_session():
+    s = session()
+    s.add_sub(b"a/#", 1, None)
+    s.add_sub(b"b", 2, None)
+    out = reconnect(s, present=False)
+    assert out == [(c.SUBSCRIBE, out[0][1], ((b"a/#", 1), (b"b", 2)))]
+    s2 = session()
+    s2.add_sub(b"a/#", 1, None)
+    assert reconnect(s2, present=True) == []
+
+
+def test_suback_result_is_recorded():
+    s = session()
+    pid = s.subscribe([(b"a", 2)])
+    assert sent(s) == [(c.SUBSCRIBE, pid, ((b"a", 2),))]
+    feed(s, (c.SUBACK, pid, (0x80,)))
+    assert s.ack_pid == pid and s.granted == b"\x80"
+
+
+def test_broker_garbage_and_unexpected_packets_are_protocol_errors():
+    s = session()
+    s.rx.feed(b"\xf0\x00")
+    raises(MQTTProtocolError, s.receive, 0)
+    s = session()
+    s.rx.feed(b"\x82\x06\x00\x01\x00\x01a\x00")  # SUBSCRIBE from a broker
+    raises(MQTTProtocolError, s.receive, 0)
+    s = session()
+    raises(MQTTProtocolError, feed, s, (c.PINGREQ,))
+    s = session()
+    raises(MQTTProtocolError, feed, s, (c.CONNACK, False, 0))
+    s = Session(b"d")
+    s.start(0)
+    sent(s)
+    raises(MQTTProtocolError, feed, s, (PUB, b"a", b"m", 0, False, False, 0))
+
+
+def test_inbound_packet_larger_than_buffer_is_dropped_counted_and_acked():
+    s = session(size=128)
+    got = []
+    s.on_message = lambda t, m: got.append(m)
+    feed(s, (PUB, b"big", b"z" * 300, 1, False, False, 5), (PUB, b"ok", b"small", 0, False, False, 0))
+    assert s.dropped == 1
+    assert got == [b"small"]
+    assert sent(s) == [(c.PUBACK, 5)]
+
+
+def test_views_mode_hands_memoryviews():
+    s = session(views=True)
+    got = []
+    s.on_message = lambda t, m: got.append((type(t), bytes(m)))
+    feed(s, (PUB, b"a", b"v", 0, False, False, 0))
+    assert got == [(memoryview, b"v")]
+
+
+def test_publish_too_large_for_send_buffer_is_refused_and_not_stored():
+    s = session(size=128)
+    raises(ValueError, s.publish, b"t", b"x" * 200, 1, False, 0)
+    assert len(s.store) == 0
