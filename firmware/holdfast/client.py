@@ -48,6 +48,7 @@ class MQTTClient:
         self._opened_at = 0
         self._started = False  # connect() was called once: reconnects are ours to make
         self.dropped_qos0 = 0  # QoS 0 messages published while offline
+        self.links = 0  # network connections opened (1 + reconnects)
         self.last_error = None  # why the link last went down, in words
 
     def __repr__(self):
@@ -193,6 +194,7 @@ class MQTTClient:
     def _open(self, now):
         self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
         self.poller = net.Poller(self.sock)
+        self.links += 1
         self._opened_at = now
         self.s.start(now)
         self._pump(now, False)

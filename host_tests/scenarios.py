@@ -1,0 +1,142 @@
+# Client scenarios against a real broker, run as a program under either
+# runtime:  python|micropython host_tests/scenarios.py NAME HOST PORT [ARG]
+# Each prints one JSON line with what it observed; test_broker.py asserts.
+import sys
+import json
+
+sys.path.insert(0, sys.argv[0].rsplit("/", 2)[0] + "/firmware")
+
+from holdfast import MQTTClient  # noqa: E402
+
+try:
+    from time import sleep_ms, ticks_ms, ticks_diff
+except ImportError:
+    from holdfast.compat import ticks_ms, ticks_diff
+    import time
+
+    def sleep_ms(ms):
+        time.sleep(ms / 1000)
+
+RT = sys.implementation.name
+
+
+def pump(clients, until, ms=5000):
+    t0 = ticks_ms()
+    while not until() and ticks_diff(ticks_ms(), t0) < ms:
+        for c in clients:
+            c.wait_msg(20)
+
+
+def qos_matrix(host, port, tag):
+    """Every publish QoS against every subscription QoS: delivered at the lower."""
+    got = []
+    sub = MQTTClient(tag + "-sub", host, port)
+    sub.set_callback(lambda t, m: got.append([t.decode(), m.decode(), sub.s.qos]))
+    sub.connect()
+    for sq in (0, 1, 2):
+        sub.subscribe("m/%s/s%d" % (tag, sq), sq)
+    pub = MQTTClient(tag + "-pub", host, port)
+    pub.connect()
+    for sq in (0, 1, 2):
+        for pq in (0, 1, 2):
+            pub.publish("m/%s/s%d" % (tag, sq), "p%d" % pq, False, pq)
+    pub.flush(5000)
+    pump([sub], lambda: len(got) >= 9)
+    pub.disconnect()
+    sub.disconnect()
+    return got
+
+
+def retained(host, port, tag):
+    pub = MQTTClient(tag + "-pub", host, port)
+    pub.connect()
+    pub.publish("r/" + tag, "last-known", True, 1)
+    pub.flush(5000)
+    pub.disconnect()
+    got = []
+    sub = MQTTClient(tag + "-sub", host, port)
+    sub.set_callback(lambda t, m: got.append([m.decode(), sub.s.retained]))
+    sub.connect()
+    sub.subscribe("r/" + tag, 1)
+    pump([sub], lambda: got)
+    live = MQTTClient(tag + "-pub2", host, port)
+    live.connect()
+    live.publish("r/" + tag, "live", False, 1)
+    live.flush(5000)
+    pump([sub], lambda: len(got) >= 2)
+    live.publish("r/" + tag, "", True, 1)  # clear the retained message
+    live.flush(5000)
+    live.disconnect()
+    sub.disconnect()
+    return got
+
+
+def will(host, port, tag):
+    """The will goes out on an abrupt close, not on a clean DISCONNECT."""
+    got = []
+    watch = MQTTClient(tag + "-watch", host, port)
+    watch.set_callback(lambda t, m: got.append(m.decode()))
+    watch.connect()
+    watch.subscribe("w/" + tag, 1)
+    for how in ("clean", "abrupt"):
+        dev = MQTTClient(tag + "-dev-" + how, host, port, keepalive=5)
+        dev.set_last_will("w/" + tag, "gone-" + how, False, 1)
+        dev.connect()
+        if how == "clean":
+            dev.disconnect()
+        else:
+            dev.sock.close()  # like a power cut: no DISCONNECT
+        pump([watch], lambda: False, 1500)
+    watch.disconnect()
+    return got
+
+
+def offline_queue(host, port, tag):
+    """A persistent subscriber gets what was published while it was away."""
+    got = []
+    sub = MQTTClient(tag + "-sub", host, port)
+    sub.set_callback(lambda t, m: got.append(m.decode()))
+    sub.connect(clean_session=False)
+    sub.subscribe("q/" + tag, 1)
+    sub.disconnect()
+    pub = MQTTClient(tag + "-pub", host, port)
+    pub.connect()
+    for i in range(5):
+        pub.publish("q/" + tag, str(i), False, 1 + i % 2)
+    pub.flush(5000)
+    pub.disconnect()
+    sub = MQTTClient(tag + "-sub", host, port)
+    sub.set_callback(lambda t, m: got.append(m.decode()))
+    present = sub.connect(clean_session=False)
+    pump([sub], lambda: len(got) >= 5)
+    sub.disconnect()
+    sub2 = MQTTClient(tag + "-sub", host, port)
+    sub2.connect(clean_session=True)  # leave no session behind
+    sub2.disconnect()
+    return {"present": present, "got": got}
+
+
+def publish_through_restart(host, port, tag, n=200):
+    """Publishes n QoS 1 and 2 messages slowly; the test restarts the broker
+    meanwhile. Reports what the outbox still held at the end."""
+    pub = MQTTClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000,
+                     backoff_ms=(200, 1000))
+    pub.connect(clean_session=False)
+    for i in range(n):
+        pub.publish("x/" + tag, str(i), False, 1 + i % 2)
+        pub.check_msg()
+        sleep_ms(10)
+    ok = pub.flush(30000)
+    left = pub.pending()
+    pub.disconnect()
+    return {"flushed": ok, "pending": left, "links": pub.links}
+
+
+def main():
+    name, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    tag = RT + "-" + name
+    result = globals()[name](host, port, tag)
+    print("RESULT " + json.dumps(result))
+
+
+main()

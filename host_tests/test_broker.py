@@ -1,0 +1,106 @@
+# The client against a real mosquitto, under CPython and under the MicroPython
+# unix port: each scenario runs in its own process (host_tests/scenarios.py).
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import paho.mqtt.client as paho
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCEN = os.path.join(HERE, "scenarios.py")
+BIN = os.path.dirname(sys.executable)
+RUNTIMES = {"cpython": sys.executable, "micropython": os.path.join(BIN, "micropython")}
+
+
+def start(runtime, name, broker, *args):
+    return subprocess.Popen([RUNTIMES[runtime], SCEN, name, broker.host, str(broker.port)] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc, timeout=120):
+    out, _ = proc.communicate(timeout=timeout)
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise AssertionError("scenario printed no result (exit %s):\n%s" % (proc.returncode, out))
+
+
+def run(runtime, name, broker, *args):
+    return finish(start(runtime, name, broker, *args))
+
+
+runtimes = pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+
+
+@runtimes
+def test_every_qos_pairing_delivers_at_the_lower_qos(runtime, mosquitto):
+    got = run(runtime, "qos_matrix", mosquitto)
+    want = sorted([["m/%s-qos_matrix/s%d" % (runtime, sq), "p%d" % pq, min(sq, pq)]
+                   for sq in (0, 1, 2) for pq in (0, 1, 2)])
+    assert sorted(got) == want
+
+
+@runtimes
+def test_retained_message_is_flagged_live_one_is_not(runtime, mosquitto):
+    assert run(runtime, "retained", mosquitto) == [["last-known", True], ["live", False]]
+
+
+@runtimes
+def test_will_on_abrupt_close_not_on_clean_disconnect(runtime, mosquitto):
+    assert run(runtime, "will", mosquitto) == ["gone-abrupt"]
+
+
+@runtimes
+def test_persistent_session_receives_messages_queued_while_offline(runtime, mosquitto):
+    r = run(runtime, "offline_queue", mosquitto)
+    assert r["present"] is True
+    assert sorted(r["got"]) == ["0", "1", "2", "3", "4"]
+
+
+@runtimes
+def test_broker_restart_while_publishing_loses_nothing(runtime, mosquitto):
+    n = 200
+    topic = "x/%s-publish_through_restart" % runtime
+    seen = []
+    lock = threading.Lock()
+    sub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="restart-watch-" + runtime,
+                      clean_session=False)
+
+    def on_message(c, u, m):
+        with lock:
+            seen.append((int(m.payload), m.qos))
+
+    sub.on_message = on_message
+    sub.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, 2)
+    sub.reconnect_delay_set(0.1, 0.5)
+    sub.connect(mosquitto.host, mosquitto.port)
+    sub.loop_start()
+    try:
+        deadline = time.time() + 10
+        while not sub.is_connected() and time.time() < deadline:
+            time.sleep(0.05)
+        proc = start(runtime, "publish_through_restart", mosquitto, str(n))
+        deadline = time.time() + 30
+        while len(seen) < n // 4 and time.time() < deadline:
+            time.sleep(0.02)
+        mosquitto.restart()
+        r = finish(proc)
+        deadline = time.time() + 20
+        while len({s for s, _ in seen}) < n and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        sub.loop_stop()
+        sub.disconnect()
+    assert r["flushed"] and r["pending"] == 0
+    assert r["links"] >= 2, "the restart did not break the publisher's connection"
+    with lock:
+        numbers = [s for s, _ in seen]
+    missing = sorted(set(range(n)) - set(numbers))
+    assert not missing, "lost: %s" % missing
+    dup2 = [s for s in set(numbers) if s % 2 == 1 and numbers.count(s) > 1]
+    assert not dup2, "QoS 2 messages delivered twice: %s" % dup2
