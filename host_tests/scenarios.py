@@ -122,7 +122,7 @@ def publish_through_restart(host, port, tag, n=200):
     pub = MQTTClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000,
                      backoff_ms=(200, 1000))
     pub.connect(clean_session=False)
-    for i in range(n):
+    for i in range(int(n)):
         pub.publish("x/" + tag, str(i), False, 1 + i % 2)
         pub.check_msg()
         sleep_ms(10)
@@ -132,10 +132,52 @@ def publish_through_restart(host, port, tag, n=200):
     return {"flushed": ok, "pending": left, "links": pub.links}
 
 
+def async_pubsub(host, port, tag):
+    """The asyncio client: subscribe, publish at every QoS, receive them all."""
+    import asyncio
+    from holdfast.aclient import AsyncClient
+
+    async def run():
+        got = []
+        c = AsyncClient(tag, host, port, keepalive=5)
+        c.set_callback(lambda t, m: got.append([m.decode(), c.s.qos]))
+        await c.connect()
+        await c.subscribe("a/" + tag, 2)
+        for q in (0, 1, 2):
+            await c.publish("a/" + tag, "q%d" % q, False, q)
+        flushed = await c.flush(5000)
+        for _ in range(100):
+            if len(got) >= 3:
+                break
+            await asyncio.sleep(0.02)
+        await c.disconnect()
+        return {"flushed": flushed, "got": got}
+
+    return asyncio.run(run())
+
+
+def async_publish_through_restart(host, port, tag, n=200):
+    import asyncio
+    from holdfast.aclient import AsyncClient
+
+    async def run():
+        c = AsyncClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000, backoff_ms=(200, 1000))
+        await c.connect(clean_session=False)
+        for i in range(int(n)):
+            await c.publish("x/" + tag.replace("async_", ""), str(i), False, 1 + i % 2)
+            await asyncio.sleep(0.01)
+        ok = await c.flush(30000)
+        left = c.pending()
+        await c.disconnect()
+        return {"flushed": ok, "pending": left, "links": c.links}
+
+    return asyncio.run(run())
+
+
 def main():
     name, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tag = RT + "-" + name
-    result = globals()[name](host, port, tag)
+    result = globals()[name](host, port, tag, *sys.argv[4:])
     print("RESULT " + json.dumps(result))
 
 

@@ -62,12 +62,19 @@ def test_persistent_session_receives_messages_queued_while_offline(runtime, mosq
 
 
 @runtimes
-def test_broker_restart_while_publishing_loses_nothing(runtime, mosquitto):
+def test_asyncio_client_pubsub_at_every_qos(runtime, mosquitto):
+    r = run(runtime, "async_pubsub", mosquitto)
+    assert r["flushed"] and sorted(r["got"]) == [["q0", 0], ["q1", 1], ["q2", 2]]
+
+
+@runtimes
+@pytest.mark.parametrize("api", ["blocking", "asyncio"])
+def test_broker_restart_while_publishing_loses_nothing(runtime, api, mosquitto):
     n = 200
     topic = "x/%s-publish_through_restart" % runtime
     seen = []
     lock = threading.Lock()
-    sub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="restart-watch-" + runtime,
+    sub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="restart-watch-%s-%s" % (runtime, api),
                       clean_session=False)
 
     def on_message(c, u, m):
@@ -83,7 +90,8 @@ def test_broker_restart_while_publishing_loses_nothing(runtime, mosquitto):
         deadline = time.time() + 10
         while not sub.is_connected() and time.time() < deadline:
             time.sleep(0.05)
-        proc = start(runtime, "publish_through_restart", mosquitto, str(n))
+        name = "publish_through_restart" if api == "blocking" else "async_publish_through_restart"
+        proc = start(runtime, name, mosquitto, str(n))
         deadline = time.time() + 30
         while len(seen) < n // 4 and time.time() < deadline:
             time.sleep(0.02)

@@ -5,12 +5,7 @@ from . import net
 from .codec import SUBACK_FAILURE, _b
 from .errors import MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
 from .session import Session
-
-try:
-    from random import getrandbits
-except ImportError:  # pragma: no cover - every port has it
-    def getrandbits(n):
-        return ticks_ms() & ((1 << n) - 1)
+from .backoff import Backoff
 
 
 class MQTTClient:
@@ -42,9 +37,7 @@ class MQTTClient:
         self.poller = None
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect
-        self.backoff_ms = backoff_ms
-        self._delay = 0
-        self._retry_at = 0
+        self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
         self._opened_at = 0
         self._started = False  # connect() was called once: reconnects are ours to make
         self.dropped_qos0 = 0  # QoS 0 messages published while offline
@@ -81,7 +74,7 @@ class MQTTClient:
             if isinstance(err, ConnectError):
                 raise err
             raise MQTTTimeout("no CONNACK within %d ms (%s)" % (timeout_ms or self.timeout_ms, err))
-        self._delay = 0
+        self.backoff.reset()
         return self.s.session_present
 
     def disconnect(self):
@@ -168,7 +161,7 @@ class MQTTClient:
             if self.sock:
                 self.poller.wait(left, self.s.t1 > self.s.t0)
             else:
-                _sleep_ms(min(left, max(0, ticks_diff(self._retry_at, now))))
+                _sleep_ms(min(left, self.backoff.wait_ms(now)))
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -213,17 +206,15 @@ class MQTTClient:
         # The link failed: keep the outbox, close, and schedule a reconnect.
         self.last_error = err
         self._close()
-        lo, hi = self.backoff_ms
-        self._delay = min(hi, self._delay * 2) if self._delay else lo
-        # Jitter: wait between half and all of the delay, so a fleet that lost
-        # its broker together does not come back in lockstep.
-        half = self._delay // 2
-        self._retry_at = ticks_add(ticks_ms(), half + getrandbits(16) % (half + 1))
+        if isinstance(err, ConnectError):
+            self.backoff.refused(ticks_ms())
+        else:
+            self.backoff.failed(ticks_ms())
 
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed.
         if self.sock is None:
-            if self.reconnect and self._started and ticks_diff(ticks_ms(), self._retry_at) >= 0:
+            if self.reconnect and self._started and self.backoff.due(ticks_ms()):
                 try:
                     self._open(ticks_ms())
                 except OSError as e:
@@ -261,18 +252,9 @@ class MQTTClient:
                 w = net.write(self.sock, s.tx, s.t0, s.t1)
                 if w:
                     s.sent(w, now)
-        except ConnectError as e:
-            self._drop(e)
-            self.reconnect_pause()
-        except (OSError, MQTTProtocolError, LinkDown) as e:
+        except (OSError, MQTTProtocolError, LinkDown, ConnectError) as e:
             self._drop(e)
         return n
-
-    def reconnect_pause(self):
-        # A refused connection (bad credentials, not authorized) will be refused
-        # again: wait the longest backoff instead of retrying in a tight loop.
-        self._delay = self.backoff_ms[1]
-        self._retry_at = ticks_add(ticks_ms(), self._delay)
 
     def _wait(self, what, arg, timeout_ms):
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
