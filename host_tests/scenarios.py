@@ -71,6 +71,24 @@ def retained(host, port, tag):
     return got
 
 
+def protocol_variants(host, port, tag):
+    """MQTT 3.1 (MQIsdp) and an empty client id (3.1.1, clean session)."""
+    got = []
+    old = MQTTClient(tag + "-31", host, port, level=3)
+    old.set_callback(lambda t, m: got.append(m.decode()))
+    old.connect()
+    old.subscribe("v/" + tag, 2)
+    anon = MQTTClient("", host, port)
+    anon.connect()
+    anon.publish("v/" + tag, "from-anonymous", False, 2)
+    anon.flush(5000)
+    anon.disconnect()
+    old.publish("v/" + tag, "from-3.1", False, 1)
+    pump([old], lambda: len(got) >= 2)
+    old.disconnect()
+    return sorted(got)
+
+
 def will(host, port, tag):
     """The will goes out on an abrupt close, not on a clean DISCONNECT."""
     got = []

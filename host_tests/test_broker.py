@@ -50,6 +50,33 @@ def test_retained_message_is_flagged_live_one_is_not(runtime, mosquitto):
 
 
 @runtimes
+def test_mqtt_31_and_empty_client_id(runtime, mosquitto):
+    assert run(runtime, "protocol_variants", mosquitto) == ["from-3.1", "from-anonymous"]
+
+
+def test_host_name_is_resolved_again_on_every_reconnect(mosquitto, monkeypatch):
+    from holdfast import MQTTClient, net
+
+    calls = []
+    real = net.socket.getaddrinfo
+
+    def counting(host, *a):
+        calls.append(host)
+        return real(host, *a)
+
+    monkeypatch.setattr(net.socket, "getaddrinfo", counting)
+    c = MQTTClient("resolve-" + str(os.getpid()), "localhost", mosquitto.port, keepalive=5,
+                   backoff_ms=(100, 200), timeout_ms=2000)
+    c.connect()
+    mosquitto.restart()
+    deadline = time.time() + 10
+    while c.links < 2 and time.time() < deadline:
+        c.wait_msg(50)
+    c.disconnect()
+    assert c.links >= 2 and calls.count("localhost") == c.links
+
+
+@runtimes
 def test_will_on_abrupt_close_not_on_clean_disconnect(runtime, mosquitto):
     assert run(runtime, "will", mosquitto) == ["gone-abrupt"]
 
