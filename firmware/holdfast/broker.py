@@ -2,7 +2,9 @@
 # decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
 # needs it; test brokers and host tools do.
 from .codec import (Reader, CONNACK, SUBSCRIBE, UNSUBSCRIBE, SUBACK, check_filter, _fit, _header,
-                    _u16, _check_pid, _NAMES)
+                    _u16, _check_pid)
+from .errors import MQTTProtocolError
+from .reasons import NAMES
 
 
 def connack(buf, code, session_present=False, off=0):
@@ -23,32 +25,36 @@ def suback(buf, pid, codes, off=0):
     return i
 
 
+def _bad(why):
+    raise MQTTProtocolError(why)
+
+
 class BrokerReader(Reader):
     """A Reader that also decodes the packets only clients send."""
 
     def _from_client(self, type, i, end):
         b = self.buf
         rl = end - i
-        name = _NAMES[type]
+        name = NAMES[type]
         if type == SUBSCRIBE or type == UNSUBSCRIBE:
             if rl < 2:
-                self._err("%s without a message id" % name)
+                _bad("%s without a message id" % name)
             self.pid = self._pid(i)
             j = i + 2
             if j == end:
-                self._err("%s without a topic filter" % name)
+                _bad("%s without a topic filter" % name)
             while j < end:
                 k = self._string(j, end, name + " topic filter")
                 try:
                     check_filter(b, j + 2, k)
                 except ValueError as e:
-                    self._err("%s: %s" % (name, e))
+                    _bad("%s: %s" % (name, e))
                 j = k
                 if type == SUBSCRIBE:
                     if j >= end:
-                        self._err("SUBSCRIBE filter without a QoS byte")
+                        _bad("SUBSCRIBE filter without a QoS byte")
                     if b[j] > 2:
-                        self._err("SUBSCRIBE requested QoS byte 0x%02x is invalid" % b[j])
+                        _bad("SUBSCRIBE requested QoS byte 0x%02x is invalid" % b[j])
                     j += 1
         else:  # CONNECT
             self._parse_connect(i, end)
@@ -59,19 +65,19 @@ class BrokerReader(Reader):
         j = self._string(i, end, "CONNECT protocol name")
         proto = bytes(mv[i + 2:j])
         if j + 4 > end:
-            self._err("CONNECT variable header is truncated")
+            _bad("CONNECT variable header is truncated")
         level = b[j]
         if not ((proto == b"MQTT" and level == 4) or (proto == b"MQIsdp" and level == 3)):
-            self._err("CONNECT protocol %r level %d is not MQTT 3.1.1 or 3.1" % (proto, level))
+            _bad("CONNECT protocol %r level %d is not MQTT 3.1.1 or 3.1" % (proto, level))
         f = b[j + 1]
         if f & 1:
-            self._err("CONNECT reserved flag is set")
+            _bad("CONNECT reserved flag is set")
         if f & 0x18 == 0x18:
-            self._err("CONNECT will QoS 3")
+            _bad("CONNECT will QoS 3")
         if not f & 4 and f & 0x38:
-            self._err("CONNECT will QoS or retain without a will")
+            _bad("CONNECT will QoS or retain without a will")
         if f & 0x40 and not f & 0x80 and level == 4:
-            self._err("CONNECT password without a user name")
+            _bad("CONNECT password without a user name")
         self.level = level
         self.clean = bool(f & 2)
         self.keepalive = self._u16(j + 2)
@@ -97,7 +103,7 @@ class BrokerReader(Reader):
             k = self._string(j, end, "CONNECT password")
             self.password = mv[j + 2:k]
         if k != end:
-            self._err("CONNECT has %d bytes after its payload" % (end - k))
+            _bad("CONNECT has %d bytes after its payload" % (end - k))
 
     def filters(self):
         """The (filter, QoS) pairs of the SUBSCRIBE just read; QoS is None for

@@ -23,8 +23,53 @@ DISCONNECT = const(14)
 MAX_REMAINING = const(268435455)
 SUBACK_FAILURE = const(0x80)
 
+# Error reasons, by number; their words are in reasons.py.
+_E_FIT = const(0)
+_E_RL_MAX = const(1)
+_E_STR_LONG = const(2)
+_E_PID_RANGE = const(3)
+_E_QOS = const(4)
+_E_TOPIC_EMPTY = const(5)
+_E_TOPIC_WILD = const(6)
+_E_LEVEL = const(7)
+_E_EMPTY_ID = const(8)
+_E_KEEPALIVE = const(9)
+_E_PW_NO_USER = const(10)
+_E_DUP_QOS0 = const(11)
+_E_NO_FILTER_SUB = const(12)
+_E_NO_FILTER_UNSUB = const(13)
+_E_FILTER_EMPTY = const(14)
+_E_FILTER_UTF8 = const(15)
+_E_FILTER_WILD = const(16)
+_E_PID_ZERO = const(17)
+_E_LEN_PAST = const(18)
+_E_STR_PAST = const(19)
+_E_RESERVED = const(20)
+_E_QOS3 = const(21)
+_E_DUP0 = const(22)
+_E_FLAGS2 = const(23)
+_E_FLAGS0 = const(24)
+_E_FIFTH = const(25)
+_E_PUB_EMPTY = const(26)
+_E_PUB_UTF8 = const(27)
+_E_PUB_WILD = const(28)
+_E_PUB_PID_PAST = const(29)
+_E_RL2 = const(30)
+_E_RL0 = const(31)
+_E_CONNACK_FLAGS = const(32)
+_E_CONNACK_CODE = const(33)
+_E_SUBACK_EMPTY = const(34)
+_E_SUBACK_CODE = const(35)
+_E_FROM_CLIENT = const(36)
+_E_TOO_LARGE = const(37)
+
 # Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
 _FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
+
+
+def _why(code, *args):
+    from .reasons import text  # loaded only when there is an error to explain
+    return text(code, args)
 
 
 def _b(s):
@@ -33,32 +78,32 @@ def _b(s):
 
 def _fit(buf, off, total):
     if off + total > len(buf):
-        raise ValueError("packet of %d bytes does not fit the %d bytes free in the buffer" % (total, len(buf) - off))
+        raise ValueError(_why(_E_FIT, total, len(buf) - off))
+
+
+def _length_size(n):
+    return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
+
+
+def put_length(buf, i, n):
+    """Writes remaining length n at buf[i]; returns the offset after it."""
+    while True:
+        d = n & 0x7F
+        n >>= 7
+        if not n:
+            buf[i] = d
+            return i + 1
+        buf[i] = d | 0x80
+        i += 1
 
 
 def _header(buf, first, rl, off=0):
     # Writes the fixed header at off; returns the offset where the variable header starts.
     if rl > MAX_REMAINING:
-        raise ValueError("remaining length %d is above the MQTT maximum %d" % (rl, MAX_REMAINING))
-    n = 1
-    x = rl
-    while True:
-        n += 1
-        x >>= 7
-        if not x:
-            break
-    _fit(buf, off, n + rl)
+        raise ValueError(_why(_E_RL_MAX, rl, MAX_REMAINING))
+    _fit(buf, off, 1 + _length_size(rl) + rl)
     buf[off] = first
-    i = off + 1
-    while True:
-        d = rl & 0x7F
-        rl >>= 7
-        if rl:
-            buf[i] = d | 0x80
-            i += 1
-        else:
-            buf[i] = d
-            return i + 1
+    return put_length(buf, off + 1, rl)
 
 
 def _u16(buf, i, v):
@@ -70,7 +115,7 @@ def _u16(buf, i, v):
 def _str(buf, i, s):
     n = len(s)
     if n > 65535:
-        raise ValueError("string of %d bytes is longer than 65535" % n)
+        raise ValueError(_why(_E_STR_LONG, n))
     buf[i] = n >> 8
     buf[i + 1] = n & 0xFF
     i += 2
@@ -80,19 +125,19 @@ def _str(buf, i, s):
 
 def _check_pid(pid):
     if not 0 < pid < 65536:
-        raise ValueError("message id %d is outside 1..65535" % pid)
+        raise ValueError(_why(_E_PID_RANGE, pid))
 
 
 def _check_qos(qos):
     if not 0 <= qos <= 2:
-        raise ValueError("QoS %d is not 0, 1 or 2" % qos)
+        raise ValueError(_why(_E_QOS, qos))
 
 
 def check_topic(topic):
     """Raise ValueError unless topic is a valid topic name to publish to."""
     n = len(topic)
     if not n:
-        raise ValueError("empty topic")
+        raise ValueError(_why(_E_TOPIC_EMPTY))
     if isinstance(topic, memoryview):
         for i in range(n):
             if topic[i] == 43 or topic[i] == 35:
@@ -101,7 +146,7 @@ def check_topic(topic):
             return
     elif b"+" not in topic and b"#" not in topic:
         return
-    raise ValueError("wildcard in a topic name: " + repr(bytes(topic)))
+    raise ValueError(_why(_E_TOPIC_WILD, bytes(topic)))
 
 
 def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b"",
@@ -111,12 +156,12 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
     elif level == 3:
         name = b"MQIsdp"
     else:
-        raise ValueError("protocol level %d is not 3 (MQTT 3.1) or 4 (MQTT 3.1.1)" % level)
+        raise ValueError(_why(_E_LEVEL, level))
     cid = _b(client_id)
     if not cid and (level == 3 or not clean):
-        raise ValueError("an empty client id needs MQTT 3.1.1 and a clean session")
+        raise ValueError(_why(_E_EMPTY_ID))
     if not 0 <= keepalive <= 65535:
-        raise ValueError("keepalive %d is outside 0..65535 s" % keepalive)
+        raise ValueError(_why(_E_KEEPALIVE, keepalive))
     flags = 2 if clean else 0
     rl = 2 + len(name) + 4 + 2 + len(cid)
     if will_topic is not None:
@@ -132,7 +177,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
         rl += 2 + len(user)
     if password is not None:
         if user is None and level == 4:
-            raise ValueError("a password needs a user name in MQTT 3.1.1")
+            raise ValueError(_why(_E_PW_NO_USER))
         password = _b(password)
         flags |= 0x40
         rl += 2 + len(password)
@@ -155,7 +200,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
 def publish_size(topic, length, qos):
     """Bytes of a whole PUBLISH packet with a payload of length bytes."""
     rl = 2 + len(_b(topic)) + length + (2 if qos else 0)
-    return rl + (2 if rl < 128 else 3 if rl < 16384 else 4 if rl < 2097152 else 5)
+    return 1 + _length_size(rl) + rl
 
 
 def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, off=0):
@@ -169,7 +214,7 @@ def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, of
         _check_pid(pid)
         rl += 2
     elif dup:
-        raise ValueError("DUP on a QoS 0 PUBLISH")
+        raise ValueError(_why(_E_DUP_QOS0))
     i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0), rl, off)
     i = _str(buf, i, topic)
     if qos:
@@ -198,7 +243,7 @@ def subscribe(buf, pid, filters, off=0):
     """filters: a sequence of (topic filter, QoS) pairs."""
     _check_pid(pid)
     if not filters:
-        raise ValueError("SUBSCRIBE needs at least one topic filter")
+        raise ValueError(_why(_E_NO_FILTER_SUB))
     rl = 2
     for f, q in filters:
         _check_qos(q)
@@ -216,7 +261,7 @@ def subscribe(buf, pid, filters, off=0):
 def unsubscribe(buf, pid, topics, off=0):
     _check_pid(pid)
     if not topics:
-        raise ValueError("UNSUBSCRIBE needs at least one topic filter")
+        raise ValueError(_why(_E_NO_FILTER_UNSUB))
     rl = 2
     for f in topics:
         f = _b(f)
@@ -273,15 +318,15 @@ def _utf8_ok(b, i, end):
 def check_filter(b, i, end):
     """Raise ValueError unless b[i:end] is a valid topic filter."""
     if i >= end:
-        raise ValueError("empty topic filter")
+        raise ValueError(_why(_E_FILTER_EMPTY))
     if not _utf8_ok(b, i, end):
-        raise ValueError("topic filter is not valid UTF-8")
+        raise ValueError(_why(_E_FILTER_UTF8))
     start = i
     while i < end:
         c = b[i]
         if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
             if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError("misplaced wildcard in topic filter")
+                raise ValueError(_why(_E_FILTER_WILD))
         i += 1
 
 
@@ -344,8 +389,8 @@ class Reader:
         self.end += n
         return n
 
-    def _err(self, why):
-        raise MQTTProtocolError(why)
+    def _err(self, code, *args):
+        raise MQTTProtocolError(_why(code, *args))
 
     def _u16(self, i):
         return self.buf[i] << 8 | self.buf[i + 1]
@@ -353,16 +398,16 @@ class Reader:
     def _pid(self, i):
         pid = self.buf[i] << 8 | self.buf[i + 1]
         if not pid:
-            self._err("message id 0 in %s" % _NAMES[self.type])
+            self._err(_E_PID_ZERO, self.type)
         return pid
 
     def _string(self, i, end, what):
         # Returns the offset after a length-prefixed string at i.
         if i + 2 > end:
-            self._err("%s: length field runs past the packet" % what)
+            self._err(_E_LEN_PAST, what)
         j = i + 2 + self._u16(i)
         if j > end:
-            self._err("%s: string length %d runs past the packet" % (what, j - i - 2))
+            self._err(_E_STR_PAST, what, j - i - 2)
         return j
 
     def next(self):
@@ -381,17 +426,17 @@ class Reader:
         type = first >> 4
         flags = first & 15
         if type == 0 or type == 15:
-            self._err("reserved packet type %d" % type)
+            self._err(_E_RESERVED, type)
         if type == PUBLISH:
             if flags & 6 == 6:
-                self._err("PUBLISH with QoS 3")
+                self._err(_E_QOS3)
             if flags & 8 and not flags & 6 and self.level == 4:
-                self._err("DUP set on a QoS 0 PUBLISH")
+                self._err(_E_DUP0)
         elif type in _FLAGS2:
             if flags != 2 and not (flags == 10 and self.level == 3):
-                self._err("%s fixed-header flags are %d, must be 2" % (_NAMES[type], flags))
+                self._err(_E_FLAGS2, type, flags)
         elif flags:
-            self._err("%s fixed-header flags are %d, must be 0" % (_NAMES[type], flags))
+            self._err(_E_FLAGS0, type, flags)
         rl = 0
         shift = 0
         i = s + 1
@@ -405,7 +450,7 @@ class Reader:
                 break
             shift += 7
             if shift == 28:
-                self._err("remaining length has a fifth byte")
+                self._err(_E_FIFTH)
         total = i - s + rl
         if total > len(b):
             pid = 0
@@ -416,8 +461,7 @@ class Reader:
             have = min(end, s + total)
             self.start = have
             self.skip = s + total - have
-            raise PacketTooLarge("%s of %d bytes is larger than the %d-byte receive buffer"
-                                 % (_NAMES[type], total, len(b)), type, total, pid)
+            raise PacketTooLarge(_why(_E_TOO_LARGE, type, total, len(b)), type, total, pid)
         if end - s < total:
             return 0
         self.start = s + total
@@ -431,20 +475,19 @@ class Reader:
     def _parse(self, type, flags, i, end, rl):
         b = self.buf
         mv = self.mv
-        name = _NAMES[type]
         if type == PUBLISH:
             j = self._string(i, end, "PUBLISH topic")
             if j == i + 2:
-                self._err("PUBLISH with an empty topic")
+                self._err(_E_PUB_EMPTY)
             if not _utf8_ok(b, i + 2, j):
-                self._err("PUBLISH topic is not valid UTF-8")
+                self._err(_E_PUB_UTF8)
             for k in range(i + 2, j):
                 if b[k] == 43 or b[k] == 35:
-                    self._err("wildcard in a PUBLISH topic")
+                    self._err(_E_PUB_WILD)
             self.topic = mv[i + 2:j]
             if flags & 6:
                 if j + 2 > end:
-                    self._err("PUBLISH message id runs past the packet")
+                    self._err(_E_PUB_PID_PAST)
                 self.pid = self._pid(j)
                 j += 2
             else:
@@ -452,28 +495,28 @@ class Reader:
             self.payload = mv[j:end]
         elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP or type == UNSUBACK:
             if rl != 2:
-                self._err("%s remaining length is %d, must be 2" % (name, rl))
+                self._err(_E_RL2, type, rl)
             self.pid = self._pid(i)
         elif type == PINGREQ or type == PINGRESP or type == DISCONNECT:
             if rl:
-                self._err("%s remaining length is %d, must be 0" % (name, rl))
+                self._err(_E_RL0, type, rl)
         elif type == CONNACK:
             if rl != 2:
-                self._err("CONNACK remaining length is %d, must be 2" % rl)
+                self._err(_E_RL2, type, rl)
             if b[i] & 0xFE and self.level == 4:
-                self._err("CONNACK reserved flag bits are set")
+                self._err(_E_CONNACK_FLAGS)
             if b[i + 1] > 5:
-                self._err("CONNACK return code %d is reserved" % b[i + 1])
+                self._err(_E_CONNACK_CODE, b[i + 1])
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
         elif type == SUBACK:
             if rl < 3:
-                self._err("SUBACK without a return code")
+                self._err(_E_SUBACK_EMPTY)
             self.pid = self._pid(i)
             for k in range(i + 2, end):
                 c = b[k]
                 if c > 2 and c != SUBACK_FAILURE:
-                    self._err("SUBACK return code 0x%02x is not 0, 1, 2 or 0x80" % c)
+                    self._err(_E_SUBACK_CODE, c)
             self.payload = mv[i + 2:end]
         else:
             self._from_client(type, i, end)
@@ -481,9 +524,4 @@ class Reader:
     def _from_client(self, type, i, end):
         # CONNECT, SUBSCRIBE, UNSUBSCRIBE only travel to a broker; their
         # decoder is BrokerReader (broker.py), kept apart to spare a board's heap.
-        self._err("%s is sent by clients, not by a broker" % _NAMES[type])
-
-
-_NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
-          "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT",
-          "reserved")
+        self._err(_E_FROM_CLIENT, type)

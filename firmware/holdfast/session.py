@@ -16,6 +16,11 @@ _WAIT_PUBCOMP = 3
 _ACK_ROOM = 16  # tx bytes kept free so an acknowledgement can always be queued
 
 
+def _name(t):
+    from .reasons import NAMES
+    return NAMES[t]
+
+
 def match(f, t):
     """True if topic t matches topic filter f (both bytes-like, no allocation)."""
     nf = len(f)
@@ -327,9 +332,9 @@ class Session:
                 self.subscribe([(s[0], s[1]) for s in self.subs])
             self._fill(now)
         elif t != c.PINGRESP:
-            raise MQTTProtocolError("unexpected %s from the broker" % c._NAMES[t])
+            raise MQTTProtocolError("unexpected %s from the broker" % _name(t))
         if not self.connected and t != c.CONNACK:
-            raise MQTTProtocolError("%s before CONNACK" % c._NAMES[t])
+            raise MQTTProtocolError("%s before CONNACK" % _name(t))
 
     def _deliver(self, now):
         r = self.rx

@@ -1,0 +1,55 @@
+# The words of every codec error, by the number codec.py raises with. Kept
+# apart so the text takes heap only once an error has to be explained.
+NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
+         "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT",
+         "reserved")
+
+TEXT = (
+    'packet of %d bytes does not fit the %d bytes free in the buffer',  # FIT
+    'remaining length %d is above the MQTT maximum %d',  # RL_MAX
+    'string of %d bytes is longer than 65535',  # STR_LONG
+    'message id %d is outside 1..65535',  # PID_RANGE
+    'QoS %d is not 0, 1 or 2',  # QOS
+    'empty topic',  # TOPIC_EMPTY
+    'wildcard in a topic name: %r',  # TOPIC_WILD
+    'protocol level %d is not 3 (MQTT 3.1) or 4 (MQTT 3.1.1)',  # LEVEL
+    'an empty client id needs MQTT 3.1.1 and a clean session',  # EMPTY_ID
+    'keepalive %d is outside 0..65535 s',  # KEEPALIVE
+    'a password needs a user name in MQTT 3.1.1',  # PW_NO_USER
+    'DUP on a QoS 0 PUBLISH',  # DUP_QOS0
+    'SUBSCRIBE needs at least one topic filter',  # NO_FILTER_SUB
+    'UNSUBSCRIBE needs at least one topic filter',  # NO_FILTER_UNSUB
+    'empty topic filter',  # FILTER_EMPTY
+    'topic filter is not valid UTF-8',  # FILTER_UTF8
+    'misplaced wildcard in topic filter',  # FILTER_WILD
+    '@ with message id 0',  # PID_ZERO
+    '%s: length field runs past the packet',  # LEN_PAST
+    '%s: string length %d runs past the packet',  # STR_PAST
+    'reserved packet type %d',  # RESERVED
+    'PUBLISH with QoS 3',  # QOS3
+    'DUP set on a QoS 0 PUBLISH',  # DUP0
+    '@ fixed-header flags are %d, must be 2',  # FLAGS2
+    '@ fixed-header flags are %d, must be 0',  # FLAGS0
+    'remaining length has a fifth byte',  # FIFTH
+    'PUBLISH with an empty topic',  # PUB_EMPTY
+    'PUBLISH topic is not valid UTF-8',  # PUB_UTF8
+    'wildcard in a PUBLISH topic',  # PUB_WILD
+    'PUBLISH message id runs past the packet',  # PUB_PID_PAST
+    '@ remaining length is %d, must be 2',  # RL2
+    '@ remaining length is %d, must be 0',  # RL0
+    'CONNACK reserved flag bits are set',  # CONNACK_FLAGS
+    'CONNACK return code %d is reserved',  # CONNACK_CODE
+    'SUBACK without a return code',  # SUBACK_EMPTY
+    'SUBACK return code 0x%02x is not 0, 1, 2 or 0x80',  # SUBACK_CODE
+    '@ is sent by clients, not by a broker',  # FROM_CLIENT
+    '@ of %d bytes is larger than the %d-byte receive buffer',  # TOO_LARGE
+)
+
+
+def text(code, args):
+    """The reason in words; "@" in a text stands for the packet type in args[0]."""
+    t = TEXT[code]
+    if t[0] == "@":
+        t = NAMES[args[0]] + t[1:]
+        args = args[1:]
+    return t % args if args else t
