@@ -37,9 +37,48 @@ mosquitto:
 test: setup
 	$(PY) -m pytest host_tests -q
 
+# BENCH_ARGS: e.g. --only client, --quick, --docs (also writes docs/bench.md)
 bench: setup
-	$(PY) tools/bench.py
+	$(PY) tools/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis .mypy_cache
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
+
+# -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
+.PHONY: deploy emulate typecheck
+
+BOARD ?= esp32
+# make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
+deploy: $(STAMP)
+	@test -n "$(PORT)" || { echo "usage: make deploy BOARD=esp32|rp2040|unix" \
+	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file]" >&2; exit 2; }
+	$(PY) tools/deploy.py --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG))
+
+# make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
+# in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).
+FLASH ?= build/emulated/flash
+emulate: $(STAMP)
+	$(PY) tools/emulator.py $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
+	  $(if $(RUN),--run) $(if $(HEAP),--heap $(HEAP))
+
+# mypy over firmware/ and boards/ once per port, each against its own
+# MicroPython stubs, installed apart in build/stubs/<port> (installed together
+# in one environment, the packages overwrite each other's machine.pyi...).
+# The stub versions are the ones pinned in requirements.txt.
+STUBS := build/stubs
+typecheck: $(STAMP)
+	@set -e; for pb in esp32:esp32 rp2:rp2040 unix:unix; do \
+	  port=$${pb%%:*}; board=$${pb##*:}; dir=$(STUBS)/$$port; \
+	  pin=$$(grep -i "^micropython-$$port-stubs==" requirements.txt); \
+	  if [ ! -f $$dir/.stamp ] || [ "$$(cat $$dir/.stamp)" != "$$pin" ]; then \
+	    echo "installing $$pin into $$dir"; rm -rf $$dir; \
+	    $(PY) -m pip install --disable-pip-version-check -q --target $$dir "$$pin"; \
+	    echo "$$pin" > $$dir/.stamp; \
+	  fi; \
+	  files="firmware/holdfast boards/common boards/$$board"; \
+	  if [ $$port = unix ]; then files="firmware/holdfast boards/common/app.py boards/common/appconfig.py boards/unix"; fi; \
+	  echo "mypy with $$pin: $$files"; \
+	  MYPYPATH=$$dir $(PY) -m mypy --config-file boards/mypy.ini --custom-typeshed-dir $$dir \
+	    --python-version 3.11 --cache-dir $$dir.cache $$files; \
+	done

@@ -251,7 +251,7 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     signal.signal(signal.SIGINT, stop)
     if port_file:
         with open(port_file + ".tmp", "w") as f:
-            f.write("%d\n" % port)
+            f.write("%d %d\n" % (port, pid))
         os.replace(port_file + ".tmp", port_file)
     sys.stderr.write("emulator: board pid %d, flash %s, REPL on socket://%s:%d\n"
                      % (pid, flash, HOST, port))
@@ -286,6 +286,7 @@ class Emulator:
         self.console = os.path.abspath(console) if console else \
             self.flash.rstrip("/") + ".console.log"
         self.proc = None
+        self.board_pid = None
 
     @property
     def url(self):
@@ -324,7 +325,9 @@ class Emulator:
                 raise RuntimeError("emulator did not start within %.0f s" % timeout)
             time.sleep(0.02)
         with open(port_file) as f:
-            self.port = int(f.read())
+            port, pid = f.read().split()
+        self.port = int(port)
+        self.board_pid = int(pid)  # the micropython process
         return self
 
     def kill(self):
@@ -393,7 +396,8 @@ def main(argv=None):
                     help="MicroPython heap size, e.g. 32k (default %s)" % DEFAULT_HEAP)
     ap.add_argument("--uid", help="the board's unique id (hex); default: FLASH/unique_id")
     ap.add_argument("--console", help="append the board's output here instead of stdout")
-    ap.add_argument("--port-file", help="write the REPL port number here once listening")
+    ap.add_argument("--port-file",
+                    help="write '<REPL port> <board pid>' here once listening")
     a = ap.parse_args(argv)
     return serve(a.flash, a.port, a.run, a.heap, a.uid, a.console, a.port_file)
 

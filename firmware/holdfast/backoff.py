@@ -36,7 +36,7 @@ class Backoff:
         self.delay = 0
 
     def due(self, now):
-        return ticks_diff(now, self.at) >= 0
+        return not self.delay or ticks_diff(now, self.at) >= 0
 
     def wait_ms(self, now):
-        return max(0, ticks_diff(self.at, now))
+        return max(0, ticks_diff(self.at, now)) if self.delay else 0

@@ -25,10 +25,8 @@ class MQTTClient:
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000)):
         self.server = server
-        self.tls = ssl
-        if ssl is True:
-            self.tls = _default_tls(ssl_params or {})
-        self.port = port or (8883 if ssl else 1883)
+        self.tls = _default_tls(ssl, ssl_params)
+        self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms,
                          0, views)
         self.s.user = user
@@ -67,10 +65,15 @@ class MQTTClient:
         self.s.clean = clean_session
         self._started = True
         self._close()
-        self._open(ticks_ms())
+        try:
+            self._open(ticks_ms())
+        except OSError as e:
+            self._drop(e)  # schedules the automatic retries too
+            raise
         if not self._wait(_CONNACK, 0, timeout_ms):
             err = self.last_error
-            self._close()
+            if self.sock is not None:
+                self._drop(MQTTTimeout("no CONNACK within %d ms" % (timeout_ms or self.timeout_ms)))
             if isinstance(err, ConnectError):
                 raise err
             raise MQTTTimeout("no CONNACK within %d ms (%s)" % (timeout_ms or self.timeout_ms, err))
@@ -304,13 +307,13 @@ def _sleep_ms(ms):
         time.sleep(ms / 1000)
 
 
-def _default_tls(params):
-    import ssl
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    if "cadata" in params or "cafile" in params:
-        if "cafile" in params:
-            ctx.load_verify_locations(cafile=params["cafile"])
-        else:
-            ctx.load_verify_locations(cadata=params["cadata"])
-    return ctx
+def _default_tls(ssl, params):
+    # ssl=True (a verifying context built from ssl_params) or an SSLContext:
+    # what net.open_socket wraps with; None without TLS. See tls.py.
+    if not ssl:
+        if params:
+            from .tls import TLSError
+            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
+        return None
+    from .tls import context
+    return context(ssl, params or {})

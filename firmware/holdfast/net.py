@@ -29,7 +29,10 @@ def open_socket(host, port, timeout_ms, tls=None):
         s.settimeout(timeout_ms / 1000)
         s.connect(ai[-1])
         if tls is not None:
-            s = tls.wrap_socket(s, server_hostname=host)
+            # The handshake runs here, blocking, bounded by the timeout above;
+            # a TLS failure comes out as tls.TLSError with the cause in words.
+            from .tls import wrap
+            s = wrap(tls, s, host)
         s.setblocking(False)
     except BaseException:
         s.close()

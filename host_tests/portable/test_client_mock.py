@@ -177,3 +177,24 @@ def test_qos0_while_offline_is_dropped_and_counted_qos1_is_queued():
         assert cl.dropped_qos0 == 1
         assert cl.publish(b"t", b"b", False, 1) > 0
         assert cl.pending() == 1
+
+
+def test_failed_first_connect_still_reconnects_later():
+    with Rig([CONNACK]) as rig:
+        rig.now = (1 << 29) + 1000  # tick counter in the upper half of its range
+        real = rig.opener
+        calls = []
+
+        def refuse_once(*a):
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(113, "no route to host")
+            return real(*a)
+
+        hc.net.open_socket = refuse_once
+        cl = rig.client(backoff_ms=(100, 1000))
+        raises(OSError, cl.connect)
+        rig.now += 200
+        for _ in range(3):
+            cl.check_msg()
+        assert cl.isconnected() and len(calls) == 2

@@ -1,0 +1,231 @@
+# The sensor application shared by every board: read the sensor, publish one
+# compact JSON reading per interval (docs/telemetry.md) through holdfast with
+# the outbox on flash, and keep going through Wi-Fi loss, broker loss and bad
+# configuration. Board specifics (network, LED, watchdog, id, sensor) come
+# from the board module main.py passes in; see docs/boards.md.
+import gc
+import json
+import os
+import sys
+import time
+
+try:
+    from micropython import const
+except ImportError:  # CPython (host tests)
+    def const(x):  # type: ignore
+        return x
+
+STATE = "hfstate.json"  # boot counter and sequence bookkeeping
+HOLD = "hf_hold"  # written by tools/deploy.py: skip the app for one boot
+_RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
+_BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+
+try:
+    from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
+except ImportError:  # CPython, for the type checker and host tools
+    from holdfast.compat import ticks_ms, ticks_diff, ticks_add  # type: ignore
+
+    def sleep_ms(ms):  # type: ignore
+        time.sleep(ms / 1000)
+
+
+def log(*a):
+    print("holdfast:", *a)
+
+
+def _exists(p):
+    try:
+        os.stat(p)
+        return True
+    except OSError:
+        return False
+
+
+# -- boot counter and sequence numbers ------------------------------------------
+class Seq:
+    """Boot counter and per-device sequence numbers that never repeat.
+
+    QoS 1/2: s = outbox key + base. The outbox gives every stored message the
+    next key and makes it durable in the same write as the record, so the
+    sequence number is persisted with the reading itself, at no extra flash
+    write: no gap and no repeat, whatever the moment of a power cut (a torn
+    record is dropped on boot and its key, with its s, is used again).
+    QoS 0: s counts in RAM; every _RESERVE readings the state file reserves
+    the next block, and a boot starts after the reserved block (QoS 0 may lose
+    anyway: the skipped numbers read as lost).
+    The state file (written once per boot, then every _RESERVE readings) keeps
+    b, base, the reserve and the outbox's last key, replaced atomically
+    (write, then rename). A wiped outbox (keys went back) continues after the
+    reserve: a gap, never a repeat.
+    """
+
+    def __init__(self, store, qos, path=STATE):
+        self.store = store
+        self.path = path
+        self.keyed = qos > 0
+        st = {}
+        for p in (path, path + ".tmp"):  # .tmp: a rename the power cut stopped
+            try:
+                with open(p) as f:
+                    st = json.load(f)
+                break
+            except (OSError, ValueError):
+                pass
+        last = store.last()
+        base = st.get("base", 0)
+        hi = st.get("hi", 0)
+        nxt = last + 1 + base
+        if not (st.get("keyed") and last >= st.get("k", -1) and last >= 0) and hi > nxt:
+            nxt = hi  # the last boot counted in RAM, or the outbox was wiped or empty
+        self.boot = st.get("b", 0) + 1
+        self.base = nxt - (last + 1)
+        self.next = nxt
+        self.hi = 0
+        self._save(nxt + _RESERVE)
+
+    def _save(self, hi):
+        self.hi = hi
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write('{"b":%d,"base":%d,"hi":%d,"k":%d,"keyed":%s}' % (
+                self.boot, self.base, hi, self.store.last(), "true" if self.keyed else "false"))
+        os.rename(tmp, self.path)
+
+    def take(self):
+        """The s for the next reading (not yet consumed)."""
+        if self.keyed:
+            self.next = self.store.last() + 1 + self.base
+        if self.next >= self.hi:
+            self._save(self.next + _RESERVE)
+        return self.next
+
+    def used(self, s, stored):
+        """The reading with s was published; stored: it went to the outbox."""
+        if self.keyed and stored:
+            k = self.store.last()
+            if k + self.base != s:  # a backend that numbers differently: follow it
+                self.base = s - k
+                self._save(self.hi)
+        self.next = s + 1
+
+
+# -- the application -------------------------------------------------------------
+def open_outbox(cfg):
+    try:
+        from holdfast.fileoutbox import FileStore
+    except ImportError as e:  # the library without the flash outbox: RAM only
+        from holdfast.store import MemoryStore
+        log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
+        return MemoryStore(4096, 32)
+    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"])
+
+
+def sensor(board, cfg):
+    """A function returning the temperature (float), or raising."""
+    i = cfg["i2c"]
+    if i.get("driver"):
+        drv = __import__(i["driver"])
+        bus = board.i2c(i)
+        return lambda: drv.read(bus)
+    return board.temperature
+
+
+# Some ports count time from 2000, the contract's "w" from 1970.
+_EPOCH = 946684800 if time.gmtime(0)[0] == 2000 else 0
+
+
+def _payload(dev, b, s, q, t, u):
+    w = ""
+    if time.time() + _EPOCH > 1600000000:  # the board knows the date (NTP, or the host's)
+        w = ',"w":%d' % (time.time_ns() // 1000000 + _EPOCH * 1000)
+    return '{"d":"%s","b":%d,"s":%d,"q":%d,"t":%s,"u":%d%s}' % (
+        dev, b, s, q, "null" if t is None else "%.2f" % t, u, w)
+
+
+def main(board):
+    if _exists(HOLD):
+        os.remove(HOLD)
+        log("hold file found: app not started this boot (deploy in progress)")
+        return
+    import appconfig  # checked, then dropped: its code is not needed any more
+
+    cfg = appconfig.wait(board)
+    del appconfig
+    del sys.modules["appconfig"]
+    gc.collect()
+    board.init(cfg)  # may clamp wdt_ms to what the hardware allows
+    wdt = board.watchdog(cfg["wdt_ms"])
+    dev = cfg["device"] or board.NAME + "-" + board.unique_id()
+    qos = cfg["qos"]
+    topic = "%s/%s/telemetry" % (cfg["prefix"], dev)
+    # The larger buffers first, while the heap is still in one piece.
+    store = open_outbox(cfg)
+    seq = Seq(store, qos)
+    gc.collect()
+    from holdfast import MQTTClient, MQTTError, OutboxFull
+
+    gc.collect()
+    ssl_params = None
+    if cfg["tls"] and cfg["ca"]:
+        with open(cfg["ca"], "rb") as f:
+            ca = f.read()
+        ssl_params = {"cadata": ca}
+    client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
+                        cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
+                        size=_BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3))
+    read = sensor(board, cfg)
+    log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
+        dev, seq.boot, seq.next, qos, len(store)))
+    board.network(cfg)
+
+    interval = cfg["interval_ms"]
+    due = ticks_ms()
+    started = False  # the first connect() succeeded: from then on the client reconnects itself
+    retry_at = due
+    delay = 1000
+    online = False
+    full = 0
+    blink = False
+    while True:
+        wdt.feed()
+        now = ticks_ms()
+        net = board.network(cfg)
+        if not started and net and ticks_diff(now, retry_at) >= 0:
+            try:
+                client.connect(cfg["clean_session"])
+                started = True
+            except (OSError, MQTTError) as e:
+                log("broker:", e)
+                delay = min(delay * 2, 60000)
+                retry_at = ticks_add(ticks_ms(), delay)
+        if ticks_diff(now, due) >= 0:
+            due = ticks_add(due, interval)
+            if ticks_diff(now, due) > 0:  # far behind (a long stall): start afresh
+                due = ticks_add(now, interval)
+            try:
+                t = read()
+            except Exception as e:  # noqa: a sensor that failed gives null
+                t = None
+                log("sensor:", e)
+            s = seq.take()
+            try:
+                client.publish(topic, _payload(dev, seq.boot, s, qos, t, now), False, qos)
+                seq.used(s, qos > 0)
+                if full:
+                    log("outbox has room again after %d dropped readings" % full)
+                    full = 0
+            except (OutboxFull, OSError) as e:  # OSError: the flash itself (full, worn)
+                if not full:
+                    log(e, "- new readings are dropped until the outbox drains")
+                full += 1  # s not consumed: no gap in the sequence
+            gc.collect()
+        if online != client.isconnected():
+            online = not online
+            log("broker connected" if online else "broker lost: %s" % client.last_error)
+        board.led(online or blink)
+        blink = not blink
+        left = ticks_diff(due, ticks_ms())
+        if started:
+            client.wait_msg(max(0, min(left, 500)))
+        elif left > 0:
+            sleep_ms(min(left, 500))

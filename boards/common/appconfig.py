@@ -1,0 +1,104 @@
+# config.json on the board: read and checked at boot (app.main), then this
+# module is unloaded again. tools/deploy.py checks a config on the host with
+# the same rules. Error messages name the key, never its value.
+import json
+
+try:
+    from time import ticks_ms, ticks_diff, sleep_ms
+except ImportError:  # CPython (tools/deploy.py)
+    import time
+    from holdfast.compat import ticks_ms, ticks_diff  # type: ignore
+
+    def sleep_ms(ms):  # type: ignore
+        time.sleep(ms / 1000)
+
+CONFIG = "config.json"
+_RETRY_MS = 30000
+
+
+class ConfigError(Exception):
+    pass
+
+
+# -- configuration -------------------------------------------------------------
+# key: (type, default); default None means required. Values are never printed.
+_KEYS = {  # type: dict
+    "broker": (str, None),
+    "port": (int, 0),
+    "tls": (bool, False),
+    "ca": (str, ""),  # file on the board with the broker's CA (PEM or DER)
+    "user": (str, ""),
+    "password": (str, ""),
+    "prefix": (str, "holdfast"),
+    "interval_ms": (int, 10000),
+    "qos": (int, 1),
+    "keepalive": (int, 60),
+    "clean_session": (bool, False),
+    "outbox_dir": (str, "/outbox"),
+    "outbox_slots": (int, 128),  # readings the outbox holds unacknowledged (15 bytes of RAM each)
+    "wdt_ms": (int, 30000),
+    "device": (str, ""),  # overrides <board>-<unique id>
+    "wifi": (dict, {}),  # {"ssid": ..., "password": ..., "country": "DE"}
+    "i2c": (dict, {}),  # {"bus": 0, "scl": 22, "sda": 21, "freq": 100000, "driver": "module"}
+    "ntp": (bool, True),  # set the clock after Wi-Fi comes up (readings get "w")
+    "led": (object, None),  # pin name or number; null: no LED; absent: board default
+}
+
+
+def load(name=CONFIG):
+    """The validated config as a dict; ConfigError names what is wrong."""
+    try:
+        with open(name) as f:
+            raw = json.load(f)
+    except OSError:
+        raise ConfigError("no %s on the board (deploy one: tools/deploy.py --config)" % name)
+    except ValueError:
+        raise ConfigError("%s is not valid JSON" % name)
+    if not isinstance(raw, dict):
+        raise ConfigError("%s must hold one JSON object" % name)
+    cfg = {}
+    for k in _KEYS:
+        typ, default = _KEYS[k]
+        if k not in raw:
+            if default is None:
+                if typ is object:
+                    continue  # absent: the board's default
+                raise ConfigError("%s: %r is required" % (name, k))
+            cfg[k] = default
+            continue
+        v = raw[k]
+        if typ is not object and (not isinstance(v, typ) or (typ is int and isinstance(v, bool))):
+            raise ConfigError("%s: %r must be of type %s" % (name, k, typ.__name__))
+        cfg[k] = v
+    for k in raw:
+        if k not in _KEYS:
+            raise ConfigError("%s: unknown key %r" % (name, k))
+    if not cfg["broker"] or cfg["broker"].startswith("<"):
+        raise ConfigError("%s: 'broker' is not set (still the template?)" % name)
+    if cfg["qos"] not in (0, 1, 2):
+        raise ConfigError("%s: 'qos' must be 0, 1 or 2" % name)
+    if cfg["interval_ms"] < 10:
+        raise ConfigError("%s: 'interval_ms' must be at least 10" % name)
+    if cfg["password"] and not cfg["user"]:
+        raise ConfigError("%s: 'password' needs a 'user'" % name)
+    w = cfg["wifi"]
+    if w and (not isinstance(w.get("ssid"), str) or w["ssid"].startswith("<")):
+        raise ConfigError("%s: 'wifi' needs an 'ssid' (still the template?)" % name)
+    return cfg
+
+
+def wait(board):
+    """The checked config. Until there is one: the reason on the console and
+    a blinking LED, the file read again every 30 s. Never a boot loop: no
+    watchdog is armed yet, and nothing stored is touched."""
+    while True:
+        try:
+            return load(CONFIG)
+        except ConfigError as e:
+            print("holdfast: config:", e, "- the app waits and reads it again in 30 s")
+        t = ticks_ms()
+        while ticks_diff(ticks_ms(), t) < _RETRY_MS:
+            board.led(True)
+            sleep_ms(100)
+            board.led(False)
+            sleep_ms(900)

@@ -1,0 +1,6 @@
+# Runs at boot on the rp2040 board. The application is app.mpy (boards/common),
+# what is particular to this board is board.mpy; see docs/boards.md.
+import board
+import app
+
+app.main(board)

@@ -1,0 +1,70 @@
+# The emulated board (MicroPython unix port under tools/emulator.py): what
+# differs from a real board. The host's network is always up, there is no LED
+# and no hardware watchdog, and the sensor is simulated.
+import os
+import time
+from time import ticks_ms, ticks_diff
+
+NAME = "unix"
+
+
+def unique_id():
+    """HOLDFAST_UID (set by the emulator's --uid), else the flash file
+    unique_id (made once by the emulator, like a chip's factory id)."""
+    uid = os.getenv("HOLDFAST_UID")
+    if uid:
+        return uid
+    try:
+        with open("unique_id") as f:
+            return f.read().strip()
+    except OSError:
+        from binascii import hexlify
+        uid = hexlify(os.urandom(8)).decode()
+        with open("unique_id", "w") as f:
+            f.write(uid)
+        return uid
+
+
+def init(cfg):
+    pass
+
+
+def led(on):
+    pass
+
+
+def network(cfg):
+    return True
+
+
+class _Watchdog:
+    """No hardware to reset the process: report a starved watchdog instead
+    (the fleet tool kills and restarts a board that hangs)."""
+
+    def __init__(self, ms):
+        self.ms = ms
+        self.at = ticks_ms()
+
+    def feed(self):
+        now = ticks_ms()
+        if ticks_diff(now, self.at) > self.ms:
+            print("holdfast: watchdog starved for %d ms: a board would reset" % ticks_diff(now, self.at))
+        self.at = now
+
+
+def watchdog(ms):
+    return _Watchdog(ms)
+
+
+def temperature():
+    """Simulated: a slow 20..26 C sawtooth. The flash file sensor_fail makes
+    it fail (the reading then carries t=null)."""
+    try:
+        os.stat("sensor_fail")
+    except OSError:
+        return 20.0 + int(time.time()) % 60 / 10
+    raise OSError("simulated sensor failure (flash file sensor_fail)")
+
+
+def i2c(cfg):
+    return None  # no bus; an I2C driver module gets None

@@ -1,0 +1,199 @@
+"""The shared board application's logic (boards/common/app.py): config
+checks and the boot counter / sequence bookkeeping, on CPython and, for the
+parts a board runs, under the MicroPython unix port too."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "boards", "common"))
+import app  # noqa: E402
+import appconfig  # noqa: E402
+
+BOARDS = ("esp32", "rp2040", "unix")
+
+
+def _write(tmp_path, obj, name="config.json"):
+    path = str(tmp_path / name)
+    with open(path, "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+    return path
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_templates(board, tmp_path):
+    path = os.path.join(ROOT, "boards", board, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    assert set(raw) <= set(appconfig._KEYS), set(raw) - set(appconfig._KEYS)
+    if board == "unix":
+        cfg = appconfig.load(path)
+        assert cfg["broker"] == "127.0.0.1" and cfg["qos"] == 1
+    else:  # placeholders: the board says what to fill in
+        with pytest.raises(appconfig.ConfigError, match="'broker' is not set"):
+            appconfig.load(path)
+        raw["broker"] = "10.0.0.2"
+        with pytest.raises(appconfig.ConfigError, match="'wifi' needs an 'ssid'"):
+            appconfig.load(_write(tmp_path, raw))
+        raw["wifi"]["ssid"] = "lab"
+        assert appconfig.load(_write(tmp_path, raw))["wifi"]["ssid"] == "lab"
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (None, "config.json on the board"),
+    ("{broken", "not valid JSON"),
+    ("[1, 2]", "one JSON object"),
+    ({"port": 1883}, "'broker' is required"),
+    ({"broker": "h", "port": "1883"}, "'port' must be of type int"),
+    ({"broker": "h", "tls": 1}, "'tls' must be of type bool"),
+    ({"broker": "h", "qos": True}, "'qos' must be of type int"),
+    ({"broker": "h", "qos": 3}, "'qos' must be 0, 1 or 2"),
+    ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be at least 10"),
+    ({"broker": "h", "brokr": "x"}, "unknown key 'brokr'"),
+    ({"broker": "h", "password": "hunter2"}, "'password' needs a 'user'"),
+    ({"broker": "h", "user": "u", "password": 12345}, "'password' must be of type str"),
+])
+def test_bad_configs_are_named(cfg, message, tmp_path):
+    path = str(tmp_path / "config.json") if cfg is None else _write(tmp_path, cfg)
+    with pytest.raises(appconfig.ConfigError) as e:
+        appconfig.load(path)
+    assert message in str(e.value)
+    # Values (passwords above all) never appear in the message.
+    for secret in ("hunter2", "12345"):
+        assert secret not in str(e.value)
+
+
+def test_defaults(tmp_path):
+    cfg = appconfig.load(_write(tmp_path, {"broker": "b"}))
+    assert cfg["prefix"] == "holdfast" and cfg["qos"] == 1 and cfg["port"] == 0
+    assert cfg["outbox_dir"] == "/outbox" and "led" not in cfg  # board default LED
+
+
+class FakeStore:
+    """Keys as the outbox gives them: +1 per put, last() survives reboots
+    unless wiped."""
+
+    def __init__(self):
+        self.tail = 0
+
+    def last(self):
+        return self.tail - 1
+
+    def put(self):
+        self.tail += 1
+
+
+def _boot(store, qos, path, n, full_at=()):
+    """One boot taking n readings; returns (boot number, [s published])."""
+    seq = app.Seq(store, qos, path)
+    out = []
+    for i in range(n):
+        s = seq.take()
+        if i in full_at:  # OutboxFull: nothing stored, s not consumed
+            continue
+        if qos:
+            store.put()
+        seq.used(s, qos > 0)
+        out.append(s)
+    return seq.boot, out
+
+
+def test_seq_qos1_is_gap_free_across_reboots(tmp_path):
+    path = str(tmp_path / "state")
+    store = FakeStore()
+    seen = []
+    for boot in range(1, 6):
+        b, got = _boot(store, 1, path, 37 * boot, full_at=(3, 4) if boot == 2 else ())
+        assert b == boot
+        seen += got
+    assert seen == list(range(len(seen))), seen  # no gap, no repeat, reboots or not
+
+
+def test_seq_never_repeats_when_the_mode_or_outbox_changes(tmp_path):
+    path = str(tmp_path / "state")
+    store = FakeStore()
+    seen = []
+    for qos, n, wipe in ((1, 50, False), (0, 130, False), (0, 5, False), (2, 20, False),
+                         (1, 250, True), (1, 10, False), (0, 1, True), (1, 3, False)):
+        if wipe:
+            store = FakeStore()  # the outbox directory was deleted
+        seen += _boot(store, qos, path, n)[1]
+    assert len(seen) == len(set(seen)), "repeated: %r" % sorted(s for s in set(seen) if seen.count(s) > 1)
+    assert seen == sorted(seen)
+
+
+def test_seq_state_survives_a_torn_rename(tmp_path):
+    path = str(tmp_path / "state")
+    store = FakeStore()
+    _boot(store, 1, path, 10)
+    os.rename(path, path + ".tmp")  # cut between writing .tmp and the rename
+    b, got = _boot(store, 1, path, 3)
+    assert b == 2 and got == [10, 11, 12]
+    with open(path, "w") as f:
+        f.write('{"b":')  # torn (not on LittleFS, but on a FAT card)
+    b, got = _boot(store, 1, path, 1)
+    assert got == [13]  # the outbox still knows where it was
+
+
+def test_payload_matches_the_contract():
+    p = json.loads(app._payload("unix-ab12", 7, 1234, 1, 21.5, 812345))
+    assert {k: p[k] for k in "dbsqtu"} == {"d": "unix-ab12", "b": 7, "s": 1234, "q": 1,
+                                           "t": 21.5, "u": 812345}
+    assert set(p) <= set("dbsqtuw")
+    assert isinstance(p.get("w", 0), int)
+    assert json.loads(app._payload("x", 1, 2, 0, None, 3))["t"] is None
+
+
+_MP_CHECK = r"""
+import sys
+sys.path.insert(0, %(common)r)
+import app, appconfig, json
+class S:
+    def __init__(self): self.tail = 0
+    def last(self): return self.tail - 1
+st = S()
+seen = []
+for boot in range(3):
+    q = app.Seq(st, 1, %(state)r)
+    for i in range(120):
+        s = q.take(); st.tail += 1; q.used(s, True); seen.append(s)
+assert seen == list(range(360)), seen[-5:]
+p = json.loads(app._payload('d', 1, 2, 1, 20.25, 5))
+assert p['t'] == 20.25 and p['s'] == 2, p
+try:
+    appconfig.load(%(bad)r)
+except appconfig.ConfigError as e:
+    print('config:', e)
+print('micropython ok', q.boot)
+"""
+
+
+def test_app_logic_under_micropython(tmp_path):
+    bad = _write(tmp_path, {"broker": "h", "user": "u", "password": "hunter2", "qos": 5})
+    code = _MP_CHECK % {"common": os.path.join(ROOT, "boards", "common"),
+                        "state": str(tmp_path / "mpstate"), "bad": bad}
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    proc = subprocess.run([exe, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out
+    assert "micropython ok 3" in out, out
+    assert "'qos' must be 0, 1 or 2" in out and "hunter2" not in out, out
+
+
+def test_hold_file_skips_one_boot(tmp_path, monkeypatch, capsys):
+    """tools/deploy.py's /hf_hold: the app starts nothing (no watchdog) for one boot."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / app.HOLD).write_text("")
+
+    class NoBoard:
+        def __getattr__(self, name):
+            raise AssertionError("the app touched the board: " + name)
+
+    app.main(NoBoard())
+    assert not (tmp_path / app.HOLD).exists()  # one boot only
+    assert "app not started this boot" in capsys.readouterr().out

@@ -1,0 +1,108 @@
+"""tools/deploy.py without a board (the emulated board runs it for real in
+test_emulator.py), firmware/manifest.py, package.json, and `make typecheck`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import deploy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_decode_mpy():
+    assert deploy.decode_mpy(2822) == (6, 3, "x64")  # the unix port here
+    assert deploy.decode_mpy(6 | 3 << 8 | 10 << 10) == (6, 3, "xtensawin")  # ESP32
+    assert deploy.decode_mpy(6 | 3 << 8 | 4 << 10) == (6, 3, "armv6m")  # RP2040
+    assert deploy.decode_mpy(6 | 2 << 8) == (6, 2, None)  # bytecode only
+
+
+def test_mpy_cross_version():
+    assert deploy.mpy_cross_version() == (6, 3)
+
+
+@pytest.mark.parametrize("board", deploy.BOARDS)
+def test_plan(board):
+    files = {dst: (src, comp) for dst, src, comp in deploy.plan(board)}
+    assert files["/main.py"] == (os.path.join(ROOT, "boards", board, "main.py"), False)
+    assert files["/board.mpy"][0] == os.path.join(ROOT, "boards", board, "board.py")
+    assert files["/app.mpy"][0] == os.path.join(ROOT, "boards", "common", "app.py")
+    assert files["/lib/holdfast/client.mpy"][1] is True
+    assert "/lib/holdfast/broker.mpy" not in files  # host tools and tests only
+    assert not [d for d in files if d.endswith("config.json")]
+    src = {dst: comp for dst, _, comp in deploy.plan(board, source=True)}
+    assert "/lib/holdfast/client.py" in src and "/app.py" in src and not any(src.values())
+
+
+def test_plan_unknown_board():
+    with pytest.raises(deploy.DeployError, match="unknown board"):
+        deploy.plan("pyboard")
+
+
+def test_compile_for_the_board(tmp_path):
+    files = [f for f in deploy.plan("esp32") if f[0] in ("/app.mpy", "/main.py")]
+    data = deploy.compile_all(files, str(tmp_path), "xtensawin")
+    assert data["/app.mpy"][:2] == b"M\x06"  # .mpy v6
+    assert data["/app.mpy"][2] == 0  # bytecode only: no arch, loads on any v6 board
+    assert data["/main.py"].startswith(b"#")
+
+
+def test_check_config_masks_and_names(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"broker": "b", "user": "u", "password": "pw1",
+                                "wifi": {"ssid": "s", "password": "pw2"}}))
+    cfg = deploy.check_config(str(good))
+    assert sorted(deploy.secrets_of(cfg)) == ["pw1", "pw2"]
+    b = deploy.Board("socket://127.0.0.1:1", deploy.secrets_of(cfg))
+    assert b.mask("x pw1 y pw2") == "x *** y ***"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"broker": "b", "password": "pw3"}))
+    with pytest.raises(deploy.DeployError) as e:
+        deploy.check_config(str(bad))
+    assert "'password' needs a 'user'" in str(e.value) and "pw3" not in str(e.value)
+
+
+def test_refuses_another_mpy_version(monkeypatch):
+    def query(self, paths):
+        return 5 | 10 << 10, {}, []  # MicroPython 1.12 .. 1.18
+    monkeypatch.setattr(deploy.Board, "query", query)
+    with pytest.raises(deploy.DeployError, match=r"reads \.mpy v5\.0, this mpy-cross writes v6\.3"):
+        deploy.deploy("esp32", "/dev/null-board", out=lambda *a: None)
+
+
+def test_manifest_freezes_the_library():
+    calls = []
+    env = {"package": lambda *a, **k: calls.append(("package", a, k)),
+           "module": lambda *a, **k: calls.append(("module", a, k)),
+           "include": lambda *a, **k: calls.append(("include", a, k)),
+           "require": lambda *a, **k: calls.append(("require", a, k)),
+           "metadata": lambda *a, **k: None}
+    path = os.path.join(ROOT, "firmware", "manifest.py")
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), env)
+    assert calls[0] == ("include", ("$(BOARD_DIR)/manifest.py",), {}), calls
+    pkg = [c for c in calls if c[0] == "package"]
+    assert pkg and pkg[0][1][0] == "holdfast", calls
+    base = os.path.join(os.path.dirname(path), pkg[0][2]["base_path"])
+    assert os.path.isfile(os.path.join(base, "holdfast", "client.py")), base
+
+
+def test_package_json_for_mip():
+    with open(os.path.join(ROOT, "package.json")) as f:
+        text = f.read()
+    assert text == deploy.package_json(json.loads(text)["version"]), \
+        "package.json is stale: run `python tools/deploy.py --package-json`"
+    for dest, src in json.loads(text)["urls"]:
+        assert dest.startswith("holdfast/") and os.path.isfile(os.path.join(ROOT, src)), src
+
+
+def test_typecheck():
+    """make typecheck: mypy over firmware/ and boards/ with each port's stubs."""
+    proc = subprocess.run(["make", "-s", "typecheck"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=600)
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, out
+    assert out.count("Success: no issues found") == 3, out

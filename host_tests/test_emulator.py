@@ -1,0 +1,271 @@
+"""The emulated board end to end (CPython): tools/emulator.py driven by the
+real mpremote, tools/deploy.py onto it, and the board's app (boards/unix +
+boards/common) publishing readings to a private mosquitto, across power cuts.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from emulator import Emulator
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEPLOY = os.path.join(ROOT, "tools", "deploy.py")
+HEAP = "256k"
+# The smallest heap the app was measured to run in for 500 readings with the
+# flash outbox (docs/boards.md), plus a margin; test_app_in_small_heap holds it.
+SMALL_HEAP = "92k"
+SECRET = "pw-never-printed-42"
+
+
+def mpremote(emu, *args, timeout=60):
+    proc = subprocess.run([sys.executable, "-m", "mpremote", "connect", emu.url, "resume"]
+                          + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=timeout)
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, out
+    return out
+
+
+def deploy(emu, config=None):
+    cmd = [sys.executable, DEPLOY, "--board", "unix", "--port", emu.url]
+    if config:
+        cmd += ["--config", config]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, out
+    return out
+
+
+class Readings:
+    """A paho subscriber collecting every reading (parsed) on the telemetry topics."""
+
+    def __init__(self, broker):
+        self.items = []
+        self.device = None  # set: only this device's readings are kept
+        self.cond = threading.Condition()
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
+                             client_id="test-readings-%d" % os.getpid())
+        self.c.on_message = self._on_message
+        self.c.connect(broker.host, broker.port)
+        self.c.subscribe("holdfast/+/telemetry", 1)
+        self.c.loop_start()
+
+    def _on_message(self, client, userdata, m):
+        r = json.loads(m.payload)
+        if self.device is not None and r.get("d") != self.device:
+            return
+        with self.cond:
+            self.items.append((m.topic, r))
+            self.cond.notify_all()
+
+    def wait(self, pred, timeout=30.0, what="readings"):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not pred(self.items):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("timed out waiting for %s; got %d: %r"
+                                         % (what, len(self.items), self.items[-3:]))
+                self.cond.wait(left)
+            return list(self.items)
+
+    def close(self):
+        self.c.loop_stop()
+        self.c.disconnect()
+
+
+@pytest.fixture
+def readings(mosquitto):
+    r = Readings(mosquitto)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def board(tmp_path):
+    emu = Emulator(str(tmp_path / "flash"), heap=HEAP)
+    yield emu
+    emu.stop()
+    if emu.board_pid:
+        _gone(emu.board_pid)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _gone(pid, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError("board process %d outlived its emulator" % pid)
+        time.sleep(0.02)
+
+
+def _follow(readings, tmp_path):
+    """Keep only the readings of the board in tmp_path/flash; its device id."""
+    uid = (tmp_path / "flash" / "unique_id").read_text().strip()
+    readings.device = "unix-" + uid
+    return uid
+
+
+def _config(tmp_path, broker, **kw):
+    cfg = {"broker": broker.host, "port": broker.port, "interval_ms": 100, "qos": 1,
+           "user": "board", "password": SECRET}
+    cfg.update(kw)
+    path = str(tmp_path / "config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+def test_mpremote_drives_the_emulator(board, tmp_path):
+    board.start()
+    out = mpremote(board, "exec", "import os,sys; print('cwd', os.getcwd(), sys.path)")
+    assert "cwd / ['', '.frozen', '/lib']" in out, out
+    data = bytes(range(256)) * 40 + b"\r\n\x03\x04 end"
+    src = tmp_path / "blob.bin"
+    src.write_bytes(data)
+    mpremote(board, "fs", "mkdir", ":/data", "+", "fs", "cp", str(src), ":/data/blob.bin")
+    # The board's "/" is its flash directory, nothing outside it.
+    assert (tmp_path / "flash" / "data" / "blob.bin").read_bytes() == data
+    back = tmp_path / "back.bin"
+    mpremote(board, "fs", "cp", ":/data/blob.bin", str(back))
+    assert back.read_bytes() == data
+    out = mpremote(board, "fs", "ls", ":/")
+    assert "data/" in out and "unique_id" in out, out
+
+
+def test_sigkill_is_a_power_cut(board):
+    board.start()
+    mpremote(board, "exec", "f=open('/kept','w'); f.write('before the cut'); f.close()")
+    pid = board.board_pid
+    assert _alive(pid)
+    board.kill()  # SIGKILL to the emulator: the board dies with it
+    _gone(pid)
+    port = board.port
+    board.start()  # same flash, same port
+    assert board.port == port
+    out = mpremote(board, "exec", "print(open('/kept').read())")
+    assert "before the cut" in out, out
+
+
+def _by_boot(items):
+    boots = {}
+    for _, r in items:
+        boots.setdefault(r["b"], []).append(r["s"])
+    return boots
+
+
+def test_deploy_run_and_restart(board, readings, mosquitto, tmp_path):
+    config = _config(tmp_path, mosquitto)
+    board.start()
+    t0 = time.time()
+    out = deploy(board, config)
+    assert "copied  /lib/holdfast/client.mpy" in out, out
+    assert "copied  /config.json" in out, out
+    assert SECRET not in out
+    out = deploy(board)  # unchanged: nothing copied, the board's config kept
+    assert re.search(r"deploy: \d+ copied, [1-9]\d* skipped, 0 removed", out), out
+    for path in re.findall(r"copied  (\S+)", out):
+        # Only a source edited meanwhile (a shared work tree) is copied again.
+        name = path.rsplit("/", 1)[1].replace(".mpy", ".py")
+        src = os.path.join(ROOT, "firmware", "holdfast", name) if path.startswith("/lib/") \
+            else os.path.join(ROOT, "boards", "common", name)
+        assert os.path.exists(src) and os.path.getmtime(src) > t0, (path, out)
+    uid = _follow(readings, tmp_path)
+
+    board.kill()
+    board.start(run=True)
+    items = readings.wait(lambda it: len(it) >= 15, what="15 readings of boot 1")
+    assert SECRET not in board.console_text()
+    topic, r = items[0]
+    assert topic == "holdfast/unix-%s/telemetry" % uid
+    assert set(r) >= {"d", "b", "s", "q", "t", "u"}, r
+    assert set(r) <= {"d", "b", "s", "q", "t", "u", "w"}, r
+    assert r["d"] == "unix-" + uid and r["q"] == 1 and r["b"] == 1, r
+    assert isinstance(r["t"], float) and isinstance(r["u"], int), r
+    first = sorted(set(_by_boot(items)[1]))
+    assert first == list(range(len(first))), first  # from 0, one by one
+
+    board.kill()  # power cut mid-run
+    board.start(run=True)
+    items = readings.wait(lambda it: len(_by_boot(it).get(2, ())) >= 10,
+                          what="10 readings of boot 2")
+    boots = _by_boot(items)
+    one, two = set(boots[1]), set(boots[2])
+    assert not one & two, "a sequence number was used twice: %r" % sorted(one & two)
+    # QoS 1 with the flash outbox: every number from the first on arrives,
+    # including the ones stored before the cut and sent after the reboot.
+    everything = sorted(one | two)
+    assert everything == list(range(everything[-1] + 1)), everything
+    assert min(two) == max(one) + 1, (max(one), min(two))
+    board.wait_console(r"boot 2 next s=%d" % min(two))
+
+
+def test_bad_config_waits_without_losing_readings(board, readings, mosquitto, tmp_path):
+    board.start()
+    _follow(readings, tmp_path)
+    deploy(board, _config(tmp_path, mosquitto))
+    board.kill()
+    board.start(run=True)
+    readings.wait(lambda it: len(it) >= 3)
+    board.wait_console(r"device unix-\w+ boot 1")
+    board.kill()
+    outbox = tmp_path / "flash" / "outbox"
+    stored = _snapshot(outbox)
+    with open(tmp_path / "flash" / "config.json", "w") as f:
+        f.write("{not json")
+    board.start(run=True)
+    board.wait_console(r"config: config.json is not valid JSON - the app waits", timeout=15)
+    time.sleep(0.5)
+    assert board.running  # no crash, no boot loop
+    assert _snapshot(outbox) == stored  # stored readings untouched
+    board.kill()
+    with open(tmp_path / "flash" / "config.json", "w") as f:
+        json.dump({"broker": mosquitto.host, "port": mosquitto.port, "interval_ms": 100}, f)
+    board.start(run=True)
+    board.wait_console(r"device unix-\w+ boot 2", timeout=15)
+    readings.wait(lambda it: any(r["b"] == 2 for _, r in it), what="a reading of boot 2")
+
+
+def _snapshot(d):
+    if not os.path.isdir(d):
+        return {}
+    return {n: (d / n).read_bytes() for n in os.listdir(d)}
+
+
+def test_app_in_small_heap(board, readings, mosquitto, tmp_path):
+    """The heap figure in docs/boards.md: 500 readings with the flash outbox."""
+    board.start()
+    _follow(readings, tmp_path)
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=10))
+    board.kill()
+    board.heap = SMALL_HEAP
+    board.start(run=True)
+    items = readings.wait(lambda it: any(r["s"] >= 499 for _, r in it), timeout=120,
+                          what="reading 499")
+    text = board.console_text()
+    assert "MemoryError" not in text, text[-2000:]
+    assert "no flash outbox" not in text, text[-2000:]
+    seen = set(r["s"] for _, r in items)
+    assert seen >= set(range(500)), sorted(set(range(500)) - seen)[:10]
