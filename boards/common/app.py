@@ -17,6 +17,7 @@ except ImportError:  # CPython (host tests)
 
 STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 HOLD = "hf_hold"  # written by tools/deploy.py: skip the app for one boot
+DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
 _BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
 
@@ -186,6 +187,7 @@ def main(board):
     online = False
     full = 0
     blink = False
+    drained = False
     while True:
         wdt.feed()
         now = ticks_ms()
@@ -198,6 +200,11 @@ def main(board):
                 log("broker:", e)
                 delay = min(delay * 2, 60000)
                 retry_at = ticks_add(ticks_ms(), delay)
+        if ticks_diff(now, due) >= 0 and _exists(DRAIN):
+            due = ticks_add(now, interval)
+            if not drained and started and client.isconnected() and not client.pending():
+                drained = True
+                log("drained, last s=%d" % (seq.next - 1))
         if ticks_diff(now, due) >= 0:
             due = ticks_add(due, interval)
             if ticks_diff(now, due) > 0:  # far behind (a long stall): start afresh
