@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto
+.PHONY: setup test bench clean mosquitto demo
 
 setup: $(STAMP) mosquitto
 
@@ -82,3 +82,8 @@ typecheck: $(STAMP)
 	  MYPYPATH=$$dir $(PY) -m mypy --config-file boards/mypy.ini --custom-typeshed-dir $$dir \
 	    --python-version 3.11 --cache-dir $$dir.cache $$files; \
 	done
+
+# The main job: mosquitto, collector, 5 emulated boards with faults for a
+# minute, then the PySpark pipeline and its report (build/demo/report.md).
+demo: setup
+	$(PY) tools/demo.py
