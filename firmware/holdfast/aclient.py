@@ -41,7 +41,7 @@ class AsyncClient:
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
-                 ssl=None, level=4, size=1024, window=8, outbox=None, retry_ms=0, views=False,
+                 ssl=None, level=4, size=1024, window=16, outbox=None, retry_ms=0, views=False,
                  timeout_ms=10000, backoff_ms=(1000, 60000)):
         self.server = server
         self.tls = ssl

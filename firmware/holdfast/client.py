@@ -11,7 +11,7 @@ from .backoff import Backoff
 class MQTTClient:
     """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
 
-    level=4 (3 for MQTT 3.1), size=1024 (tx and rx buffer bytes), window=8
+    level=4 (3 for MQTT 3.1), size=1024 (tx and rx buffer bytes), window=16
     (QoS 1/2 messages in flight), outbox (a store; RAM by default),
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
     views=False (callbacks get memoryviews valid during the call instead of
@@ -21,7 +21,7 @@ class MQTTClient:
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
-                 ssl=None, ssl_params=None, level=4, size=1024, window=8, outbox=None,
+                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000)):
         self.server = server
@@ -40,6 +40,7 @@ class MQTTClient:
         self._started = False  # connect() was called once: reconnects are ours to make
         self.dropped_qos0 = 0  # QoS 0 messages published while offline
         self.links = 0  # network connections opened (1 + reconnects)
+        self._ticked = 0
         self.last_error = None  # why the link last went down, in words
 
     def __repr__(self):
@@ -176,8 +177,8 @@ class MQTTClient:
         return len(self.s.store)
 
     def flush(self, timeout_ms=None):
-        """Waits until every accepted message is acknowledged (for example
-        before a deep sleep). True if the outbox is empty."""
+        """Waits until every accepted message is acknowledged and every QoS 0
+        byte written (for example before a deep sleep). True if so."""
         return self._wait(_EMPTY, 0, timeout_ms)
 
     # -- I/O shell -------------------------------------------------------------
@@ -250,7 +251,10 @@ class MQTTClient:
                 if r:
                     s.rx.filled(r)
                     n = s.receive(now)
-            s.tick(now)
+            # Timers are coarse: run them at most every few ms, not per message.
+            if n or ticks_diff(now, self._ticked) >= _TICK_MS:
+                self._ticked = now
+                s.tick(now)
             if s.t1 > s.t0:
                 w = net.write(self.sock, s.tx, s.t0, s.t1)
                 if w:
@@ -289,9 +293,10 @@ class MQTTClient:
             return s.connected
         if what == _ACK:
             return s.ack_pid == arg
-        return not len(s.store)
+        return not len(s.store) and s.t1 == s.t0
 
 
+_TICK_MS = 20
 _WINDOW = 1
 _ROOM = 2
 _CONNACK = 3

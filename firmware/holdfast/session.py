@@ -55,7 +55,7 @@ class Session:
     a message callback self.retained, self.qos and self.dup describe it.
     """
 
-    def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=8,
+    def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, ping_timeout_ms=0, views=False):
         self.client_id = client_id
         self.clean = clean
@@ -76,7 +76,8 @@ class Session:
         self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
         self.next_pid = 1
         self.retry_ms = retry_ms
-        self.ping_timeout_ms = ping_timeout_ms or keepalive * 1000
+        # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
+        self.ping_timeout_ms = ping_timeout_ms or keepalive * 1000 or 30000
         self.views = views
         self.will = None
         self.user = None

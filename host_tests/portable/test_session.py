@@ -329,3 +329,15 @@ def test_publish_too_large_for_send_buffer_is_refused_and_not_stored():
     s = session(size=128)
     raises(ValueError, s.publish, b"t", b"x" * 200, 1, False, 0)
     assert len(s.store) == 0
+
+
+def test_ping_with_keepalive_off_waits_for_its_answer():
+    s = session()  # keepalive 0, as umqtt.simple's default
+    s.ping(0)
+    assert sent(s) == [(c.PINGREQ,)]
+    s.tick(1000)  # not dead yet
+    feed(s, (c.PINGRESP,), now=1500)
+    s.tick(10 ** 6)
+    s.ping(2000)
+    sent(s)
+    raises(LinkDown, s.tick, 2000 + 30000)
