@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 # (name, module): run in this order. Add a section here.
 SECTIONS = [
+    ("codec", "bench_codec"),
     ("client", "bench_client"),
 ]
 

@@ -74,4 +74,4 @@ res = {
     # A decoded PUBLISH hands the caller two memoryviews (topic, payload).
     "decode_publish_beyond_views": publish - 2 * view,
 }
-print(json.dumps(dict((k, round(v, 1) if isinstance(v, float) else v) for k, v in res.items())))
+print(json.dumps(dict((k, round(v, 1) + 0.0 if isinstance(v, float) else v) for k, v in res.items())))
