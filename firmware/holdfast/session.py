@@ -4,7 +4,7 @@
 from array import array
 from .compat import ticks_diff
 from . import codec as c
-from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown
+from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull
 from .store import MemoryStore
 
 # States of an inflight window slot.
@@ -303,7 +303,10 @@ class Session:
         elif t == c.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
-                self.store.release(self._key[i])
+                try:
+                    self.store.release(self._key[i])
+                except OutboxFull:
+                    return  # flash full: no PUBREL yet; the broker repeats PUBREC
                 self._state[i] = _WAIT_PUBCOMP
                 self._sent[i] = now
             if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
@@ -313,7 +316,10 @@ class Session:
             if i >= 0:
                 self._done(i, now)
         elif t == c.PUBREL:
-            self.store.drop(r.pid)
+            try:
+                self.store.drop(r.pid)
+            except OutboxFull:
+                return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
             self._ack(c.PUBCOMP, r.pid)
         elif t == c.SUBACK or t == c.UNSUBACK:
             if r.pid == self.sub_pid:
@@ -361,7 +367,10 @@ class Session:
         if qos == 1:
             self._ack(c.PUBACK, pid)
         elif qos == 2:
-            self.store.hold(pid)
+            try:
+                self.store.hold(pid)
+            except OutboxFull:
+                return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
             self._ack(c.PUBREC, pid)
 
     # -- timers ----------------------------------------------------------------

@@ -1,7 +1,8 @@
 # The sans-I/O session engine, in exact bytes, with a fake clock.
 from holdfast import codec as c
 from holdfast.session import Session, match
-from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown
+from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
+from holdfast.store import MemoryStore
 from fakebroker import session, sent, feed
 from support import raises
 
@@ -341,3 +342,24 @@ def test_ping_with_keepalive_off_waits_for_its_answer():
     s.ping(2000)
     sent(s)
     raises(LinkDown, s.tick, 2000 + 30000)
+
+
+class _FullOnAck(MemoryStore):
+    """A store whose flash is full for the acknowledgement records."""
+
+    def release(self, key):
+        raise OutboxFull("flash full")
+
+    def drop(self, pid):
+        raise OutboxFull("flash full")
+
+
+def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
+    s = session(store=_FullOnAck())
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    sent(s)
+    feed(s, (c.PUBREC, pid))
+    assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
+    assert s.inflight == 1 and not s.store.released(s.store.next(-1))
+    feed(s, (c.PUBREL, 5))
+    assert sent(s) == []  # no PUBCOMP: the broker will repeat PUBREL

@@ -1,0 +1,560 @@
+# The outbox on a filesystem (LittleFS on the boards, a directory on unix and
+# CPython): append-only segment files of self-checking records. Format,
+# recovery rules and what each failure keeps or drops: docs/outbox.md.
+import os
+from .compat import const
+from .errors import OutboxFull
+from .outlog import (Log, unit_check, VERSION, UNIT, REC, M, D, R, H, X,
+                     F_REL, FF, S_PEND, S_REL)
+
+_KIND = const(0x46)  # 'F': a segment file
+_ENOSPC = const(28)
+_fsync = getattr(os, "fsync", None)  # CPython
+_sync = getattr(os, "sync", None)  # MicroPython ports that have it
+
+
+class _Files:
+    """The filesystem calls a FileStore makes; tests pass their own."""
+
+    def open(self, path, mode):
+        return open(path, mode)
+
+    def remove(self, path):
+        os.remove(path)
+
+    def listdir(self, path):
+        return os.listdir(path)
+
+    def mkdir(self, path):
+        os.mkdir(path)
+
+
+def _errno(e):
+    return e.args[0] if e.args else 0
+
+
+def _name(n):
+    return "%08x.hfo" % n
+
+
+class FileStore(Log):
+    """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
+
+    put() returns once its record is flushed (and fsynced where the runtime
+    can): LittleFS commits on flush. release() and hold()/drop() are durable
+    on return too; done() is durable on return when sync_done (the default),
+    otherwise its marker rides on the next durable write (a power cut before
+    that brings the message back once). A segment is deleted once nothing in
+    it is pending (oldest first); when `compact` or more segments exist, the
+    live records of a mostly-done oldest segment are copied forward.
+
+    A file of `reserve` bytes keeps room for acknowledgements: when the
+    filesystem is full, it is deleted so release(), done(), hold() and
+    drop() can still be written, and put() raises OutboxFull until it can be
+    made again. Only if even that room is gone does release() or drop()
+    raise OutboxFull (the broker then repeats the flow), and done() or
+    hold() hold in RAM only (counted in unsaved).
+
+    slots: most messages pending at once (OutboxFull beyond), as MemoryStore.
+    held: inbound QoS 2 ids kept. fs: filesystem calls (tests inject faults).
+    Counters: corrupt (records skipped by the scan), foreign (segments of a
+    newer format, left alone), unsaved, bytes_written.
+    """
+
+    def __init__(self, dir, segment_bytes=4096, slots=32, held=16, sync_done=True, compact=4,
+                 fs=None, fsync=True, reserve=8192):
+        Log.__init__(self, slots, held)
+        self.dir = dir.rstrip("/") if len(dir) > 1 else dir
+        self.segment_bytes = segment_bytes
+        self.sync_done = sync_done
+        self.compact = compact
+        self.fs = fs or _Files()
+        self.fsync = fsync
+        self._f = None  # active segment, open "a+b"
+        self._wseg = -1  # its number
+        self._wsize = 0  # its size
+        self._rf = None  # a read handle on an older segment
+        self._rseg = -1
+        self._segs = []  # segment numbers, oldest first (ours, readable)
+        self._live = {}  # segment -> [live records, live bytes]
+        self._nseg = 1  # number of the next new segment
+        self._dirty = False  # the active segment holds unsynced markers
+        self.reserve = reserve
+        self._kept = False  # the reserve file is there, whole
+        try:
+            self.fs.mkdir(self.dir)
+        except OSError:
+            pass
+        self._open()
+
+    # -- paths and handles -------------------------------------------------
+
+    def _path(self, n):
+        return self.dir + "/" + _name(n)
+
+    def _rd(self, seg, pos, mv):
+        f = self._reader(seg)
+        f.seek(pos)
+        return f.readinto(mv) or 0
+
+    def _reader(self, seg):
+        if seg == self._wseg and self._f is not None:
+            return self._f
+        if seg != self._rseg:
+            self._close_reader()
+            self._rf = self.fs.open(self._path(seg), "rb")
+            self._rseg = seg
+        return self._rf
+
+    def _close_reader(self):
+        if self._rf is not None:
+            try:
+                self._rf.close()
+            except OSError:
+                pass
+        self._rf = None
+        self._rseg = -1
+
+    def close(self):
+        """Flushes pending markers and closes the files (the store is not
+        usable afterwards)."""
+        f = self._f
+        self._f = None
+        self._wseg = -1
+        self._close_reader()
+        if f is not None:
+            try:
+                if self._dirty:
+                    self._commit(f)
+            finally:
+                f.close()
+
+    # -- recovery ----------------------------------------------------------------
+
+    def _open(self):
+        nums = []
+        for name in self.fs.listdir(self.dir):
+            if len(name) == 12 and name.endswith(".hfo"):
+                try:
+                    nums.append(int(name[:8], 16))
+                except ValueError:
+                    pass
+        nums.sort()
+        pend = {}
+        holds = []
+        last = [-1]
+        self._scan_state = (pend, holds, last)
+        end = 0
+        clean = False
+        for n in nums:
+            if n >= self._nseg:
+                self._nseg = n + 1
+            f = self.fs.open(self._path(n), "rb")
+            self._rf = f
+            self._rseg = n
+            size = f.seek(0, 2)
+            f.seek(0)
+            hv = self.bv[0:UNIT]
+            got = f.readinto(hv) or 0
+            if got < UNIT:
+                # Created, header not (all) written: a power cut at creation.
+                # It can hold no record.
+                self._close_reader()
+                self._remove(n)
+                continue
+            u = unit_check(self.buf, _KIND)
+            if u is None:
+                self.corrupt += 1  # unreadable header: left alone
+                self._close_reader()
+                continue
+            if u[0] != VERSION:
+                self.foreign += 1  # a newer format: left alone for it
+                self._close_reader()
+                continue
+            if u[2] - 1 > last[0]:
+                last[0] = u[2] - 1
+            self._segs.append(n)
+            self._live[n] = [0, 0]
+            end = self._scan(n, UNIT, size, False, self._found)
+            clean = end == size
+            self._close_reader()
+        self._scan_state = None
+        self._rebuild(pend, holds, last[0])
+        for k in pend:
+            e = pend[k]
+            a = self._live[e[0]]
+            a[0] += 1
+            a[1] += (REC + e[2] + 3) & ~3
+        for i in range(len(self._hpid)):
+            if self._hpid[i]:
+                a = self._live[self._hunit[i]]
+                a[0] += 1
+                a[1] += REC
+        # Keep appending to the newest segment if it ended cleanly.
+        if self._segs and clean and end < self.segment_bytes and self._segs[-1] == nums[-1]:
+            n = self._segs[-1]
+            self._f = self.fs.open(self._path(n), "a+b")
+            self._wseg = n
+            self._wsize = end
+        self._reclaim()
+
+    def _found(self, seg, pos, t, flags, blen, seq, pid, rel, done):
+        pend, holds, last = self._scan_state
+        if t == M:
+            if seq > last[0]:
+                last[0] = seq
+            st = S_PEND | (flags & 3) << 2 | (S_REL if flags & F_REL else 0)
+            pend[seq] = [seg, pos, blen, pid, st]
+        elif t == D:
+            pend.pop(seq, None)
+        elif t == R:
+            e = pend.get(seq)
+            if e is not None:
+                e[4] |= S_REL
+        else:
+            for i in range(len(holds)):
+                if holds[i][0] == pid:
+                    holds.pop(i)
+                    break
+            if t == H:
+                holds.append([pid, seg, pos])
+
+    # -- writing -----------------------------------------------------------------
+
+    def _w(self, b):
+        self._f.write(b)
+        self.bytes_written += len(b)
+
+    def _commit(self, f=None):
+        f = f or self._f
+        f.flush()
+        if self.fsync:
+            if _fsync is not None and hasattr(f, "fileno"):
+                _fsync(f.fileno())
+            elif _sync is not None:
+                _sync()
+        self._dirty = False
+
+    def _remove(self, n):
+        if n == self._rseg:
+            self._close_reader()
+        self.fs.remove(self._path(n))
+
+    def _start(self):
+        """Opens a new segment file and makes it the active one."""
+        if self._f is not None:
+            if self._dirty:
+                self._commit()
+            self._f.close()
+            self._f = None
+        n = self._nseg
+        self._nseg = n + 1
+        path = self._path(n)
+        self._unit_head(_KIND, n, self.tail)
+        try:
+            f = self.fs.open(path, "a+b")
+            try:
+                f.write(self._uv)
+                self.bytes_written += UNIT
+                self._commit(f)
+            except OSError:
+                f.close()
+                raise
+        except OSError:
+            try:
+                self.fs.remove(path)
+            except OSError:
+                pass
+            raise
+        self._f = f
+        self._wseg = n
+        self._wsize = UNIT
+        self._segs.append(n)
+        self._live[n] = [0, 0]
+
+    def _failed(self, e):
+        """A write failed. The filesystem keeps what was committed before it;
+        if the segment file now holds a partial record, writing goes on in a
+        new segment."""
+        f = self._f
+        self._f = None
+        self._dirty = False
+        if f is None:
+            return
+        try:
+            f.close()
+        except OSError:
+            pass
+        if _errno(e) != _ENOSPC:
+            return
+        try:
+            f = self.fs.open(self._path(self._wseg), "a+b")
+            if f.seek(0, 2) == self._wsize:
+                self._f = f
+                return
+            f.close()
+        except OSError:
+            pass
+
+    def _ensure(self, n):
+        """An active segment with room for n more bytes."""
+        if self._f is None or (self._wsize + n > self.segment_bytes and self._wsize > UNIT):
+            self._rotate()
+
+    def _rotate(self):
+        self._start()
+        self._reclaim()
+        self._compact()
+
+    def _full(self, e, what):
+        return OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
+                          % (what, e, len(self)))
+
+    def _keep(self):
+        """Makes sure the reserve file is there; OutboxFull if it cannot be."""
+        if self._kept or not self.reserve:
+            return
+        path = self.dir + "/reserve"
+        try:
+            f = self.fs.open(path, "a+b")
+            try:
+                n = f.seek(0, 2)
+                b = self.buf
+                for i in range(len(b)):
+                    b[i] = 255
+                while n < self.reserve:
+                    k = min(len(b), self.reserve - n)
+                    f.write(self.bv[0:k] if k < len(b) else b)
+                    n += k
+                    self.bytes_written += k
+                self._commit(f)
+            finally:
+                f.close()
+            self._kept = True
+        except OSError as e:
+            if _errno(e) != _ENOSPC:
+                raise
+            raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
+
+    def _spend(self):
+        """Frees the reserve for an acknowledgement; False if it is gone."""
+        if not self._kept:
+            return False
+        self._kept = False
+        try:
+            self.fs.remove(self.dir + "/reserve")
+        except OSError:
+            return False
+        return True
+
+    def put(self, topic, payload, qos, retain, pid):
+        self._room()
+        self._keep()
+        n = self._message(topic, payload, qos, retain, pid)
+        blen = self.hb[2] | self.hb[3] << 8
+        pad = n - REC - blen
+        for attempt in (0, 1):
+            try:
+                self._ensure(n)
+                p = self._wsize
+                self._w(self._v)
+                self._w(self._t)
+                if qos:
+                    self._w(self.pb)
+                self._w(self._p)
+                if pad:
+                    self._w(FF[pad])
+                self._commit()
+                break
+            except OSError as e:
+                self._failed(e)
+                if _errno(e) != _ENOSPC:
+                    raise
+                if attempt or not self._reclaim(True):
+                    raise self._full(e, "a %d-byte record" % n)
+        self._wsize = p + n
+        k = self.tail
+        self._add(self._wseg, p, blen, pid, qos)
+        a = self._live[self._wseg]
+        a[0] += 1
+        a[1] += n
+        self._t = self._p = None
+        return k
+
+    def _mark(self, t, seq, pid, sync):
+        """Appends a marker record; returns its offset in the active segment,
+        or -1 if the filesystem is full even without the reserve."""
+        for attempt in (0, 1):
+            try:
+                self._ensure(REC)
+                self._marker(t, seq, pid)
+                p = self._wsize
+                self._w(self.mb)
+                self._dirty = True
+                if sync:
+                    self._commit()
+                self._wsize = p + REC
+                return p
+            except OSError as e:
+                self._failed(e)
+                if _errno(e) != _ENOSPC:
+                    raise
+                if attempt or not self._spend():
+                    return -1
+        return -1
+
+    def release(self, key):
+        s = self._find(key)
+        if s < 0:
+            return
+        if self._mark(R, key, self._pid[s], True) < 0:
+            raise OutboxFull("outbox full: no room on the filesystem to record that message %d"
+                             " reached PUBREC" % self._pid[s])
+        self._st[s] |= S_REL
+
+    def done(self, key):
+        s = self._find(key)
+        if s < 0:
+            return
+        seg = self._unit[s]
+        a = self._live[seg]
+        a[0] -= 1
+        a[1] -= (REC + self._size[s] + 3) & ~3
+        self._forget(s)
+        if not a[0] and seg == self._segs[0] and len(self._segs) > 1:
+            self._reclaim()  # deleting the segment is the acknowledgement
+        elif self._mark(D, key, self._pid[s], self.sync_done) < 0:
+            self.unsaved += 1  # may come back after a reboot: at least once
+
+    def get(self, key, buf, off):
+        s = self._find(key)
+        n = self._size[s]
+        f = self._reader(self._unit[s])
+        f.seek(self._off[s] + REC)
+        f.readinto(memoryview(buf)[off:off + n])
+        return off + n
+
+    def hold(self, pid):
+        if self._hfind(pid) >= 0:
+            return
+        i = self._hslot()
+        if self._hpid[i] and not self._drop(i):  # the table is full: forget the oldest
+            self.unsaved += 1  # in RAM only: its record stays until its segment goes
+            a = self._live.get(self._hunit[i])
+            if a:
+                a[0] -= 1
+                a[1] -= REC
+        p = self._mark(H, 0, pid, True)
+        self._hpid[i] = pid
+        self._hunit[i] = self._wseg if p >= 0 else -1  # -1: in RAM only (filesystem full)
+        self._hoff[i] = p
+        if p >= 0:
+            a = self._live[self._wseg]
+            a[0] += 1
+            a[1] += REC
+        else:
+            self.unsaved += 1
+
+    def drop(self, pid):
+        i = self._hfind(pid)
+        if i >= 0 and not self._drop(i):
+            raise OutboxFull("outbox full: no room on the filesystem to record that inbound"
+                             " message %d is complete" % pid)
+
+    def _drop(self, i):
+        """Forgets held id i, durably; False (and still held) if there is no room."""
+        seg = self._hunit[i]
+        pid = self._hpid[i]
+        if seg >= 0:
+            a = self._live[seg]
+            if a[0] == 1 and seg == self._segs[0] and len(self._segs) > 1:
+                a[0] = 0
+                a[1] -= REC
+                self._reclaim()  # deleting the segment is the record
+            elif self._mark(X, 0, pid, True) < 0:
+                return False
+            else:
+                a = self._live.get(self._hunit[i])  # (a compaction may have moved it)
+                if a:
+                    a[0] -= 1
+                    a[1] -= REC
+        self._hpid[i] = 0
+        return True
+
+    # -- space ---------------------------------------------------------------------
+
+    def _reclaim(self, all=False):
+        """Deletes segments with nothing pending, oldest first (a younger one
+        may hold the acknowledgements of an older one). The active segment
+        goes too when all=True and every segment is dead. True if any went."""
+        gone = False
+        segs = self._segs
+        while segs and not self._live[segs[0]][0]:
+            n = segs[0]
+            if len(segs) == 1:
+                if not all:
+                    break  # the newest segment carries last() across reboots
+                if self._f is not None:
+                    try:
+                        self._f.close()
+                    except OSError:
+                        pass
+                    self._f = None
+                self._wseg = -1
+                self._dirty = False
+            self._remove(n)
+            segs.pop(0)
+            del self._live[n]
+            gone = True
+        return gone
+
+    def _compact(self):
+        """Copies the live records of the oldest segment into the active one
+        when there are `compact` segments or more and it is mostly done."""
+        segs = self._segs
+        if len(segs) < self.compact or len(segs) < 2:
+            return
+        old = segs[0]
+        a = self._live[old]
+        if a[1] * 4 > self.segment_bytes:
+            return
+        moves = []
+        p = self._wsize
+        for s in range(self._n):
+            k = self._key[s]
+            if self._st[s] and self._unit[s] == old:
+                n = self._size[s]
+                body = bytearray(n)
+                f = self._reader(old)
+                f.seek(self._off[s] + REC)
+                f.readinto(body)
+                st = self._st[s]
+                self._marker(M, k, self._pid[s], (st >> 2) | (F_REL if st & S_REL else 0), body)
+                self._w(self.mb)
+                self._w(body)
+                rec = (REC + n + 3) & ~3
+                if rec - REC - n:
+                    self._w(FF[rec - REC - n])
+                moves.append((s, p, rec))
+                p += rec
+        for i in range(len(self._hpid)):
+            if self._hpid[i] and self._hunit[i] == old:
+                self._marker(H, 0, self._hpid[i])
+                self._w(self.mb)
+                moves.append((-1 - i, p, REC))
+                p += REC
+        self._commit()
+        self._wsize = p
+        w = self._live[self._wseg]
+        for s, p, rec in moves:
+            if s >= 0:
+                self._unit[s] = self._wseg
+                self._off[s] = p
+            else:
+                self._hunit[-1 - s] = self._wseg
+                self._hoff[-1 - s] = p
+            w[0] += 1
+            w[1] += rec
+        a[0] = 0
+        a[1] = 0
+        self._reclaim()

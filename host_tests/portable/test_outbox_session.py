@@ -1,0 +1,75 @@
+# The Session engine (holdfast.session) on the persistent outboxes: what it
+# publishes survives a reboot, a QoS 2 flow resumes where it stopped, and an
+# inbound QoS 2 id stays held, so a re-sent copy is not delivered twice.
+# Apart from test_outbox_file/flash: the engine and the codec do not fit a
+# 32 KB heap together with the store tests.
+from holdfast.session import Session
+from holdfast.fileoutbox import FileStore
+from holdfast.flashoutbox import FlashStore
+from flashsim import Flash
+from support import tmpdir, rmtree
+
+
+def test_session_publishes_from_filestore():
+    top = tmpdir()
+    d = top + "/ob"
+    st = FileStore(d)
+    s = Session(b"dev", store=st)
+    s.start(0)
+    s.rx.feed(b"\x20\x02\x00\x00")
+    s.receive(0)
+    assert s.connected
+    s.t0 = s.t1 = 0
+    pid = s.publish(b"a/b", b"hello", 1, False, 0)
+    assert s.tx[0] == 0x32 and len(st) == 1, (s.tx[0], len(st))
+    q2 = s.publish(b"a/b", b"twice", 2, False, 0)
+    s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255, 0x50, 2, q2 >> 8, q2 & 255)))
+    s.receive(0)
+    assert len(st) == 1 and st.released(st.next(-1)), len(st)
+    # Reboot: the QoS 2 message resumes with PUBREL, nothing else is sent.
+    st.close()
+    st = FileStore(d)
+    s = Session(b"dev", store=st)
+    s.start(0)
+    s.t0 = s.t1 = 0
+    s.rx.feed(b"\x20\x02\x00\x00")
+    s.receive(0)
+    assert bytes(s.tx[s.t0:s.t1]) == bytes((0x62, 2, q2 >> 8, q2 & 255)), bytes(s.tx[s.t0:s.t1])
+    s.rx.feed(bytes((0x70, 2, q2 >> 8, q2 & 255)))
+    s.receive(0)
+    assert len(st) == 0
+    # Inbound QoS 2: the id is held across a reboot, so a re-sent copy is not delivered twice.
+    got = []
+    s.on_message = lambda t, m: got.append(m)
+    s.rx.feed(b"\x34\x08\x00\x02in\x00\x07hi")
+    s.receive(0)
+    st.close()
+    st = FileStore(d)
+    s = Session(b"dev", store=st)
+    s.on_message = lambda t, m: got.append(m)
+    s.start(0)
+    s.rx.feed(b"\x20\x02\x00\x00\x3c\x08\x00\x02in\x00\x07hi")
+    s.receive(0)
+    assert got == [b"hi"], got
+    s.rx.feed(b"\x62\x02\x00\x07")
+    s.receive(0)
+    assert not st.held(7)
+    st.close()
+    rmtree(top)
+
+
+def test_session_publishes_from_flashstore():
+    dev = Flash(4, 512)
+    st = FlashStore(dev)
+    s = Session(b"dev", store=st)
+    pid = s.publish(b"a/b", b"offline", 1, False, 0)  # not connected: kept
+    st = FlashStore(dev)  # reboot
+    s = Session(b"dev", store=st)
+    s.start(0)
+    s.t0 = s.t1 = 0
+    s.rx.feed(b"\x20\x02\x00\x00")
+    s.receive(0)
+    assert s.tx[0] == 0x3A, s.tx[0]  # re-sent with DUP
+    s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+    s.receive(0)
+    assert len(st) == 0 and len(FlashStore(dev)) == 0

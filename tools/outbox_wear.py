@@ -1,0 +1,165 @@
+# Write amplification and RAM of the persistent outboxes, on a simulated NOR
+# flash (host_tests/portable/flashsim.py):
+#     micropython tools/outbox_wear.py [N]   FlashStore; FileStore on LittleFS
+#                                            and on a directory (build/)
+#     python3 tools/outbox_wear.py [N]       FlashStore; FileStore on a directory
+# N messages (default 1000) of a 64-byte payload at QoS 1, each acknowledged
+# (done) before the next, as a sensor that reaches its broker does, counted
+# after a warm-up that has cycled every block of the 256 KB partition once
+# (steady state: the ring has wrapped). One JSON line per case:
+#   programmed_per_msg  bytes handed to the flash per message (the file cases
+#                       on a host directory: bytes written to the files)
+#   logical_per_msg     bytes the store itself wrote per message
+#   erases_per_msg      flash blocks erased per message (4 KB blocks)
+#   heap_open           heap bytes the store holds once opened on empty storage,
+#   heap_reopen         and once reopened after the run (the scan's temporary
+#                       objects collected; MicroPython: gc.mem_alloc, CPython:
+#                       tracemalloc)
+#   alloc_per_msg       heap bytes allocated by one put() + done() (MicroPython,
+#                       gc disabled; not measured on CPython, nor on LittleFS,
+#                       where the simulated block device is Python code called
+#                       from C and allocates its own call frames; the same
+#                       FileStore on a directory shows what the store does)
+import sys
+import gc
+import os
+
+_here = sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else "."
+sys.path.insert(0, _here + "/../firmware")
+sys.path.insert(0, _here + "/../host_tests/portable")
+from flashsim import Flash  # noqa: E402
+from holdfast.flashoutbox import FlashStore  # noqa: E402
+from holdfast.fileoutbox import FileStore  # noqa: E402
+
+MPY = sys.implementation.name == "micropython"
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+TOPIC = b"sensors/dev-1/telemetry"
+PAYLOAD = b"x" * 64
+BLOCKS = 64  # a 256 KB partition
+BS = 4096
+MNT = "/outbox-wear"
+
+
+def _used():
+    if MPY:
+        gc.collect()
+        return gc.mem_alloc()
+    import tracemalloc
+    return tracemalloc.get_traced_memory()[0]
+
+
+def opened(make):
+    """(store, heap bytes it holds)."""
+    if not MPY:
+        import tracemalloc
+        tracemalloc.start()
+    before = _used()
+    st = make()
+    after = _used()
+    if not MPY:
+        import tracemalloc
+        tracemalloc.stop()
+    return st, after - before
+
+
+def churn(st, n):
+    for i in range(n):
+        st.done(st.put(TOPIC, PAYLOAD, 1, False, i % 65535 + 1))
+
+
+def warm(st, dev):
+    n = 0
+    while dev.erased < BLOCKS and n < 20000:
+        churn(st, 16)
+        n += 16
+
+
+def alloc(st, dev):
+    if not MPY or (dev is not None and dev.errno):
+        return None
+    if dev is not None:
+        dev.quiet = True  # the simulator itself allocates nothing then
+    churn(st, 5)
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    churn(st, 128)  # several segment rotations: they allocate (a file, a name)
+    b = gc.mem_alloc()
+    gc.enable()
+    if dev is not None:
+        dev.quiet = False
+    return (b - a) / 128
+
+
+def report(name, make, dev):
+    st, heap = opened(make)
+    if dev is not None:
+        warm(st, dev)
+        base = (dev.programmed, dev.erased)
+    else:
+        churn(st, 64)  # the first put writes the reserve file
+    logical = st.bytes_written
+    churn(st, N)
+    out = {"case": name, "messages": N, "payload": len(PAYLOAD),
+           "logical_per_msg": round((st.bytes_written - logical) / N, 1), "heap_open": heap}
+    if dev is not None:
+        out["programmed_per_msg"] = round((dev.programmed - base[0]) / N, 1)
+        out["erases_per_msg"] = round((dev.erased - base[1]) / N, 4)
+    out["alloc_per_msg"] = alloc(st, dev)
+    if hasattr(st, "close"):
+        st.close()
+    st = None
+    st, out["heap_reopen"] = opened(make)
+    if hasattr(st, "close"):
+        st.close()
+    items = []
+    for k in KEYS:
+        if k in out:
+            v = out[k]
+            items.append('"%s": %s' % (k, "null" if v is None else
+                                       '"%s"' % v if isinstance(v, str) else v))
+    print("{" + ", ".join(items) + "}")
+
+
+KEYS = ("case", "messages", "payload", "programmed_per_msg", "erases_per_msg",
+        "logical_per_msg", "heap_open", "heap_reopen", "alloc_per_msg")
+
+
+def flash(prog):
+    dev = Flash(BLOCKS, BS, prog)
+    report("FlashStore prog=%d" % prog, lambda: FlashStore(dev, prog=prog), dev)
+
+
+def littlefs(sync_done):
+    dev = Flash(BLOCKS, BS, errno=True)
+    os.VfsLfs2.mkfs(dev)
+    try:
+        os.umount(MNT)
+    except OSError:
+        pass
+    os.mount(os.VfsLfs2(dev), MNT)
+    report("FileStore on LittleFS sync_done=%s" % sync_done,
+           lambda: FileStore(MNT + "/ob", sync_done=sync_done), dev)
+    os.umount(MNT)
+
+
+def directory(sync_done):
+    try:
+        os.mkdir(_here + "/../build")
+    except OSError:
+        pass  # there already
+    top = _here + "/../build/outbox-wear"
+    report("FileStore on a host directory sync_done=%s" % sync_done,
+           lambda: FileStore(top, sync_done=sync_done, fsync=False), None)
+    for name in os.listdir(top):
+        os.remove(top + "/" + name)
+    os.rmdir(top)
+
+
+flash(1)
+flash(256)
+if MPY and hasattr(os, "VfsLfs2"):
+    littlefs(True)
+    littlefs(False)
+directory(True)
+directory(False)
