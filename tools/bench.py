@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 SECTIONS = [
     ("codec", "bench_codec"),
     ("client", "bench_client"),
+    ("outbox", "bench_outbox"),
 ]
 
 

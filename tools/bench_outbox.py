@@ -1,0 +1,36 @@
+"""Bench section: flash wear and RAM of the persistent outboxes
+(tools/outbox_wear.py under the unix port: 1000 acknowledged QoS 1 messages,
+64-byte payload, on a simulated 256 KB NOR flash)."""
+
+import json
+import os
+import subprocess
+import sys
+
+TITLE = "Outbox: flash written per message, erases, heap"
+
+
+def run(ctx):
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    n = "200" if ctx.quick else "1000"
+    ctx.log("outbox_wear.py with %s messages under the unix port" % n)
+    p = subprocess.run([exe, os.path.join(ctx.root, "tools", "outbox_wear.py"), n], capture_output=True,
+                       text=True, timeout=600, cwd=ctx.root)
+    rows = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode or not rows:
+        raise RuntimeError("outbox_wear.py failed: %s" % (p.stderr.strip() or p.stdout.strip())[-300:])
+
+    def f(v, fmt):
+        return "-" if v is None else fmt % v
+
+    md = ["| case | store bytes / msg | flash bytes programmed / msg | blocks erased / msg | heap after open | heap per put+done |",
+          "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        md.append("| %s | %s | %s | %s | %s | %s |" % (
+            r["case"], f(r.get("logical_per_msg"), "%.1f"), f(r.get("programmed_per_msg"), "%.1f"),
+            f(r.get("erases_per_msg"), "%.3f"), f(r.get("heap_open"), "%d B"), f(r.get("alloc_per_msg"), "%.1f B")))
+    md.append("")
+    md.append("Store bytes: the record (the PUBLISH as sent, plus its header) and the ack marker. What "
+              "the flash sees beyond that is the filesystem's copy-on-write (LittleFS rewrites the "
+              "file's last block on every flush); the raw-flash ring writes only its own bytes.")
+    return {"markdown": "\n".join(md), "data": rows, "targets": []}
