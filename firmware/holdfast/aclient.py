@@ -5,7 +5,7 @@ import asyncio
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import SUBACK_FAILURE, _b
-from .errors import MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
+from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
 from .session import Session
 from .backoff import Backoff
 
@@ -41,11 +41,11 @@ class AsyncClient:
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
-                 ssl=None, level=4, size=1024, window=16, outbox=None, retry_ms=0, views=False,
+                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0, views=False,
                  timeout_ms=10000, backoff_ms=(1000, 60000)):
         self.server = server
-        self.tls = ssl
-        self.port = port or (8883 if ssl else 1883)
+        self.tls = net.tls_context(ssl, ssl_params)
+        self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views)
         self.s.user = user
         self.s.password = password
@@ -181,7 +181,7 @@ class AsyncClient:
     def _drop(self, err):
         self.last_error = err
         self._close()
-        if isinstance(err, ConnectError):
+        if isinstance(err, (ConnectError, TLSError)):
             self.backoff.refused(ticks_ms())
         else:
             self.backoff.failed(ticks_ms())
@@ -193,7 +193,7 @@ class AsyncClient:
             return
         try:
             while s.t1 > s.t0:
-                n = net.write(self.sock, s.tx, s.t0, s.t1)
+                n = net.flush(self.sock, s)
                 if not n:
                     return  # the timer task writes the rest
                 s.sent(n, ticks_ms())
@@ -225,7 +225,7 @@ class AsyncClient:
                         continue
                     try:
                         self._open()
-                    except OSError as e:
+                    except (OSError, TLSError) as e:
                         self._drop(e)
                         continue
                 sock = self.sock

@@ -3,7 +3,7 @@
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import SUBACK_FAILURE, _b
-from .errors import MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
+from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
 from .session import Session
 from .backoff import Backoff
 
@@ -25,7 +25,7 @@ class MQTTClient:
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000)):
         self.server = server
-        self.tls = _default_tls(ssl, ssl_params)
+        self.tls = net.tls_context(ssl, ssl_params)
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms,
                          0, views)
@@ -68,7 +68,7 @@ class MQTTClient:
         self._close()
         try:
             self._open(ticks_ms())
-        except OSError as e:
+        except (OSError, TLSError) as e:
             self._drop(e)  # schedules the automatic retries too
             raise
         if not self._wait(_CONNACK, 0, timeout_ms):
@@ -210,7 +210,7 @@ class MQTTClient:
         # The link failed: keep the outbox, close, and schedule a reconnect.
         self.last_error = err
         self._close()
-        if isinstance(err, ConnectError):
+        if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
             self.backoff.refused(ticks_ms())
         else:
             self.backoff.failed(ticks_ms())
@@ -221,7 +221,7 @@ class MQTTClient:
             if self.reconnect and self._started and self.backoff.due(ticks_ms()):
                 try:
                     self._open(ticks_ms())
-                except OSError as e:
+                except (OSError, TLSError) as e:
                     self._drop(e)
         elif not self.s.connected and ticks_diff(ticks_ms(), self._opened_at) > self.timeout_ms:
             self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
@@ -230,7 +230,7 @@ class MQTTClient:
         s = self.s
         deadline = ticks_add(ticks_ms(), timeout_ms)
         while s.t1 > s.t0:
-            n = net.write(self.sock, s.tx, s.t0, s.t1)
+            n = net.flush(self.sock, s)
             if n:
                 s.sent(n, ticks_ms())
             elif not self.poller.wait(max(0, ticks_diff(deadline, ticks_ms())), True):
@@ -243,7 +243,7 @@ class MQTTClient:
         n = 0
         try:
             if s.t1 > s.t0:
-                w = net.write(self.sock, s.tx, s.t0, s.t1)
+                w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
             if read:
@@ -256,7 +256,7 @@ class MQTTClient:
                 self._ticked = now
                 s.tick(now)
             if s.t1 > s.t0:
-                w = net.write(self.sock, s.tx, s.t0, s.t1)
+                w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
         except (OSError, MQTTProtocolError, LinkDown, ConnectError) as e:
@@ -310,15 +310,3 @@ def _sleep_ms(ms):
         time.sleep_ms(ms)
     else:
         time.sleep(ms / 1000)
-
-
-def _default_tls(ssl, params):
-    # ssl=True (a verifying context built from ssl_params) or an SSLContext:
-    # what net.open_socket wraps with; None without TLS. See tls.py.
-    if not ssl:
-        if params:
-            from .tls import TLSError
-            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
-        return None
-    from .tls import context
-    return context(ssl, params or {})

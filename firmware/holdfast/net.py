@@ -55,6 +55,29 @@ def read_into(s, buf):
     return n
 
 
+def flush(sock, s):
+    """Writes what the socket takes of session s's queued bytes; returns the
+    count. A TLS write that blocked is offered exactly the same bytes again:
+    mbedtls keeps the encrypted record and, once it is out, reports the
+    length of the retry as written."""
+    end = s.t0 + s.offered if s.offered else s.t1
+    n = write(sock, s.tx, s.t0, end)
+    s.offered = end - s.t0 - n
+    return n
+
+
+def tls_context(ssl, params):
+    """What open_socket wraps with: None without TLS; for ssl=True a verifying
+    context built from ssl_params; an SSLContext as given. See tls.py."""
+    if not ssl:
+        if params:
+            from .errors import TLSError
+            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
+        return None
+    from .tls import context
+    return context(ssl, params or {})
+
+
 def write(s, buf, start, end):
     """Writes what the socket takes of buf[start:end]; returns the count."""
     try:

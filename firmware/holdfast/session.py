@@ -65,6 +65,7 @@ class Session:
         self.tx = bytearray(size)
         self.t0 = 0
         self.t1 = 0
+        self.offered = 0  # bytes a blocked write must be offered again (net.flush)
         self.store = store if store is not None else MemoryStore()
         self.window = window
         self._key = array("i", [-1] * window)
@@ -142,6 +143,7 @@ class Session:
             self._state[i] = _FREE
         self.rx.start = self.rx.end = self.rx.skip = 0
         self.t0 = self.t1 = 0
+        self.offered = 0
         self.ping_at = -1
         self.sub_pid = 0
 

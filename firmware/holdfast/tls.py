@@ -8,27 +8,12 @@
 import sys
 import ssl
 from binascii import a2b_base64
-from .errors import MQTTError
+from .errors import TLSError
 
 _MP = sys.implementation.name == "micropython"
 
 _KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
          "cert_reqs", "tls13")
-
-
-class TLSError(MQTTError):
-    """TLS could not be set up, or the handshake with the broker failed.
-
-    .reason is one word: untrusted, expired, not-yet-valid, hostname (the
-    broker's certificate); rejected, closed (the broker refused us, e.g. no
-    or unknown client certificate); handshake (any other TLS failure); config
-    (bad ssl_params, unreadable or unparsable CA/certificate/key).
-    .cause is the runtime's own exception, or None."""
-
-    def __init__(self, reason, msg, cause=None):
-        super().__init__(msg)
-        self.reason = reason
-        self.cause = cause
 
 
 class Context:

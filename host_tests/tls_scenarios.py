@@ -1,0 +1,321 @@
+# TLS and credential scenarios against a real broker, run as a program under
+# either runtime:
+#     python|micropython host_tests/tls_scenarios.py NAME HOST PORT ARGS.json
+# ARGS.json carries the file paths and settings the test chose. Each scenario
+# prints one JSON line with what it observed; test_tls.py asserts.
+import sys
+import json
+
+sys.path.insert(0, sys.argv[0].rsplit("/", 2)[0] + "/firmware")
+
+from holdfast import MQTTClient, MQTTError  # noqa: E402
+from holdfast.errors import TLSError
+from holdfast.tls import der_blocks  # noqa: E402
+
+try:
+    from time import sleep_ms, ticks_ms, ticks_diff
+except ImportError:
+    from holdfast.compat import ticks_ms, ticks_diff
+    import time
+
+    def sleep_ms(ms):
+        time.sleep(ms / 1000)
+
+RT = sys.implementation.name
+MP = RT == "micropython"
+
+
+def client(a, cid, host, port, **kw):
+    tls = a.get("ssl", True)
+    if a.get("own_context"):
+        tls = own_context(a["own_context"])
+    return MQTTClient(cid, host, port, user=a.get("user"), password=a.get("password"),
+                      ssl=tls, ssl_params=a.get("ssl_params"), **kw)
+
+
+def own_context(cafile):
+    """An SSLContext made by the application (umqtt.simple's newer style).
+    MicroPython's ssl.SSLContext starts with CERT_NONE: set it."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    with open(cafile, "rb") as f:
+        data = f.read()
+    if MP:
+        data = der_blocks(data)[0][1]
+    elif data.find(b"-----BEGIN") >= 0:
+        data = data.decode()
+    ctx.load_verify_locations(cadata=data)
+    return ctx
+
+
+def info(e, ms=0):
+    return {"type": e.__class__.__name__, "mqtt_error": isinstance(e, MQTTError),
+            "tls_error": isinstance(e, TLSError), "reason": getattr(e, "reason", None),
+            "code": getattr(e, "code", None), "msg": str(e), "ms": ms}
+
+
+def pump(c, until, ms=5000):
+    t0 = ticks_ms()
+    while not until() and ticks_diff(ticks_ms(), t0) < ms:
+        c.wait_msg(20)
+
+
+def roundtrip(host, port, a, tag):
+    """Connects over TLS, receives its own QoS 0/1/2 and a 3000-byte message,
+    then times check_msg() with nothing arriving (must not wait)."""
+    got = []
+    topic = "tls/" + tag
+    c = client(a, tag, host, port, size=4096)
+    c.set_callback(lambda t, m: got.append([m.decode() if len(m) < 100 else len(m), c.s.qos]))
+    c.connect()
+    c.subscribe(topic, 2)
+    for q in (0, 1, 2):
+        c.publish(topic, "q%d" % q, False, q)
+    c.publish(topic, "b" * 3000, False, 1)
+    flushed = c.flush(5000)
+    pump(c, lambda: len(got) >= 4)
+    worst = 0
+    for _ in range(100):
+        t0 = ticks_ms()
+        c.check_msg()
+        worst = max(worst, ticks_diff(ticks_ms(), t0))
+    connected = c.isconnected()
+    c.disconnect()
+    return {"got": got, "flushed": flushed, "worst_check_ms": worst, "port": c.port,
+            "connected": connected, "links": c.links}
+
+
+def fail(host, port, a, tag):
+    """Constructs and connects, expecting an error; reports it."""
+    t0 = ticks_ms()
+    try:
+        c = client(a, tag, host, port, timeout_ms=a.get("timeout_ms", 5000))
+        c.connect()
+    except Exception as e:  # noqa: BLE001 - the test asserts what it was
+        return info(e, ticks_diff(ticks_ms(), t0))
+    c.disconnect()
+    return {"type": None}
+
+
+def retry(host, port, a, tag):
+    """connect() fails; then check_msg() is called for a["ms"] ms, as a board's
+    main loop would: it must not raise, and reconnects follow the backoff."""
+    c = client(a, tag, host, port, backoff_ms=tuple(a["backoff_ms"]), timeout_ms=2000)
+    first = None
+    try:
+        c.connect()
+    except Exception as e:  # noqa: BLE001
+        first = info(e)
+    raised = []
+    t0 = ticks_ms()
+    while ticks_diff(ticks_ms(), t0) < a["ms"]:
+        try:
+            c.check_msg()
+        except Exception as e:  # noqa: BLE001
+            raised.append(info(e))
+        sleep_ms(10)
+    return {"first": first, "raised": raised[:3], "n_raised": len(raised), "links": c.links,
+            "last_error": str(c.last_error), "connected": c.isconnected()}
+
+
+def burst(host, port, a, tag):
+    """Publishes numbered messages at QoS a["qos"] for a["ms"] ms as fast as
+    the link takes them (the test stalls the link meanwhile, so TLS writes
+    block), then "end" at QoS 1. Every payload is its number padded to
+    a["size"] bytes; reports the numbers publish() dropped (QoS 0)."""
+    from holdfast.store import MemoryStore
+    from holdfast.errors import OutboxFull
+    c = client(a, tag, host, port, timeout_ms=10000, size=4096,
+               outbox=MemoryStore(65536, 128))
+    c.connect()
+    topic = "burst/" + tag
+    pad = "." * a["size"]
+    n = 0
+    dropped = []  # QoS 0 messages publish() dropped (and counted)
+    t0 = ticks_ms()
+    while ticks_diff(ticks_ms(), t0) < a["ms"]:
+        try:
+            d = c.dropped_qos0
+            c.publish(topic, ("%08d" % n) + pad[8:], False, a["qos"])
+            if c.dropped_qos0 != d:
+                dropped.append(n)
+            n += 1
+        except OutboxFull:
+            c.wait_msg(10)
+    c.publish(topic, "end", False, 1)
+    ok = c.flush(10000)
+    r = {"sent": n, "flushed": ok, "pending": c.pending(), "links": c.links,
+         "last_error": str(c.last_error), "dropped": dropped}
+    c.disconnect()
+    return r
+
+
+def defaults(host, port, a, tag):
+    """Construction only (no broker): default ports, and the TLSError
+    (reason config) for each unusable setting."""
+    r = {}
+    r["tls_port"] = MQTTClient("d", host, ssl=True, ssl_params={"cafile": a["ca"]}).port
+    plain = MQTTClient("d", host)
+    r["plain_port"] = plain.port
+    r["plain_tls"] = plain.tls is None
+    r["ssl_false"] = MQTTClient("d", host, ssl=False).tls is None
+    r["repr_tls"] = repr(MQTTClient("d", host, ssl=True,
+                                    ssl_params={"cadata": read(a["ca"]),
+                                                "server_hostname": "broker.test"}).tls)
+    for name, kw in (
+            ("params_without_ssl", {"ssl_params": {"cafile": a["ca"]}}),
+            ("unknown_key", {"ssl": True, "ssl_params": {"cafile": a["ca"], "ca_certs": "x"}}),
+            ("no_ca", {"ssl": True}),
+            ("missing_ca", {"ssl": True, "ssl_params": {"cafile": a["ca"] + ".missing"}}),
+            ("garbage_ca", {"ssl": True, "ssl_params": {"cadata": b"not a certificate"}}),
+            ("cert_without_key", {"ssl": True, "ssl_params": {"cafile": a["ca"],
+                                                              "certfile": a["cert"]}}),
+            ("mismatched_key", {"ssl": True, "ssl_params": {"cafile": a["ca"],
+                                                            "certfile": a["cert"],
+                                                            "keyfile": a["other_key"]}}),
+            ("encrypted_key", {"ssl": True, "ssl_params": {"cafile": a["ca"],
+                                                           "certfile": a["cert"],
+                                                           "keyfile": a["enc_key"]}}),
+            ("key_text_as_path", {"ssl": True, "ssl_params": {"cafile": a["ca"],
+                                                              "certfile": a["cert"],
+                                                              "keyfile": read(a["key"]).decode()}}),
+    ):
+        try:
+            MQTTClient("d", host, **kw)
+            r[name] = None
+        except Exception as e:  # noqa: BLE001
+            r[name] = info(e)
+    # PEM and DER give the same certificate.
+    r["der_matches"] = der_blocks(read(a["ca"]))[0][1] == read(a["ca_der"])
+    r["der_passthrough"] = der_blocks(read(a["ca_der"]))[0][1] == read(a["ca_der"])
+    return r
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def trace(e):
+    if MP:
+        import io
+        buf = io.StringIO()
+        sys.print_exception(e, buf)
+        return buf.getvalue()
+    import traceback
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))
+
+
+def secrets(host, port, a, tag):
+    """With a password and a client key present, provokes every error it can
+    and collects what a log would show: repr(client), repr(client.tls), str
+    and repr of each error and of its cause, tracebacks, last_error."""
+    out = []
+    seen = []
+
+    def attempt(label, make, action):
+        c = None
+        try:
+            c = make()
+            out.append(repr(c))
+            out.append(repr(c.tls))
+            action(c)
+        except Exception as e:  # noqa: BLE001
+            seen.append(label + ": " + e.__class__.__name__)
+            out.append(str(e))
+            out.append(repr(e))
+            out.append(trace(e))
+            cause = getattr(e, "cause", None)
+            if cause is not None:
+                out.append(str(cause))
+                out.append(repr(cause))
+        if c is not None:
+            out.append(repr(c))
+            out.append(str(c.last_error))
+            out.append(repr(c.last_error))
+
+    pw = a["password"]
+    mtls = {"cafile": a["ca"], "certfile": a["cert"], "keyfile": a["key"]}
+
+    def connect_and_use(c):
+        c.connect()
+        out.append(repr(c))
+        c.subscribe("s/" + tag, 1)
+        c.publish("s/" + tag, "x", False, 1)
+        c.flush(3000)
+        c.disconnect()
+
+    def connect_then_loop(c):
+        try:
+            c.connect()
+        finally:
+            for _ in range(5):
+                c.check_msg()
+                sleep_ms(20)
+
+    def subscribe_offline(c):
+        c.subscribe("s/" + tag, 1)
+
+    ports = a["ports"]
+    attempt("good mtls and password", lambda: MQTTClient(
+        tag + "-ok", host, ports["auth_mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params=mtls), connect_and_use)
+    attempt("bad password", lambda: MQTTClient(
+        tag + "-bad", host, ports["auth_plain"], user="dev1", password=pw + "-wrong",
+        backoff_ms=(10, 20)), connect_then_loop)
+    attempt("bad password over mtls", lambda: MQTTClient(
+        tag + "-bad2", host, ports["auth_mtls"], user="dev1", password=pw + "-wrong", ssl=True,
+        ssl_params=mtls), connect_and_use)
+    attempt("wrong ca with key", lambda: MQTTClient(
+        tag + "-ca", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": a["other_ca"], "certfile": a["cert"], "keyfile": a["key"]},
+        backoff_ms=(10, 20)), connect_then_loop)
+    attempt("key text as keyfile", lambda: MQTTClient(
+        tag + "-kt", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": a["ca"], "certfile": a["cert"], "keyfile": read(a["key"]).decode()}),
+        connect_and_use)
+    attempt("key text as certfile", lambda: MQTTClient(
+        tag + "-kt2", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": a["ca"], "certfile": read(a["key"]).decode(), "keyfile": a["key"]}),
+        connect_and_use)
+    attempt("key text as cafile", lambda: MQTTClient(
+        tag + "-kt3", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": read(a["key"]).decode()}), connect_and_use)
+    attempt("key as cadata", lambda: MQTTClient(
+        tag + "-kt4", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cadata": read(a["key"])}), connect_and_use)
+    attempt("mismatched key", lambda: MQTTClient(
+        tag + "-mk", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": a["ca"], "certfile": a["cert"], "keyfile": a["other_key"]}),
+        connect_and_use)
+    attempt("no client cert", lambda: MQTTClient(
+        tag + "-nc", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+        ssl_params={"cafile": a["ca"]}), connect_and_use)
+    attempt("no connack", lambda: MQTTClient(
+        tag + "-to", host, ports["silent"], user="dev1", password=pw, timeout_ms=400),
+        connect_and_use)
+    attempt("no handshake", lambda: MQTTClient(
+        tag + "-hs", host, ports["silent"], user="dev1", password=pw, timeout_ms=400, ssl=True,
+        ssl_params=mtls), connect_and_use)
+    attempt("offline subscribe", lambda: MQTTClient(
+        tag + "-off", host, ports["auth_plain"], user="dev1", password=pw, ssl=True,
+        ssl_params=mtls), subscribe_offline)
+    if MP:
+        attempt("key data", lambda: MQTTClient(
+            tag + "-kd", host, ports["mtls"], user="dev1", password=pw, ssl=True,
+            ssl_params={"cafile": a["other_ca"], "cert": read(a["cert"]), "key": read(a["key"])},
+            backoff_ms=(10, 20)), connect_then_loop)
+    return {"seen": seen, "out": out}
+
+
+def main():
+    name, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(sys.argv[4]) as f:
+        a = json.load(f)
+    tag = RT + "-" + name
+    result = globals()[name](host, port, a, tag)
+    print("RESULT " + json.dumps(result))
+
+
+main()
