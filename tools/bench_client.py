@@ -33,6 +33,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MP_SRC = os.path.join(ROOT, "bench", "mp")
 FIRMWARE = os.path.join(ROOT, "firmware", "holdfast")
 
+
+def _default_window():
+    # holdfast's own default, read from the firmware so the table cannot go stale.
+    import inspect
+    import sys
+    sys.path.insert(0, os.path.dirname(FIRMWARE))
+    from holdfast.client import MQTTClient
+    return inspect.signature(MQTTClient).parameters["window"].default
+
+
+DEFAULT_WINDOW = _default_window()
+
 # Rows of the table. kind: floor / holdfast / peer. "only": the tests the row
 # runs (None: all). Variants of holdfast show what a constructor argument does.
 ROWS = [
@@ -73,7 +85,7 @@ FEATURES = {
 
 PIPELINE_NOTE = {
     "floor": "stop-and-wait",
-    "holdfast": "window of 8 (default)",
+    "holdfast": "window of %d (default)" % DEFAULT_WINDOW,
     "holdfast_w32": "window of 32",
     "umqtt_simple": "stop-and-wait",
     "umqtt_robust": "stop-and-wait",
@@ -880,9 +892,10 @@ def limits(by, main_rows, rtt_ms):
     nag = by.get("holdfast_nagle")
     pn = _med(nag, "ptput1") if nag else None
     if p1 and rtt_ms:
-        bound = 8 / (rtt_ms / 1000)
-        txt = ("- QoS 1 at 20 ms RTT: a window of 8 allows at most 8 / %.1f ms = %.0f msg/s; "
-               "holdfast reaches %.0f (%.0f%%)." % (rtt_ms, bound, p1, 100 * p1 / bound))
+        bound = DEFAULT_WINDOW / (rtt_ms / 1000)
+        txt = ("- QoS 1 at 20 ms RTT: a window of %d allows at most %d / %.1f ms = %.0f msg/s; "
+               "holdfast reaches %.0f (%.0f%%)." % (DEFAULT_WINDOW, DEFAULT_WINDOW, rtt_ms, bound, p1,
+                                                    100 * p1 / bound))
         saw = [_med(r, "ptput1") for r in main_rows
                if r["kind"] == "peer" and PIPELINE_NOTE.get(r["id"], "").startswith("stop")]
         saw = [x for x in saw if x]
@@ -895,7 +908,7 @@ def limits(by, main_rows, rtt_ms):
         if p32:
             txt += " With window=32: %.0f msg/s." % p32
         if pn:
-            txt += (" Against mosquitto's default (set_tcp_nodelay false) the window of 8 gives "
+            txt += (" Against mosquitto's default (set_tcp_nodelay false) the default window gives "
                     "%.0f msg/s: Nagle on the broker's socket holds each PUBACK after the first "
                     "until the previous one is acknowledged." % pn)
         out.append(txt)
