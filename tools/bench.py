@@ -35,6 +35,7 @@ SECTIONS = [
     ("codec", "bench_codec"),
     ("client", "bench_client"),
     ("outbox", "bench_outbox"),
+    ("board", "bench_board"),
 ]
 
 
