@@ -4,9 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto demo
+.PHONY: setup test bench clean mosquitto java demo
 
-setup: $(STAMP) mosquitto
+setup: $(STAMP) mosquitto java
 
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
@@ -33,6 +33,20 @@ mosquitto:
 	apt-get update -q && \
 	apt-get install -y -q --no-install-recommends mosquitto </dev/null && \
 	{ command -v mosquitto >/dev/null 2>&1 || test -x /usr/sbin/mosquitto; }
+
+# PySpark (the pipeline) needs a Java runtime, 17 or newer.
+java:
+	@if command -v java >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1 || [ "$$(id -u)" != 0 ]; then \
+	  echo "error: no Java runtime for PySpark, and it cannot be installed automatically" \
+	       "(needs apt-get and root). Install a JRE 17 or newer, e.g." \
+	       "sudo apt-get install -y openjdk-17-jre-headless, then run make setup again." >&2; \
+	  exit 1; \
+	fi; \
+	echo "installing a Java runtime with apt-get (for PySpark)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -q && \
+	apt-get install -y -q --no-install-recommends default-jre-headless </dev/null
 
 test: setup
 	$(PY) -m pytest host_tests -q
