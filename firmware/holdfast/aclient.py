@@ -6,8 +6,7 @@ from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import SUBACK_FAILURE, _b
 from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
-from .session import Session
-from .backoff import Backoff
+from .front import Front
 
 _MP = hasattr(asyncio, "core")
 
@@ -34,47 +33,19 @@ async def _sleep_ms(ms):
     await asyncio.sleep(ms / 1000)
 
 
-class AsyncClient:
+class AsyncClient(Front):
     """asyncio MQTT client. Arguments as MQTTClient's; every method that
     talks to the broker is a coroutine. After connect() a background task
     keeps the link: keepalive, reconnect with backoff, re-sending the outbox.
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
-                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0, views=False,
-                 timeout_ms=10000, backoff_ms=(1000, 60000)):
-        self.server = server
-        self.tls = net.tls_context(ssl, ssl_params)
-        self.port = port or (8883 if self.tls else 1883)
-        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views)
-        self.s.user = user
-        self.s.password = password
-        self.sock = None
-        self.timeout_ms = timeout_ms
-        self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
+                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
+                 views=False, timeout_ms=10000, backoff_ms=(1000, 60000)):
+        Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
+                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms)
         self.progress = asyncio.Event()
         self.task = None
-        self.last_error = None
-        self.links = 0
-
-    def __repr__(self):
-        return "<AsyncClient %r %s:%d %s>" % (self.s.client_id, self.server, self.port,
-                                               "connected" if self.s.connected else "offline")
-
-    def set_callback(self, f):
-        self.s.on_message = f
-
-    def set_delivered(self, f):
-        self.s.on_delivered = f
-
-    def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.s.will = (_b(topic), _b(msg), qos, retain)
-
-    def isconnected(self):
-        return self.sock is not None and self.s.connected
-
-    def pending(self):
-        return len(self.s.store)
 
     async def connect(self, clean_session=True):
         """Connects and waits for CONNACK; afterwards the link is kept up in
@@ -153,24 +124,10 @@ class AsyncClient:
     def _tx_room(self):
         return self.s.room() > 64
 
-    def _need_link(self):
-        if not self.isconnected():
-            raise LinkDown("not connected to the broker (%s)" % self.last_error)
-
     def _open(self):
-        self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
-        self.links += 1
+        self._connect_socket()
         self.s.start(ticks_ms())
         self._write()
-
-    def _close(self):
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            except OSError:
-                pass
-        self.sock = None
-        self.s.lost()
 
     def _stop(self):
         if self.task is not None:
@@ -179,13 +136,8 @@ class AsyncClient:
         self._close()
 
     def _drop(self, err):
-        self.last_error = err
-        self._close()
-        if isinstance(err, (ConnectError, TLSError)):
-            self.backoff.refused(ticks_ms())
-        else:
-            self.backoff.failed(ticks_ms())
-        self.progress.set()
+        Front._drop(self, err)
+        self.progress.set()  # wake the waiters: they see the link is down
 
     def _write(self):
         s = self.s

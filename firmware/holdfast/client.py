@@ -4,11 +4,10 @@ from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import SUBACK_FAILURE, _b
 from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
-from .session import Session
-from .backoff import Backoff
+from .front import Front
 
 
-class MQTTClient:
+class MQTTClient(Front):
     """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
 
     level=4 (3 for MQTT 3.1), size=1024 (tx and rx buffer bytes), window=16
@@ -16,49 +15,23 @@ class MQTTClient:
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
     views=False (callbacks get memoryviews valid during the call instead of
     bytes), timeout_ms=10000 (bound on every wait), reconnect=True,
-    backoff_ms=(1000, 60000) (first and largest reconnect delay), and
-    server_hostname for TLS.
+    backoff_ms=(1000, 60000) (first and largest reconnect delay).
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000)):
-        self.server = server
-        self.tls = net.tls_context(ssl, ssl_params)
-        self.port = port or (8883 if self.tls else 1883)
-        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms,
-                         0, views)
-        self.s.user = user
-        self.s.password = password
-        self.sock = None
+        Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
+                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms)
         self.poller = None
-        self.timeout_ms = timeout_ms
         self.reconnect = reconnect
-        self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
         self._opened_at = 0
         self._started = False  # connect() was called once: reconnects are ours to make
         self.dropped_qos0 = 0  # QoS 0 messages published while offline
-        self.links = 0  # network connections opened (1 + reconnects)
         self._ticked = 0
-        self.last_error = None  # why the link last went down, in words
-
-    def __repr__(self):
-        # Never shows the password or key material.
-        return "<MQTTClient %r %s:%d %s>" % (self.s.client_id, self.server, self.port,
-                                              "connected" if self.s.connected else "offline")
 
     # -- umqtt.simple API --------------------------------------------------------
-
-    def set_callback(self, f):
-        self.s.on_message = f
-
-    def set_delivered(self, f):
-        """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
-        self.s.on_delivered = f
-
-    def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.s.will = (_b(topic), _b(msg), qos, retain)
 
     def connect(self, clean_session=True, timeout_ms=None):
         """Connects and waits for CONNACK. Returns the session-present flag.
@@ -169,13 +142,6 @@ class MQTTClient:
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
-    def isconnected(self):
-        return self.sock is not None and self.s.connected
-
-    def pending(self):
-        """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
-        return len(self.s.store)
-
     def flush(self, timeout_ms=None):
         """Waits until every accepted message is acknowledged and every QoS 0
         byte written (for example before a deep sleep). True if so."""
@@ -185,35 +151,18 @@ class MQTTClient:
 
     def _need_link(self):
         self._service()
-        if not self.isconnected():
-            raise LinkDown("not connected to the broker (%s)" % self.last_error)
+        Front._need_link(self)
 
     def _open(self, now):
-        self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
+        self._connect_socket()
         self.poller = net.Poller(self.sock)
-        self.links += 1
         self._opened_at = now
         self.s.start(now)
         self._pump(now, False)
 
     def _close(self):
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            except OSError:
-                pass
-        self.sock = None
+        Front._close(self)
         self.poller = None
-        self.s.lost()
-
-    def _drop(self, err):
-        # The link failed: keep the outbox, close, and schedule a reconnect.
-        self.last_error = err
-        self._close()
-        if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
-            self.backoff.refused(ticks_ms())
-        else:
-            self.backoff.failed(ticks_ms())
 
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed.

@@ -2,6 +2,7 @@
 # byte-at-a-time reads, EAGAIN, partial writes, a broker that stalls, closes
 # or talks garbage. Where a real broker cannot be steered.
 from holdfast import client as hc
+from holdfast import front
 from holdfast import codec as c
 from holdfast.errors import ConnectError
 from fakebroker import ScriptedSocket, NoPoller, wire
@@ -31,10 +32,10 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms)
+        self.saved = (hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms, front.ticks_ms)
         hc.net.open_socket = self.opener
         hc.net.Poller = NoPoller
-        hc.ticks_ms = self.clock
+        hc.ticks_ms = front.ticks_ms = self.clock
         hc._sleep_ms = self.sleep
         return self
 
@@ -42,7 +43,7 @@ class Rig:
         self.now += ms
 
     def __exit__(self, *a):
-        hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms = self.saved
+        hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms, front.ticks_ms = self.saved
 
     def client(self, **kw):
         kw.setdefault("timeout_ms", 2000)

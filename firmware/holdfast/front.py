@@ -1,0 +1,73 @@
+# What the blocking and the asyncio client share: the session they wrap, where
+# the broker is, and what happens when the link goes down.
+from .compat import ticks_ms
+from . import net
+from .codec import _b
+from .errors import TLSError, ConnectError, LinkDown
+from .session import Session
+from .backoff import Backoff
+
+
+class Front:
+    def __init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, level,
+                 size, window, outbox, retry_ms, views, timeout_ms, backoff_ms):
+        self.server = server
+        self.tls = net.tls_context(ssl, ssl_params)
+        self.port = port or (8883 if self.tls else 1883)
+        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views)
+        self.s.user = user
+        self.s.password = password
+        self.sock = None
+        self.timeout_ms = timeout_ms
+        self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
+        self.links = 0  # network connections opened (1 + reconnects)
+        self.last_error = None  # why the link last went down, in words
+
+    def __repr__(self):
+        # Never shows the password or key material.
+        return "<%s %r %s:%d %s>" % (self.__class__.__name__, self.s.client_id, self.server,
+                                     self.port, "connected" if self.s.connected else "offline")
+
+    def set_callback(self, f):
+        """f(topic, msg) for every inbound message."""
+        self.s.on_message = f
+
+    def set_delivered(self, f):
+        """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
+        self.s.on_delivered = f
+
+    def set_last_will(self, topic, msg, retain=False, qos=0):
+        self.s.will = (_b(topic), _b(msg), qos, retain)
+
+    def isconnected(self):
+        return self.sock is not None and self.s.connected
+
+    def pending(self):
+        """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
+        return len(self.s.store)
+
+    def _need_link(self):
+        if not self.isconnected():
+            raise LinkDown("not connected to the broker (%s)" % self.last_error)
+
+    def _connect_socket(self):
+        self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
+        self.links += 1
+
+    def _close(self):
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+        self.sock = None
+        self.s.lost()
+
+    def _drop(self, err):
+        # The link failed: keep the outbox, close, and schedule a reconnect.
+        self.last_error = err
+        self._close()
+        if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
+            self.backoff.refused(ticks_ms())
+        else:
+            self.backoff.failed(ticks_ms())
