@@ -55,6 +55,7 @@ def test_templates(board, tmp_path):
     ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be at least 10"),
     ({"broker": "h", "brokr": "x"}, "unknown key 'brokr'"),
     ({"broker": "h", "password": "hunter2"}, "'password' needs a 'user'"),
+    ({"broker": "h", "tls": True}, "'tls' needs 'ca'"),
     ({"broker": "h", "user": "u", "password": 12345}, "'password' must be of type str"),
 ])
 def test_bad_configs_are_named(cfg, message, tmp_path):

@@ -81,6 +81,10 @@ def load(name=CONFIG):
         raise ConfigError("%s: 'interval_ms' must be at least 10" % name)
     if cfg["password"] and not cfg["user"]:
         raise ConfigError("%s: 'password' needs a 'user'" % name)
+    if cfg["tls"] and not cfg["ca"]:
+        # Without a CA the broker cannot be verified, and verification is never off.
+        raise ConfigError("%s: 'tls' needs 'ca', the broker's CA certificate file on the board "
+                          "(see docs/security.md)" % name)
     w = cfg["wifi"]
     if w and (not isinstance(w.get("ssid"), str) or w["ssid"].startswith("<")):
         raise ConfigError("%s: 'wifi' needs an 'ssid' (still the template?)" % name)
