@@ -36,6 +36,7 @@ SECTIONS = [
     ("client", "bench_client"),
     ("outbox", "bench_outbox"),
     ("board", "bench_board"),
+    ("pipeline", "bench_pipeline"),
 ]
 
 
@@ -120,7 +121,7 @@ def render(report):
         out.append("")
     out.extend([
         "## Running it", "",
-        "`make bench` runs every section (about 5 minutes on 2 CPUs) and writes "
+        "`make bench` runs every section (about 10 minutes on 2 CPUs, half of it the pipeline's 4M records) and writes "
         "bench/results/latest.md and latest.json; `make bench BENCH_ARGS=\"--only client "
         "--quick\"` is a one-minute smoke run, `--peers holdfast,floor,umqtt_simple` limits the "
         "client table's columns, `--docs` also rewrites this file. Each section is a "

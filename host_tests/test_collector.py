@@ -1,0 +1,266 @@
+"""tools/collector.py against a real mosquitto (the `mosquitto` fixture).
+
+- every published message lands (QoS 0, 1, 2), malformed payloads go to
+  quarantine with a reason, and everything is acknowledged (a second
+  collector with the same client id gets nothing redelivered);
+- crash: the collector is SIGKILLed mid-stream while a publisher keeps
+  publishing; a restarted collector (same client id, persistent session)
+  lands every sequence number at least once, with both subscription QoS.
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from collector import Collector, recover_inprogress, validate_payload
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTOR = os.path.join(ROOT, "tools", "collector.py")
+LANDING_KEYS = {"topic", "qos", "retain", "dup", "rx_ms", "payload"}
+
+
+def reading(d, s, q, b=1):
+    return json.dumps({"d": d, "b": b, "s": s, "q": q, "t": 21.5, "u": s},
+                      separators=(",", ":"))
+
+
+def publisher(broker, client_id, clean=True):
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                    clean_session=clean)
+    c.max_queued_messages_set(0)
+    c.connect(broker.host, broker.port)
+    c.loop_start()
+    return c
+
+
+def landed(landing, hidden=True):
+    """All landing records (data partitions, not quarantine)."""
+    pats = ["date=*/hour=*/part-*.jsonl"]
+    if hidden:
+        pats.append("date=*/hour=*/.part-*.inprogress")
+    out = []
+    for pat in pats:
+        for path in glob.glob(os.path.join(landing, pat)):
+            with open(path) as f:
+                for line in f:
+                    if line.endswith("\n"):
+                        out.append(json.loads(line))
+    return out
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
+def test_validate_payload_reasons():
+    ok = reading("dev-1", 3, 1)
+    assert validate_payload(ok) is None
+    cases = {
+        "not json": "payload is not JSON",
+        "[1, 2]": "payload is not a JSON object (got list)",
+        '{"b":1,"s":2,"q":1}': "missing key d",
+        '{"d":7,"b":1,"s":2,"q":1}': "d is not a string",
+        '{"d":"","b":1,"s":2,"q":1}': "d is empty",
+        '{"d":"x","s":2,"q":1}': "missing key b",
+        '{"d":"x","b":1,"q":1}': "missing key s",
+        '{"d":"x","b":1.5,"s":"2","q":1}': "b is not an integer; s is not an "
+                                           "integer",
+        '{"d":"x","b":true,"s":2,"q":1}': "b is not an integer",
+        '{"d":"x","b":1,"s":-2,"q":1}': "s is negative",
+        '{"d":"x","b":1,"s":2}': "missing key q",
+        '{"d":"x","b":1,"s":2,"q":3}': "q is not 0, 1 or 2",
+    }
+    for payload, reason in cases.items():
+        got = validate_payload(payload)
+        assert got is not None and got.startswith(reason), (payload, got)
+
+
+def test_recover_inprogress_cuts_torn_line(tmp_path):
+    d = tmp_path / "date=2026-01-01" / "hour=00"
+    d.mkdir(parents=True)
+    dead_pid = 2 ** 22 + 12345          # above pid_max: never alive
+    good = b'{"a":1}\n{"a":2}\n'
+    (d / (".part-%d-0.jsonl.inprogress" % dead_pid)).write_bytes(
+        good + b'{"a":3,"tor')
+    (d / (".part-%d-1.jsonl.inprogress" % dead_pid)).write_bytes(b'{"tor')
+    mine = d / (".part-%d-7.jsonl.inprogress" % os.getppid())  # alive
+    mine.write_bytes(good)
+    renamed, dropped = recover_inprogress(str(tmp_path))
+    assert (renamed, dropped) == (1, len(b'{"a":3,"tor') + len(b'{"tor'))
+    assert (d / ("part-%d-0.jsonl" % dead_pid)).read_bytes() == good
+    assert not (d / (".part-%d-1.jsonl.inprogress" % dead_pid)).exists()
+    assert mine.exists()          # a live process's file is left alone
+
+
+def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
+    landing = str(tmp_path / "landing")
+    cid = "test-collector-lands"
+    col = Collector(mosquitto.host, mosquitto.port, landing, client_id=cid,
+                    progress_s=0, log=lambda line: None).start()
+    t0 = int(time.time() * 1000)
+    pub = publisher(mosquitto, "test-pub-lands")
+    infos = []
+    sent = {}
+    for s in range(90):
+        q = s % 3
+        d = "dev-q%d" % q
+        sent[(d, s)] = q
+        infos.append(pub.publish("holdfast/%s/telemetry" % d,
+                                 reading(d, s, q), qos=q))
+    bad = [("not json at all", 1, "payload is not JSON"),
+           ('{"d":"dev-bad","b":1,"q":2}', 2, "missing key s"),
+           ('{"d":"dev-bad","b":1,"s":"7","q":1}', 1, "s is not an integer")]
+    for payload, q, _ in bad:
+        infos.append(pub.publish("holdfast/dev-bad/telemetry", payload, qos=q))
+    # Not ours: another prefix and another sub-topic are not subscribed.
+    infos.append(pub.publish("other/dev-x/telemetry", reading("x", 1, 1), 1))
+    infos.append(pub.publish("holdfast/dev-x/status", "up", qos=1))
+    for i in infos:
+        i.wait_for_publish(5)
+    wait_for(lambda: col.stats()["written"] + col.stats()["quarantined"]
+             >= 93, 20, "93 messages landed")
+    col.stop()
+    pub.loop_stop()
+    pub.disconnect()
+    t1 = int(time.time() * 1000)
+    st = col.stats()
+    assert (st["received"], st["written"], st["quarantined"]) == (93, 90, 3)
+    assert st["acked"] == 60 + 3          # QoS 0 needs no ack
+
+    # Files: published (renamed) at stop, named as the contract says.
+    assert not glob.glob(landing + "/**/.part-*", recursive=True)
+    files = glob.glob(landing + "/date=*/hour=*/*")
+    assert files
+    for path in files:
+        assert re.search(r"/date=\d{4}-\d\d-\d\d/hour=\d\d/part-%d-\d+\.jsonl$"
+                         % os.getpid(), path), path
+    recs = landed(landing, hidden=False)
+    got = {}
+    for r in recs:
+        assert set(r) == LANDING_KEYS, r
+        assert t0 <= r["rx_ms"] <= t1
+        hour = time.strftime("date=%Y-%m-%d/hour=%H",
+                             time.gmtime(r["rx_ms"] / 1000))
+        p = json.loads(r["payload"])
+        assert r["topic"] == "holdfast/%s/telemetry" % p["d"]
+        assert r["qos"] == p["q"]        # min(published QoS, subscription 2)
+        got[(p["d"], p["s"])] = got.get((p["d"], p["s"]), 0) + 1
+        assert any(hour in f for f in files)
+    assert set(got) == set(sent)
+    assert sum(got.values()) == 90       # no redelivery on a clean run
+
+    qfiles = glob.glob(os.path.join(landing, "quarantine", "part-*.jsonl"))
+    assert len(qfiles) == 1
+    with open(qfiles[0]) as f:
+        qrecs = [json.loads(line) for line in f]
+    assert len(qrecs) == 3
+    by_payload = {r["payload"]: r for r in qrecs}
+    for payload, q, reason in bad:
+        r = by_payload[payload]
+        assert r["reason"].startswith(reason), r
+        assert r["qos"] == q
+        assert set(r) == LANDING_KEYS | {"reason"}
+
+    # Everything was acknowledged: the persistent session has nothing left
+    # to redeliver to the same client id.
+    again = Collector(mosquitto.host, mosquitto.port,
+                      str(tmp_path / "landing2"), client_id=cid,
+                      progress_s=0, log=lambda line: None).start()
+    time.sleep(1.0)
+    again.stop()
+    assert again.stats()["received"] == 0
+
+
+def _start_collector(mosquitto, landing, cid, sub_qos, log_path):
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, COLLECTOR, "--host", mosquitto.host,
+         "--port", str(mosquitto.port), "--landing", landing,
+         "--client-id", cid, "--sub-qos", str(sub_qos),
+         "--batch-max", "50", "--batch-ms", "300", "--batch-idle-ms", "100",
+         "--progress-s", "0.5"],
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    log.close()
+    return proc
+
+
+def _log_has(path, text, after=0):
+    with open(path, errors="replace") as f:
+        return f.read()[after:].count(text)
+
+
+@pytest.mark.parametrize("sub_qos", [2, 1])
+def test_collector_crash_loses_nothing(mosquitto, tmp_path, sub_qos):
+    landing = str(tmp_path / "landing")
+    log_path = str(tmp_path / "collector.log")
+    open(log_path, "w").close()
+    cid = "test-crash-sub%d" % sub_qos
+    n = 400
+    p1 = _start_collector(mosquitto, landing, cid, sub_qos, log_path)
+    try:
+        wait_for(lambda: _log_has(log_path, "subscribed to"), 15,
+                 "collector subscribed")
+        pub = publisher(mosquitto, "test-crash-pub%d" % sub_qos, clean=False)
+        infos = []
+
+        def publish_all():
+            for s in range(n):
+                q = 1 if s % 2 == 0 else 2
+                infos.append(pub.publish("holdfast/crash-dev/telemetry",
+                                         reading("crash-dev", s, q), qos=q))
+                time.sleep(0.005)
+
+        th = threading.Thread(target=publish_all)
+        th.start()
+        wait_for(lambda: len(landed(landing)) >= 80, 15, "80 lines landed")
+        p1.send_signal(signal.SIGKILL)
+        p1.wait(10)
+        before = len(landed(landing))
+        time.sleep(0.3)                 # publisher goes on; broker queues
+        mark = os.path.getsize(log_path)
+        p2 = _start_collector(mosquitto, landing, cid, sub_qos, log_path)
+        try:
+            th.join(30)
+            for i in infos:
+                i.wait_for_publish(10)
+            assert before < n, "the kill came after the stream ended"
+
+            def all_there():
+                return {json.loads(r["payload"])["s"]
+                        for r in landed(landing)} >= set(range(n))
+
+            wait_for(all_there, 30, "every sequence number landed")
+        finally:
+            p2.send_signal(signal.SIGTERM)
+            rc = p2.wait(15)
+        pub.loop_stop()
+        pub.disconnect()
+    finally:
+        if p1.poll() is None:
+            p1.kill()
+            p1.wait()
+    with open(log_path, errors="replace") as f:
+        log = f.read()
+    assert rc == 0, log
+    tail = log[mark:]
+    assert "resumed persistent session" in tail, tail
+    assert "recovered 1 in-progress file" in tail, tail
+    assert "received" in tail and "SIGTERM: stopping" in tail, tail
+    # p2 published the files p1 left behind, and its own at shutdown.
+    assert not glob.glob(landing + "/**/.part-*", recursive=True)
+    seqs = [json.loads(r["payload"])["s"] for r in landed(landing, False)]
+    assert set(seqs) == set(range(n))
+    assert len(seqs) >= n              # duplicates allowed, loss not

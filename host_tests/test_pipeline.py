@@ -1,0 +1,359 @@
+"""tools/pipeline.py on small landing data with known answers.
+
+One SparkSession (local[2]) for the whole module: Spark takes ~10-20 s to
+start.  The landing below has duplicates (one with the earlier copy in a
+later file), gaps, reboots, a re-used sequence number, late and
+out-of-order readings, mixed QoS, readings without w, malformed lines of
+every kind, a hidden in-progress file and a quarantine file.
+"""
+
+import json
+import math
+import os
+import random
+import shutil
+
+import pytest
+
+import pyspark  # noqa: E402,F401  (requirements.txt; a missing one fails)
+
+import gen_landing  # noqa: E402
+import pipeline  # noqa: E402
+
+H0 = 1767225600000                      # 2026-01-01T00:00:00Z
+HOUR = 3600 * 1000
+
+
+@pytest.fixture(scope="session")
+def spark():
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.fail("PySpark needs Java 17+: no `java` on PATH and no "
+                    "JAVA_HOME (Debian: apt-get install -y "
+                    "openjdk-17-jre-headless)", pytrace=False)
+    s = pipeline.spark_session("local[2]", app="holdfast-tests",
+                               driver_memory="1g", shuffle_partitions=1)
+    yield s
+    s.stop()
+
+
+def rec(d, b, s, q, rx, w=None, dup=False):
+    p = {"d": d, "b": b, "s": s, "q": q, "t": 21.5, "u": 1000 + s}
+    if w is not None:
+        p["w"] = w
+    return {"topic": "holdfast/%s/telemetry" % d, "qos": q, "retain": False,
+            "dup": dup, "rx_ms": rx,
+            "payload": json.dumps(p, separators=(",", ":"))}
+
+
+def raw(payload, rx=H0 + 500):
+    return {"topic": "holdfast/dev-x/telemetry", "qos": 1, "retain": False,
+            "dup": False, "rx_ms": rx, "payload": payload}
+
+
+# Malformed lines and the reason the pipeline must give.
+MALFORMED = [
+    ("this is not json", "landing line is not a landing record"),
+    (json.dumps(raw("hello")), "payload is not a JSON object"),
+    (json.dumps(raw("[1,2]")), "payload is not a JSON object"),
+    (json.dumps(raw('{"d":"dev-x","b":1,"q":1}')), "missing key s"),
+    (json.dumps(raw('{"d":"dev-x","b":1.5,"s":"7","q":1}')),
+     "b is not an integer; s is not an integer"),
+    (json.dumps(raw('{"d":42,"b":1,"s":1,"q":1}')), "d is not a string"),
+    (json.dumps(raw('{"d":"dev-x","b":1,"s":1,"q":5}')),
+     "q is not 0, 1 or 2"),
+    (json.dumps(raw('{"d":"dev-x","b":-1,"s":1}')),
+     "b is negative; missing key q"),
+    ('{"topic":"holdfast/dev-x/telemetry","qos":1,"rx_ms":1}',
+     "landing record has no payload"),
+    ('{"topic":"t","qos":1,"rx_ms":"soon","payload":"{}"}',
+     "landing line is not a landing record"),
+]
+
+
+def lat_a(s):
+    return (s - 99) * 10                 # dev-a latencies: 10, 20, ... ms
+
+
+def build_landing():
+    """{relative file path: [lines]} and the expected answers."""
+    files = {}
+
+    def add(path, r):
+        files.setdefault(path, []).append(
+            r if isinstance(r, str) else json.dumps(r))
+
+    f00 = "date=2026-01-01/hour=00/part-1-0.jsonl"
+    f00b = "date=2026-01-01/hour=00/part-2-0.jsonl"   # a second collector
+    f02 = "date=2026-01-01/hour=02/part-1-1.jsonl"
+    f25 = "date=2026-01-02/hour=01/part-1-2.jsonl"    # next day
+    # dev-a, QoS 1: s 100..119, reboot at 110, missing 105 and 112-114;
+    # s=101 three copies, s=110 two; s=103 arrives 2 hours late.
+    for s in range(100, 120):
+        if s in (105, 112, 113, 114):
+            continue
+        b = 1 if s < 110 else 2
+        w = H0 + s * 1000
+        rx = w + lat_a(s)
+        if s == 103:
+            add(f02, rec("dev-a", b, s, 1, w + 2 * HOUR, w=w))
+            continue
+        add(f00, rec("dev-a", b, s, 1, rx, w=w))
+        if s == 101:
+            add(f00, rec("dev-a", b, s, 1, rx + 5000, w=w, dup=True))
+            add(f02, rec("dev-a", b, s, 1, rx + 2 * HOUR, w=w, dup=True))
+        if s == 110:
+            add(f00b, rec("dev-a", b, s, 1, rx + 700, w=w, dup=True))
+    # dev-b, QoS 0, no w: s 0..9 missing 3-5 and 8; the last reading the
+    # next day.
+    for s in range(10):
+        if s in (3, 4, 5, 8):
+            continue
+        add(f25 if s == 9 else f00, rec("dev-b", 4, s, 0,
+                                        (H0 + 25 * HOUR) if s == 9
+                                        else H0 + 2000 + s))
+    # dev-c, QoS 2: s 5..7; s=6 twice, the earlier copy in the other file.
+    for s in (5, 6, 7):
+        add(f00, rec("dev-c", 1, s, 2, H0 + 60000 + s * 1000 + 15,
+                     w=H0 + 60000 + s * 1000,
+                     dup=(s == 6)))
+    add(f00b, rec("dev-c", 1, 6, 2, H0 + 60000 + 6000 + 5,
+                  w=H0 + 60000 + 6000))
+    # dev-d, QoS 1 and 2 mixed: s 1..4, s=3 missing.
+    for s in (1, 2, 4):
+        add(f00, rec("dev-d", 9, s, 1 if s % 2 else 2, H0 + 90000 + s,
+                     w=H0 + 90000 + s - 30))
+    # dev-e, QoS 1: b=1 s 1..3, then b=2 re-uses s=3 and goes on to 4.
+    for b, s in ((1, 1), (1, 2), (1, 3), (2, 3), (2, 4)):
+        add(f00, rec("dev-e", b, s, 1, H0 + 100000 + 10 * s + b))
+    for line, _ in MALFORMED:
+        add(f00, line)
+    # Shuffle the lines of each file: out-of-order arrival.
+    rnd = random.Random(7)
+    for lines in files.values():
+        rnd.shuffle(lines)
+    # A hidden in-progress file (skipped) and a quarantine file.
+    files["date=2026-01-01/hour=00/.part-3-0.jsonl.inprogress"] = [
+        json.dumps(rec("dev-z", 1, 1, 1, H0))]
+    q = raw("garbage")
+    q["reason"] = "payload is not JSON (Expecting value)"
+    files["quarantine/part-1-0.jsonl"] = [json.dumps(q)]
+    return files
+
+
+def write_files(root, files, only=None):
+    for rel, lines in files.items():
+        if only is not None and rel not in only:
+            continue
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def pct(vals, p):
+    """Linear interpolation between closest ranks (Spark's percentile)."""
+    v = sorted(vals)
+    x = p * (len(v) - 1)
+    lo = int(math.floor(x))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (x - lo)
+
+
+A_KEPT = [s for s in range(100, 120) if s not in (105, 112, 113, 114)]
+A_LAT = [lat_a(s) if s != 103 else 2 * HOUR for s in A_KEPT]
+
+EXPECTED = {
+    # device: (qos, first, last, expected, received, missing, gaps,
+    #          duplicates, reboots, reused, latency samples)
+    "dev-a": ("1", 100, 119, 20, 16, 4, "105, 112-114", 3, 1, 0, 16),
+    "dev-b": ("0", 0, 9, 10, 6, 4, "3-5, 8", 0, 0, 0, 0),
+    "dev-c": ("2", 5, 7, 3, 3, 0, "", 1, 0, 0, 3),
+    "dev-d": ("1,2", 1, 4, 4, 3, 1, "3", 0, 0, 0, 3),
+    "dev-e": ("1", 1, 4, 4, 4, 0, "", 0, 1, 1, 0),
+}
+N_VALID = 16 + 3 + 6 + 3 + 1 + 3 + 5        # kept + copies: a, a dups, b, c..
+N_READINGS = 16 + 6 + 3 + 3 + 5
+
+
+@pytest.fixture(scope="module")
+def batch(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline-batch")
+    landing = str(root / "landing")
+    out = str(root / "out")
+    write_files(landing, build_landing())
+    summary = pipeline.run_batch(spark, landing, out)
+    return {"landing": landing, "out": out, "summary": summary}
+
+
+def test_batch_counts(batch):
+    s = batch["summary"]
+    assert s["valid"] == N_VALID
+    assert s["rejected"] == len(MALFORMED)
+    assert s["lines"] == N_VALID + len(MALFORMED)   # in-progress skipped
+    assert s["readings"] == N_READINGS
+    assert s["duplicates"] == 4
+    assert s["devices"] == 5
+    assert s["quarantined"] == 1
+    assert s["no_w_readings"] == 6 + 5
+
+
+def test_batch_health_exact(batch, spark):
+    rows = {r["device"]: r for r in
+            spark.read.parquet(os.path.join(batch["out"], "health"))
+            .collect()}
+    assert set(rows) == set(EXPECTED)
+    for dev, exp in EXPECTED.items():
+        r = rows[dev]
+        got = (r["qos"], r["first_seq"], r["last_seq"], r["expected"],
+               r["received"], r["missing"], r["gaps"], r["duplicates"],
+               r["reboots"], r["reused_seq"], r["latency_samples"])
+        assert got == exp, (dev, got, exp)
+    a = rows["dev-a"]
+    assert [(g["lo"], g["hi"]) for g in a["gap_ranges"]] == [(105, 105),
+                                                            (112, 114)]
+    assert a["gap_count"] == 2
+    for p, col in ((0.5, "latency_p50_ms"), (0.95, "latency_p95_ms"),
+                   (0.99, "latency_p99_ms")):
+        assert a[col] == pytest.approx(pct(A_LAT, p)), col
+    assert rows["dev-b"]["latency_p50_ms"] is None     # no w: not computed
+    assert rows["dev-c"]["latency_p50_ms"] == pytest.approx(15)  # 5,15,15
+    assert rows["dev-d"]["latency_p99_ms"] == pytest.approx(30)
+
+
+def test_batch_qos_table(batch, spark):
+    rows = {r["qos"]: r.asDict() for r in
+            spark.read.parquet(os.path.join(batch["out"], "qos")).collect()}
+    assert set(rows) == {"0", "1", "2", "mixed"}
+    want = {  # qos: devices, readings, expected, missing, devices with loss,
+              #      duplicates, latency samples
+        "0": (1, 6, 10, 4, 1, 0, 0),              # dev-b
+        "1": (2, 16 + 5, 20 + 4, 4, 1, 3, 16),    # dev-a, dev-e
+        "2": (1, 3, 3, 0, 0, 1, 3),               # dev-c
+        "mixed": (1, 3, 4, 1, 1, 0, 3),           # dev-d
+    }
+    for q, w in want.items():
+        r = rows[q]
+        got = (r["devices"], r["readings"], r["expected"], r["missing"],
+               r["devices_with_loss"], r["duplicates"], r["latency_samples"])
+        assert got == w, (q, got, w)
+    assert rows["mixed"]["latency_p50_ms"] == pytest.approx(30)
+    assert rows["0"]["latency_p50_ms"] is None
+
+
+def test_batch_readings_dedup_earliest(batch, spark):
+    from pyspark.sql import functions as F
+    r = spark.read.parquet(os.path.join(batch["out"], "readings"))
+    assert r.count() == N_READINGS
+    assert r.groupBy("device", "boot", "seq").count() \
+        .where("count > 1").count() == 0
+    c6 = r.where((F.col("device") == "dev-c") & (F.col("seq") == 6)) \
+        .collect()[0]
+    assert c6["rx_ms"] == H0 + 66005         # the earlier copy, later file
+    assert c6["latency_ms"] == 5
+    a101 = r.where((F.col("device") == "dev-a") & (F.col("seq") == 101)) \
+        .collect()[0]
+    assert a101["rx_ms"] == H0 + 101000 + lat_a(101)
+    b9 = r.where((F.col("device") == "dev-b") & (F.col("seq") == 9)) \
+        .collect()[0]
+    assert str(b9["day"]) == "2026-01-02"   # partition value, read as date
+    # Partitioned by day, then device.
+    assert os.path.isdir(os.path.join(batch["out"], "readings",
+                                      "day=2026-01-01", "device=dev-a"))
+    assert os.path.isdir(os.path.join(batch["out"], "readings",
+                                      "day=2026-01-02", "device=dev-b"))
+
+
+def test_batch_rejected_with_reasons(batch, spark):
+    rej = spark.read.parquet(os.path.join(batch["out"], "rejected"))
+    rows = rej.collect()
+    assert len(rows) == len(MALFORMED)
+    got = sorted(r["reason"] for r in rows)
+    want = sorted(reason for _, reason in MALFORMED)
+    for g, w in zip(got, want):
+        assert g.startswith(w), (got, want)
+    for r in rows:
+        assert r["file"].endswith("part-1-0.jsonl")
+        assert r["line"]
+    bad_json = [r for r in rows if r["line"] == "this is not json"]
+    assert len(bad_json) == 1
+
+
+def test_report(batch):
+    report = os.path.join(batch["out"], "report.md")
+    with open(report) as f:
+        text = f.read()
+    for needle in ("## Summary", "## Per QoS", "## Latency", "## Per device",
+                   "## Rejected landing lines", "## Collector quarantine",
+                   "105, 112-114", "3-5, 8",
+                   "**QoS 1/2 delivery: 5 reading(s) lost on 2 device(s)**",
+                   "`dev-b`", "payload is not a JSON object",
+                   "report-latency.png", "report-delivery.png",
+                   "Sequence numbers seen under more than one boot",
+                   "`dev-e` (1)"):
+        assert needle in text, needle
+    for png in ("report-latency.png", "report-delivery.png"):
+        path = os.path.join(batch["out"], png)
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stream_two_batches_matches_batch(batch, spark, tmp_path):
+    files = build_landing()
+    landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
+    first = [k for k in files if "hour=02" not in k
+             and "date=2026-01-02" not in k]
+    second = [k for k in files if k not in first]
+    assert second
+    write_files(landing, files, only=first)
+    pipeline.run_stream(spark, landing, out)
+    n1 = spark.read.parquet(os.path.join(out, "readings")).count()
+    write_files(landing, files, only=second)
+    pipeline.run_stream(spark, landing, out)
+    cols = pipeline.READING_COLS
+
+    def rows(path):
+        return sorted(tuple(r) for r in spark.read.parquet(path)
+                      .select(*cols).collect())
+
+    got = rows(os.path.join(out, "readings"))
+    want = rows(os.path.join(batch["out"], "readings"))
+    assert n1 < len(got)
+    assert got == want
+    rej = spark.read.parquet(os.path.join(out, "rejected"))
+    assert rej.count() == len(MALFORMED)
+    assert "batch" in rej.columns
+    # Replaying is harmless: a third run finds nothing new.
+    pipeline.run_stream(spark, landing, out)
+    assert rows(os.path.join(out, "readings")) == want
+    # (The health of stream mode is run_batch's over the same landing.)
+
+
+def test_generated_landing_matches_truth(spark, tmp_path):
+    landing = str(tmp_path / "landing")
+    truth = gen_landing.generate(landing, 8000, devices=6, seed=3,
+                                 loss_rate=0.01, dup_rate=0.02,
+                                 late_rate=0.01, reboot_every=400,
+                                 malformed=4, per_file=1000)
+    s = pipeline.run_batch(spark, landing, str(tmp_path / "out"),
+                           plots=False)
+    assert s["lines"] == truth["lines"]
+    assert s["rejected"] == truth["malformed"] == 4
+    assert s["duplicates"] == truth["duplicates"]
+    assert s["missing"] == truth["missing"] > 0
+    got = {h["device"]: h for h in s["health"]}
+    for t in truth["devices"]:
+        h = got[t["device"]]
+        for k in ("expected", "received", "missing", "duplicates",
+                  "reboots", "first_seq", "last_seq", "latency_samples"):
+            assert h[k] == t[k], (t["device"], k, h[k], t[k])
+        assert h["gaps"] == t["gaps_text"], t["device"]
+        assert h["qos"] == str(t["qos"])
+
+
+def test_no_landing_files(tmp_path, spark):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit) as e:
+        pipeline.run_batch(spark, str(empty), str(tmp_path / "out"))
+    assert "no landing files" in str(e.value)
