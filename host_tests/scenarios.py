@@ -4,20 +4,8 @@
 import sys
 import json
 
-sys.path.insert(0, sys.argv[0].rsplit("/", 2)[0] + "/firmware")
-
-from holdfast import MQTTClient  # noqa: E402
-
-try:
-    from time import sleep_ms, ticks_ms, ticks_diff
-except ImportError:
-    from holdfast.compat import ticks_ms, ticks_diff
-    import time
-
-    def sleep_ms(ms):
-        time.sleep(ms / 1000)
-
-RT = sys.implementation.name
+from scenario_support import RT, sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
+from holdfast import MQTTClient
 
 
 def pump(clients, until, ms=5000):

@@ -1,28 +1,12 @@
 # ESP32 (any variant with Wi-Fi): what differs from the other boards.
 import esp32
 import machine
+import mcu
 import wifi
+from mcu import unique_id, init, led, i2c  # noqa: F401 (the board interface app.py calls)
 
 NAME = "esp32"
-_led = machine.Pin(2, machine.Pin.OUT)  # type: machine.Pin | None  # most DevKit boards; config "led" overrides
-
-
-def unique_id():
-    from binascii import hexlify
-    return hexlify(machine.unique_id()).decode()
-
-
-def init(cfg):
-    global _led
-    if "led" in cfg:
-        p = cfg["led"]
-        _led = None if p is None else machine.Pin(p, machine.Pin.OUT)
-
-
-def led(on):
-    if _led is not None:
-        _led.value(1 if on else 0)
-
+mcu.led_pin(2)  # most DevKit boards; config "led" overrides
 
 network = wifi.up
 
@@ -38,8 +22,3 @@ def temperature():
     if hasattr(esp32, "mcu_temperature"):
         return esp32.mcu_temperature()
     return (esp32.raw_temperature() - 32) / 1.8
-
-
-def i2c(cfg):
-    return machine.I2C(cfg.get("bus", 0), scl=machine.Pin(cfg["scl"]), sda=machine.Pin(cfg["sda"]),
-                       freq=cfg.get("freq", 100000))

@@ -1,0 +1,18 @@
+# The prelude of the scenario programs (scenarios.py, tls_scenarios.py), which
+# run under CPython and under MicroPython: puts firmware/ on sys.path (found
+# from argv[0]: MicroPython has no os.path), and gives sleep_ms, ticks_ms and
+# ticks_diff on either runtime, and RT, the runtime's name.
+import sys
+
+sys.path.insert(0, sys.argv[0].rsplit("/", 2)[0] + "/firmware")
+
+try:
+    from time import sleep_ms, ticks_ms, ticks_diff
+except ImportError:
+    from holdfast.compat import ticks_ms, ticks_diff
+    import time
+
+    def sleep_ms(ms):
+        time.sleep(ms / 1000)
+
+RT = sys.implementation.name
