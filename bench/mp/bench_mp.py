@@ -45,6 +45,26 @@ def result(d):
     print("RESULT " + json.dumps(d))
 
 
+# -- a test's topics and settings, for both kinds of adapter -------------------
+
+def topics(c, o):
+    """(QoS 0 topic, QoS 1 topic) in the library's form, prepared; verify=1:
+    the ones a subscriber counts."""
+    v = "verify" in o
+    t0 = c.topic(VTOPIC0 if v else TOPIC0)
+    t1 = c.topic(VTOPIC1 if v else TOPIC1)
+    c.prepare(t0, t1, PAYLOAD)
+    return t0, t1
+
+
+def runs(c, test, o, t0, t1):
+    """For an alloc/tput test: (warm-up count, nmax, nmin, tmax, QoS 1?, the
+    publish and drain methods, the topic)."""
+    q1 = test.endswith("1")
+    return (num(o, "warm", 20), num(o, "n", 1000), num(o, "nmin", 50), num(o, "tmax", 2000), q1,
+            c.pub1 if q1 else c.pub0, c.drain1 if q1 else c.drain0, t1 if q1 else t0)
+
+
 # -- blocking adapters --------------------------------------------------------
 
 def burst(pub, drain, t, p, nmax, nmin, tmax):
@@ -83,11 +103,8 @@ def run_sync(m, test, host, port, o, base):
         return
     c = m.Client(host, port, o["cid"], o)
     c.connect()
-    v = "verify" in o
-    t0 = c.topic(VTOPIC0 if v else TOPIC0)
-    t1 = c.topic(VTOPIC1 if v else TOPIC1)
+    t0, t1 = topics(c, o)
     p = PAYLOAD
-    c.prepare(t0, t1, p)
     if test == "modules":
         for _ in range(20):
             c.pub1(t1, p)
@@ -95,14 +112,7 @@ def run_sync(m, test, host, port, o, base):
         c.close()
         result({"modules": [k for k in sys.modules]})
         return
-    warm = num(o, "warm", 20)
-    nmax = num(o, "n", 1000)
-    nmin = num(o, "nmin", 50)
-    tmax = num(o, "tmax", 2000)
-    q1 = test.endswith("1")
-    pub = c.pub1 if q1 else c.pub0
-    drain = c.drain1 if q1 else c.drain0
-    t = t1 if q1 else t0
+    warm, nmax, nmin, tmax, q1, pub, drain, t = runs(c, test, o, t0, t1)
     for _ in range(warm):
         pub(t, p)
     drain()
@@ -162,11 +172,8 @@ async def run_async(m, test, host, port, o, base):
     m.load()
     c = m.Client(host, port, o["cid"], o)
     await c.connect()
-    v = "verify" in o
-    t0 = c.topic(VTOPIC0 if v else TOPIC0)
-    t1 = c.topic(VTOPIC1 if v else TOPIC1)
+    t0, t1 = topics(c, o)
     p = PAYLOAD
-    c.prepare(t0, t1, p)
     if test == "modules":
         for _ in range(20):
             await c.pub1(t1, p)
@@ -174,14 +181,7 @@ async def run_async(m, test, host, port, o, base):
         await c.close()
         result({"modules": [k for k in sys.modules]})
         return
-    warm = num(o, "warm", 20)
-    nmax = num(o, "n", 1000)
-    nmin = num(o, "nmin", 50)
-    tmax = num(o, "tmax", 2000)
-    q1 = test.endswith("1")
-    pub = c.pub1 if q1 else c.pub0
-    drain = c.drain1 if q1 else c.drain0
-    t = t1 if q1 else t0
+    warm, nmax, nmin, tmax, q1, pub, drain, t = runs(c, test, o, t0, t1)
     for _ in range(warm):
         await pub(t, p)
     await drain()

@@ -1,41 +1,8 @@
-# micropython-umqtt.robust from PyPI (with umqtt.simple): retries on OSError, else as simple.
-PIPELINED = False
-MQTTClient = None
+# micropython-umqtt.robust from PyPI (with umqtt.simple): retries on OSError,
+# else as simple: lib_umqtt_simple's adapter on umqtt.robust's MQTTClient.
+from lib_umqtt_simple import PIPELINED, Client  # noqa: F401 (the adapter interface)
 
 
 def load():
-    global MQTTClient
     from umqtt.robust import MQTTClient
-
-
-class Client:
-    def __init__(self, host, port, cid, opts):
-        self.c = MQTTClient(cid, host, port)
-
-    def connect(self):
-        self.c.connect()
-
-    def topic(self, b):
-        return b
-
-    def prepare(self, t0, t1, p):
-        pass
-
-    def pub0(self, t, p):
-        self.c.publish(t, p)
-
-    def pub1(self, t, p):
-        self.c.publish(t, p, False, 1)
-
-    def drain0(self):
-        pass
-
-    def drain1(self):
-        pass
-
-    def sync(self):
-        self.c.ping()
-        self.c.wait_msg()  # handles the PINGRESP, returns None
-
-    def close(self):
-        self.c.disconnect()
+    Client.MQTTClient = MQTTClient

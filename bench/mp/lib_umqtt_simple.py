@@ -1,16 +1,19 @@
 # micropython-umqtt.simple from PyPI: QoS 1 publish() waits for the PUBACK.
+# lib_umqtt_robust runs this adapter on umqtt.robust's MQTTClient, and
+# lib_umqtt_simple2 builds on it.
 PIPELINED = False
-MQTTClient = None
 
 
 def load():
-    global MQTTClient
     from umqtt.simple import MQTTClient
+    Client.MQTTClient = MQTTClient
 
 
 class Client:
+    MQTTClient = None  # the library's class, set by load()
+
     def __init__(self, host, port, cid, opts):
-        self.c = MQTTClient(cid, host, port)
+        self.c = self.MQTTClient(cid, host, port)
 
     def connect(self):
         self.c.connect()
