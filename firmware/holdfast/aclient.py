@@ -4,8 +4,8 @@
 import asyncio
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
-from .codec import SUBACK_FAILURE, _b
-from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
+from .codec import _b
+from .errors import TLSError, MQTTProtocolError, ConnectError, MQTTTimeout, LinkDown
 from .front import Front
 
 _MP = hasattr(asyncio, "core")
@@ -87,13 +87,8 @@ class AsyncClient(Front):
         self._need_link()
         pid = self.s.subscribe([(topic, qos)])
         self._write()
-        if not await self._until(lambda: self.s.ack_pid == pid, self.timeout_ms):
-            raise MQTTTimeout("no SUBACK within %d ms" % self.timeout_ms)
-        g = self.s.granted[0]
-        if g == SUBACK_FAILURE:
-            raise SubscribeError("subscription to %r refused by the broker" % topic)
-        self.s.add_sub(topic, qos, handler)
-        return g
+        arrived = await self._until(lambda: self.s.ack_pid == pid, self.timeout_ms)
+        return self._suback(arrived, topic, qos, handler)
 
     async def unsubscribe(self, topic):
         topic = _b(topic)

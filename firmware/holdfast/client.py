@@ -2,8 +2,8 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
-from .codec import SUBACK_FAILURE, _b
-from .errors import TLSError, MQTTProtocolError, ConnectError, SubscribeError, MQTTTimeout, LinkDown
+from .codec import _b
+from .errors import TLSError, MQTTProtocolError, ConnectError, MQTTTimeout, LinkDown
 from .front import Front
 
 
@@ -102,13 +102,7 @@ class MQTTClient(Front):
         topic = _b(topic)
         self._need_link()
         pid = self.s.subscribe([(topic, qos)])
-        if not self._wait(_ACK, pid, None):
-            raise MQTTTimeout("no SUBACK within %d ms" % self.timeout_ms)
-        g = self.s.granted[0]
-        if g == SUBACK_FAILURE:
-            raise SubscribeError("subscription to %r refused by the broker" % topic)
-        self.s.add_sub(topic, qos, handler)
-        return g
+        return self._suback(self._wait(_ACK, pid, None), topic, qos, handler)
 
     def unsubscribe(self, topic):
         topic = _b(topic)

@@ -2,8 +2,8 @@
 # the broker is, and what happens when the link goes down.
 from .compat import ticks_ms
 from . import net
-from .codec import _b
-from .errors import TLSError, ConnectError, LinkDown
+from .codec import SUBACK_FAILURE, _b
+from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError
 from .session import Session
 from .backoff import Backoff
 
@@ -49,6 +49,16 @@ class Front:
     def _need_link(self):
         if not self.isconnected():
             raise LinkDown("not connected to the broker (%s)" % self.last_error)
+
+    def _suback(self, arrived, topic, qos, handler):
+        # After the wait for SUBACK: the granted QoS, or why there is none.
+        if not arrived:
+            raise MQTTTimeout("no SUBACK within %d ms" % self.timeout_ms)
+        g = self.s.granted[0]
+        if g == SUBACK_FAILURE:
+            raise SubscribeError("subscription to %r refused by the broker" % topic)
+        self.s.add_sub(topic, qos, handler)
+        return g
 
     def _connect_socket(self):
         self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)

@@ -4,7 +4,7 @@
 from holdfast import client as hc
 from holdfast import front
 from holdfast import codec as c
-from holdfast.errors import ConnectError
+from holdfast.errors import ConnectError, SubscribeError
 from fakebroker import ScriptedSocket, NoPoller, wire
 from support import raises
 
@@ -199,3 +199,12 @@ def test_failed_first_connect_still_reconnects_later():
         for _ in range(3):
             cl.check_msg()
         assert cl.isconnected() and len(calls) == 2
+
+
+def test_subscription_refused_by_the_broker_is_a_named_error():
+    with Rig([CONNACK, wire((c.SUBACK, 1, (0x80,)))]) as rig:
+        cl = rig.client()
+        cl.connect()
+        e = raises(SubscribeError, cl.subscribe, b"forbidden/#", 1)
+        assert "refused" in str(e)
+        assert cl.s.subs == []  # not routed to, not restored on reconnect
