@@ -11,37 +11,22 @@ with the faults a board's filesystem can show:
 """
 import os
 
+from powercut import PowerCut
+
 _EIO = 5
 _ENOSPC = 28
 
 
-class CutFS:
+class CutFS(PowerCut):
     def __init__(self, quota=0):
+        PowerCut.__init__(self)
         self.quota = quota
         self.used = -1  # bytes in the directory, counted at the first open
-        self.ops = 0
-        self.dead = False
-        self._cut = 0
-        self._keep = 0
         self.files = []
-
-    def cut(self, k, keep=0):
-        self._cut = self.ops + k if k else 0
-        self._keep = keep
 
     def _alive(self):
         if self.dead:
             raise OSError(_EIO)
-
-    def _torn(self, n):
-        self.ops += 1
-        if self._cut and self.ops >= self._cut:
-            self.dead = True
-            k = self._keep
-            if k is None:
-                return n // 2
-            return max(0, n + k) if k < 0 else min(k, n)
-        return n
 
     def _count(self, d):
         if self.used < 0:

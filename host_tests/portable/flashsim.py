@@ -26,11 +26,14 @@ device reports errors to os.VfsLfs2 (an exception would unwind through
 LittleFS's C code and leave its file handles half closed).
 """
 
+from powercut import PowerCut
+
 _EIO = 5
 
 
-class Flash:
+class Flash(PowerCut):
     def __init__(self, blocks=8, size=512, prog=1, errno=False):
+        PowerCut.__init__(self)
         self.blocks = blocks
         self.size = size
         self.prog = prog
@@ -39,18 +42,10 @@ class Flash:
         self._ffb = b"\xff" * size
         self.programmed = 0
         self.erased = 0
-        self.ops = 0
-        self.dead = False
         self.errno = errno
         self.quiet = False
-        self._cut = 0
-        self._keep = 0
 
     # -- faults ----------------------------------------------------------------
-
-    def cut(self, k, keep=0):
-        self._cut = self.ops + k if k else 0
-        self._keep = keep
 
     def revive(self):
         self.dead = False
@@ -83,18 +78,6 @@ class Flash:
         if self.errno:
             return -_EIO
         raise OSError(_EIO)
-
-    def _torn(self, n):
-        """Bytes of this operation that happen: n, or fewer when it is the cut
-        one (keep: bytes, None for half, negative for all but that many)."""
-        self.ops += 1
-        if self._cut and self.ops >= self._cut:
-            self.dead = True
-            k = self._keep
-            if k is None:
-                return n // 2
-            return max(0, n + k) if k < 0 else min(k, n)
-        return n
 
     # -- block protocol ------------------------------------------------------------
 
