@@ -141,7 +141,8 @@ def flash(prog):
     report("FlashStore prog=%d" % prog, lambda: FlashStore(dev, prog=prog), dev)
 
 
-def littlefs(sync_done):
+def mount_new_lfs():
+    """A freshly formatted LittleFS on a new simulated chip, mounted at MNT."""
     dev = Flash(BLOCKS, BS, errno=True)
     os.VfsLfs2.mkfs(dev)
     try:
@@ -149,6 +150,11 @@ def littlefs(sync_done):
     except OSError:
         pass
     os.mount(os.VfsLfs2(dev), MNT)
+    return dev
+
+
+def littlefs(sync_done):
+    dev = mount_new_lfs()
     report("FileStore on LittleFS sync_done=%s" % sync_done,
            lambda: FileStore(MNT + "/ob", sync_done=sync_done), dev)
     os.umount(MNT)
@@ -250,13 +256,7 @@ def fresh_flash():
 
 
 def fresh_lfs():
-    dev = Flash(BLOCKS, BS, errno=True)
-    os.VfsLfs2.mkfs(dev)
-    try:
-        os.umount(MNT)
-    except OSError:
-        pass
-    os.mount(os.VfsLfs2(dev), MNT)
+    dev = mount_new_lfs()
     first = [True]
 
     def make():
