@@ -284,13 +284,15 @@ def after(st, tag=""):
     assert len(st) == 0, tag
 
 
-def fill(st):
+def fill(st, qos=1, why="no room"):
+    """Puts 40-byte messages until the store is full; their keys. The
+    OutboxFull must say why."""
     keys = []
     while True:
         try:
-            keys.append(st.put(b"fill/up", b"f" * 40, 1, False, len(keys) + 1))
+            keys.append(st.put(b"fill/up", b"f" * 40, qos, False, len(keys) + 1))
         except OutboxFull as e:
-            assert "no room" in str(e), e
+            assert why in str(e), e
             return keys
 
 

@@ -143,13 +143,7 @@ def test_torn_erase_and_garbage_blocks_are_reused():
 def test_full_then_usable_after_acks():
     dev = Flash(4, 256)
     st = FlashStore(dev, slots=64)
-    keys = []
-    while True:
-        try:
-            keys.append(st.put(b"fill/up", b"f" * 40, 2, False, len(keys) + 1))
-        except OutboxFull as e:
-            assert "flash outbox full" in str(e), e
-            break
+    keys = w.fill(st, 2, "flash outbox full")
     assert len(keys) >= 8, keys
     st.hold(5)
     e = raises(OutboxFull, st.put, b"x", b"y" * 300, 1, False, 1)
