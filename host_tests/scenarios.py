@@ -122,6 +122,48 @@ def offline_queue(host, port, tag):
     return {"present": present, "got": got}
 
 
+def outbox_policies(host, port, tag):
+    """Queued offline in an 8-message file outbox that drops the oldest when
+    full: an expired message, a state value replaced by a newer one, two
+    messages dropped for room. A subscriber sees what is left once the link
+    is up."""
+    import os
+    from holdfast.fileoutbox import FileStore
+    d = sys.argv[0].rsplit("/", 2)[0] + "/build/outbox-" + tag
+    try:
+        for f in os.listdir(d):
+            os.remove(d + "/" + f)
+    except OSError:
+        pass
+    got = []
+    sub = MQTTClient(tag + "-sub", host, port)
+    sub.set_callback(lambda t, m: got.append(m.decode()))
+    sub.connect()
+    sub.subscribe("p/%s/#" % tag, 1)
+    pub = MQTTClient(tag + "-pub", host, port, outbox=FileStore(d, slots=8),
+                      when_full="drop_oldest")
+    o = "p/%s/o" % tag
+    for i in range(5):
+        pub.publish(o, "o%d" % i, qos=1)
+    pub.publish(o, "stale", qos=1, expiry=1)
+    pub.publish("p/%s/state" % tag, "s1", qos=1, latest=True)
+    pub.publish("p/%s/state" % tag, "s2", qos=1, latest=True)
+    pub.publish(o, "fresh", qos=1, expiry=3600)
+    pub.publish(o, "o5", qos=1)
+    pub.publish(o, "o6", qos=1)
+    sleep_ms(2100)
+    pub.check_msg()  # offline: the stale one expires here
+    pending = pub.pending()
+    pub.connect()
+    flushed = pub.flush(5000)
+    pub.publish(o, "end", qos=1)
+    pump([sub, pub], lambda: "end" in got)
+    pub.disconnect()
+    sub.disconnect()
+    return {"got": got, "pending_offline": pending, "flushed": flushed, "overflowed": pub.overflowed,
+            "expired": pub.expired, "replaced": pub.replaced}
+
+
 def publish_through_restart(host, port, tag, n=200):
     """Publishes n QoS 1 and 2 messages slowly; the test restarts the broker
     meanwhile. Reports what the outbox still held at the end."""

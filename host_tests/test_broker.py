@@ -89,6 +89,14 @@ def test_persistent_session_receives_messages_queued_while_offline(runtime, mosq
 
 
 @runtimes
+def test_outbox_drops_expired_replaced_and_oldest_while_offline(runtime, mosquitto):
+    r = run(runtime, "outbox_policies", mosquitto)
+    assert r["got"] == ["o2", "o3", "o4", "s2", "fresh", "o5", "o6", "end"], r["got"]
+    assert (r["overflowed"], r["expired"], r["replaced"]) == (2, 1, 1), r
+    assert r["pending_offline"] == 7 and r["flushed"] is True, r
+
+
+@runtimes
 def test_asyncio_client_pubsub_at_every_qos(runtime, mosquitto):
     r = run(runtime, "async_pubsub", mosquitto)
     assert r["flushed"] and sorted(r["got"]) == [["q0", 0], ["q1", 1], ["q2", 2]]

@@ -41,9 +41,9 @@ class AsyncClient(Front):
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
-                 views=False, timeout_ms=10000, backoff_ms=(1000, 60000)):
+                 views=False, timeout_ms=10000, backoff_ms=(1000, 60000), when_full="refuse"):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
-                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms)
+                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
         self.progress = asyncio.Event()
         self.task = None
 
@@ -65,7 +65,7 @@ class AsyncClient(Front):
         self.backoff.reset()
         return self.s.session_present
 
-    async def publish(self, topic, msg, retain=False, qos=0):
+    async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.s
         if not qos:
@@ -78,7 +78,7 @@ class AsyncClient(Front):
             return None
         if self.isconnected() and s.inflight >= s.window:
             await self._until(self._window_open, self.timeout_ms)
-        pid = s.publish(topic, msg, qos, retain, ticks_ms())
+        pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
         self._write()
         return pid
 
@@ -196,6 +196,7 @@ class AsyncClient(Front):
         # Timers and leftover writes, a few times a second.
         while True:
             await _sleep_ms(100)
+            self._housekeep()
             if self.sock is None:
                 continue
             s = self.s

@@ -15,15 +15,18 @@ class MQTTClient(Front):
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
     views=False (callbacks get memoryviews valid during the call instead of
     bytes), timeout_ms=10000 (bound on every wait), reconnect=True,
-    backoff_ms=(1000, 60000) (first and largest reconnect delay).
+    backoff_ms=(1000, 60000) (first and largest reconnect delay),
+    when_full="refuse" (outbox full: publish() raises OutboxFull) or
+    "drop_oldest" (the oldest unsent messages are dropped, counted in
+    overflowed).
     """
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
-                 backoff_ms=(1000, 60000)):
+                 backoff_ms=(1000, 60000), when_full="refuse"):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
-                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms)
+                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
         self.poller = None
         self.reconnect = reconnect
         self._opened_at = 0
@@ -70,10 +73,12 @@ class MQTTClient(Front):
             self.s.ping(ticks_ms())
             self._pump(ticks_ms(), False)
 
-    def publish(self, topic, msg, retain=False, qos=0):
+    def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
         """QoS 0: sent now, or dropped (and counted) while offline; returns None.
         QoS 1/2: stored in the outbox first, sent when the window has room
-        (waiting up to timeout_ms for it), and the message id returned."""
+        (waiting up to timeout_ms for it), and the message id returned.
+        expiry: seconds after which it is dropped if still unsent (0: never).
+        latest: drop the unsent older messages of this topic (state topics)."""
         now = ticks_ms()
         s = self.s
         if self.sock is None:
@@ -91,7 +96,7 @@ class MQTTClient(Front):
             return None
         if self.sock is not None and s.connected and s.inflight >= s.window:
             self._wait(_WINDOW, 0, None)
-        pid = s.publish(topic, msg, qos, retain, ticks_ms())
+        pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid
@@ -160,6 +165,7 @@ class MQTTClient(Front):
 
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed.
+        self._housekeep()
         if self.sock is None:
             if self.reconnect and self._started and self.backoff.due(ticks_ms()):
                 try:
@@ -197,6 +203,7 @@ class MQTTClient(Front):
             # Timers are coarse: run them at most every few ms, not per message.
             if n or ticks_diff(now, self._ticked) >= _TICK_MS:
                 self._ticked = now
+                self._housekeep()
                 s.tick(now)
             if s.t1 > s.t0:
                 w = net.flush(self.sock, s)

@@ -6,6 +6,14 @@ except ImportError:  # CPython
     def const(x):
         return x
 
+from time import time as _now
+
+
+def wall():
+    """Wall-clock seconds: what outbox deadlines are set and checked by."""
+    return int(_now())
+
+
 try:
     from time import ticks_ms, ticks_diff, ticks_add
 except ImportError:  # CPython: same semantics, 30-bit wrap like the boards

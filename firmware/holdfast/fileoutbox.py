@@ -4,8 +4,7 @@
 import os
 from .compat import const
 from .errors import OutboxFull
-from .outlog import (Log, unit_check, VERSION, UNIT, REC, M, D, R, H, X,
-                     F_REL, FF, S_PEND, S_REL)
+from .outlog import Log, unit_check, VERSION, UNIT, REC, M, D, R, H, X, FF, S_REL
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
@@ -62,8 +61,8 @@ class FileStore(Log):
     """
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=16, sync_done=True, compact=4,
-                 fs=None, fsync=True, reserve=8192):
-        Log.__init__(self, slots, held)
+                 fs=None, fsync=True, reserve=8192, limit=0):
+        Log.__init__(self, slots, held, limit)
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
         self.segment_bytes = segment_bytes
         self.sync_done = sync_done
@@ -167,7 +166,7 @@ class FileStore(Log):
                 self.corrupt += 1  # unreadable header: left alone
                 self._close_reader()
                 continue
-            if u[0] != VERSION:
+            if u[0] > VERSION:
                 self.foreign += 1  # a newer format: left alone for it
                 self._close_reader()
                 continue
@@ -203,8 +202,7 @@ class FileStore(Log):
         if t == M:
             if seq > last[0]:
                 last[0] = seq
-            st = S_PEND | (flags & 3) << 2 | (S_REL if flags & F_REL else 0)
-            pend[seq] = [seg, pos, blen, pid, st]
+            pend[seq] = self._pending(seg, pos, flags, blen, pid, False)
         elif t == D:
             pend.pop(seq, None)
         elif t == R:
@@ -347,12 +345,11 @@ class FileStore(Log):
             return False
         return True
 
-    def put(self, topic, payload, qos, retain, pid):
-        self._room()
+    def put(self, topic, payload, qos, retain, pid, deadline=0):
+        n = self._message(topic, payload, qos, retain, pid, deadline)
+        self._room(n)
         self._keep()
-        n = self._message(topic, payload, qos, retain, pid)
-        blen = self.hb[2] | self.hb[3] << 8
-        pad = n - REC - blen
+        pad = n - REC - (self.hb[2] | self.hb[3] << 8)
         for attempt in (0, 1):
             try:
                 self._ensure(n)
@@ -362,6 +359,8 @@ class FileStore(Log):
                 if qos:
                     self._w(self.pb)
                 self._w(self._p)
+                if deadline:
+                    self._w(self.db)
                 if pad:
                     self._w(FF[pad])
                 self._commit()
@@ -374,7 +373,7 @@ class FileStore(Log):
                     raise self._full(e, "a %d-byte record" % n)
         self._wsize = p + n
         k = self.tail
-        self._add(self._wseg, p, blen, pid, qos)
+        self._add(self._wseg, p, pid, qos)
         a = self._live[self._wseg]
         a[0] += 1
         a[1] += n
@@ -428,7 +427,7 @@ class FileStore(Log):
 
     def get(self, key, buf, off):
         s = self._find(key)
-        n = self._size[s]
+        n = self._psize(s)
         f = self._reader(self._unit[s])
         f.seek(self._off[s] + REC)
         f.readinto(memoryview(buf)[off:off + n])
@@ -528,8 +527,7 @@ class FileStore(Log):
                 f = self._reader(old)
                 f.seek(self._off[s] + REC)
                 f.readinto(body)
-                st = self._st[s]
-                self._marker(M, k, self._pid[s], (st >> 2) | (F_REL if st & S_REL else 0), body)
+                self._marker(M, k, self._pid[s], self._mflags(s), body)
                 self._w(self.mb)
                 self._w(body)
                 rec = (REC + n + 3) & ~3

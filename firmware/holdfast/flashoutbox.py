@@ -6,7 +6,7 @@
 from array import array
 from .compat import const
 from .errors import OutboxFull
-from .outlog import Log, unit_check, VERSION, UNIT, REC, M, H, F_REL, S_PEND, S_REL
+from .outlog import Log, unit_check, VERSION, UNIT, REC, M, H, S_REL
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states
@@ -35,8 +35,8 @@ class FlashStore(Log):
     erases.
     """
 
-    def __init__(self, bdev, slots=32, held=16, prog=1, start=0, blocks=0):
-        Log.__init__(self, slots, held)
+    def __init__(self, bdev, slots=32, held=16, prog=1, start=0, blocks=0, limit=0):
+        Log.__init__(self, slots, held, limit)
         self.dev = bdev
         self.bs = bdev.ioctl(5, 0)
         self.start = start
@@ -106,7 +106,7 @@ class FlashStore(Log):
                 if self._nonff(b, 0, UNIT) < UNIT:
                     salvage.append(b)  # torn header or erase, or damage
                 continue
-            if u[0] != VERSION:
+            if u[0] > VERSION:
                 self._bst[b] = _FOREIGN
                 self.foreign += 1
                 continue
@@ -169,8 +169,7 @@ class FlashStore(Log):
             if e is not None:
                 stale.append((e[0], e[1]))  # an older copy of this message
             if not done:
-                st = S_PEND | (flags & 3) << 2 | (S_REL if rel or flags & F_REL else 0)
-                pend[seq] = [blk, pos, blen, pid, st]
+                pend[seq] = self._pending(blk, pos, flags, blen, pid, rel)
         elif t == H:
             for i in range(len(holds)):
                 if holds[i][0] == pid:
@@ -253,7 +252,7 @@ class FlashStore(Log):
                 n = self._size[s]
                 body = bytearray(n)
                 self._rd(v, self._off[s] + REC, body)
-                self._marker(M, k, self._pid[s], (st >> 2) | (F_REL if st & S_REL else 0), body)
+                self._marker(M, k, self._pid[s], self._mflags(s), body)
                 p = self._wp
                 rec = (REC + n + 3) & ~3
                 self._wp = self.bs
@@ -286,9 +285,9 @@ class FlashStore(Log):
 
     # -- the interface -------------------------------------------------------------
 
-    def put(self, topic, payload, qos, retain, pid):
-        self._room()
-        n = self._message(topic, payload, qos, retain, pid)
+    def put(self, topic, payload, qos, retain, pid, deadline=0):
+        n = self._message(topic, payload, qos, retain, pid, deadline)
+        self._room(n)
         if UNIT + n > self.bs:
             raise OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
         if self._head < 0 or self._wp + n > self.bs:
@@ -305,9 +304,11 @@ class FlashStore(Log):
             self._prog(b, q, self.pb)
             q += 2
         self._prog(b, q, self._p)
+        if deadline:
+            self._prog(b, q + len(self._p), self.db)
         self._wp = p + n
         k = self.tail
-        self._add(b, p, self.hb[2] | self.hb[3] << 8, pid, qos)
+        self._add(b, p, pid, qos)
         self._lcnt[b] += 1
         self._lbytes[b] += n
         self._t = self._p = None
@@ -330,7 +331,7 @@ class FlashStore(Log):
 
     def get(self, key, buf, off):
         s = self._find(key)
-        n = self._size[s]
+        n = self._psize(s)
         self._rd(self._unit[s], self._off[s] + REC, memoryview(buf)[off:off + n])
         return off + n
 

@@ -1,6 +1,6 @@
 # What the blocking and the asyncio client share: the session they wrap, where
 # the broker is, and what happens when the link goes down.
-from .compat import ticks_ms
+from .compat import ticks_ms, wall
 from . import net
 from .codec import SUBACK_FAILURE, _b
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError
@@ -10,11 +10,14 @@ from .backoff import Backoff
 
 class Front:
     def __init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, level,
-                 size, window, outbox, retry_ms, views, timeout_ms, backoff_ms):
+                 size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full):
+        if when_full not in ("refuse", "drop_oldest"):
+            raise ValueError("when_full=%r: use 'refuse' or 'drop_oldest'" % (when_full,))
         self.server = server
         self.tls = net.tls_context(ssl, ssl_params)
         self.port = port or (8883 if self.tls else 1883)
-        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views)
+        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
+                         when_full == "drop_oldest")
         self.s.user = user
         self.s.password = password
         self.sock = None
@@ -45,6 +48,30 @@ class Front:
     def pending(self):
         """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
         return len(self.s.store)
+
+    @property
+    def overflowed(self):
+        """Messages dropped unsent to make room (when_full="drop_oldest")."""
+        return self.s.overflowed
+
+    @property
+    def expired(self):
+        """Messages dropped unsent because their expiry passed."""
+        return self.s.expired
+
+    @property
+    def replaced(self):
+        """Messages dropped unsent because a newer one (latest=True) took their place."""
+        return self.s.replaced
+
+    def _queue(self, topic, msg, retain, qos, expiry, latest, now):
+        # A QoS 1/2 message into the session; expiry in seconds from now.
+        return self.s.publish(topic, msg, qos, retain, now, wall() + expiry if expiry else 0, latest)
+
+    def _housekeep(self):
+        # Timers that run online and offline alike.
+        if self.s.next_expiry:
+            self.s.expire(wall())
 
     def _need_link(self):
         if not self.isconnected():

@@ -30,7 +30,7 @@ def _b(s):
     return bytes(s) if isinstance(s, memoryview) else s
 
 
-VERSION = const(1)
+VERSION = const(2)  # 2 added F_EXP; version 1 units are read as they are
 MAGIC = b"hfOB"
 UNIT = const(20)  # segment file / flash block header
 REC = const(16)  # record header
@@ -41,9 +41,12 @@ R = const(0x52)  # file log: message seq reached PUBREC
 H = const(0x48)  # inbound QoS 2 id held (pid)
 X = const(0x58)  # file log: held id dropped (pid)
 F_REL = const(4)  # M flags bit: written already released (a compacted copy)
+F_EXP = const(8)  # M flags bit: the body ends with a 4-byte deadline (wall-clock seconds)
 # Index state byte: bit 0 pending, bit 1 released, bits 2-3 QoS
 S_PEND = const(1)
 S_REL = const(2)
+S_EXP = const(16)  # has a deadline
+S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
 
 _FMT = "<BBHIHBBI"  # type flags blen seq pid rel done crc
 _UFMT = "<4sBBHIII"  # magic version kind reserved seq base crc
@@ -77,8 +80,10 @@ class Log:
     (segment number or block), offset of the record, packet size, pid, state.
     Up to `slots` messages may be pending, however far apart their keys."""
 
-    def __init__(self, slots, held):
+    def __init__(self, slots, held, limit):
         self._alloc(slots)
+        self.limit = limit  # most bytes of pending records; 0: no limit
+        self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
         self._hpid = array("H", [0] * held)
         self._hunit = array("i", [0] * held)
@@ -88,7 +93,9 @@ class Log:
         self._hv = [memoryview(self.hb)[0:n] for n in (20, 21, 22, 23)]
         self.mb = bytearray(REC)  # marker / hold records
         self.pb = bytearray(2)  # packet id
+        self.db = bytearray(4)  # deadline
         self._v = self._t = self._p = None  # what put() writes
+        self._d = 0  # deadline of what put() writes
         self.buf = bytearray(64)  # scan / copy scratch
         self.bv = memoryview(self.buf)
         self._uv = self.bv[0:UNIT]  # a segment / block header in buf
@@ -105,6 +112,8 @@ class Log:
         self._off = array("i", [0] * n)
         self._size = array("i", [0] * n)
         self._pid = array("H", [0] * n)
+        self._dl = array("I", [0] * n)
+        self._th = array("H", [0] * n)
         self._st = bytearray(n)
         self._n = 0  # entries in use (some may be done)
         self._count = 0  # pending
@@ -158,7 +167,7 @@ class Log:
 
     def qos(self, key):
         i = self._find(key)
-        return self._st[i] >> 2 if i >= 0 else 0
+        return (self._st[i] >> 2) & 3 if i >= 0 else 0
 
     def released(self, key):
         i = self._find(key)
@@ -166,7 +175,55 @@ class Log:
 
     def size(self, key):
         i = self._find(key)
-        return self._size[i] if i >= 0 else 0
+        return self._psize(i) if i >= 0 else 0
+
+    def _psize(self, i):
+        # The packet: the record body without its deadline.
+        return self._size[i] - 4 if self._st[i] & S_EXP else self._size[i]
+
+    def deadline(self, key):
+        i = self._find(key)
+        return self._dl[i] if i >= 0 else 0
+
+    def find_topic(self, topic, after):
+        """First pending key > after whose message has this topic, or -1."""
+        topic = _b(topic)
+        h = crc32(topic) & 0xFFFF
+        i = self._at(after + 1)
+        st = self._st
+        while i < self._n:
+            s = st[i]
+            if s and not (s & S_TH and self._th[i] != h) and self._topic_is(i, topic):
+                self._th[i] = h
+                st[i] = s | S_TH
+                return self._key[i]
+            i += 1
+        return -1
+
+    def _topic_is(self, i, topic):
+        # Reads the topic out of the stored PUBLISH: fixed header, remaining
+        # length (1-4 bytes), topic length, topic.
+        b = self.buf
+        v = self.bv
+        u = self._unit[i]
+        p = self._off[i] + REC
+        self._rd(u, p, v[0:7])
+        j = 1
+        while b[j] & 0x80:
+            j += 1
+        n = len(topic)
+        if (b[j + 1] << 8 | b[j + 2]) != n:
+            return False
+        p += j + 3
+        k = 0
+        while k < n:
+            m = min(len(b), n - k)
+            self._rd(u, p + k, v[0:m])
+            for x in range(m):
+                if b[x] != topic[k + x]:
+                    return False
+            k += m
+        return True
 
     def uses(self, pid):
         st = self._st
@@ -188,7 +245,12 @@ class Log:
 
     # -- helpers for the subclasses --------------------------------------------
 
-    def _room(self):
+    def _room(self, n):
+        """Checks there is room to index one more message of n record bytes."""
+        if self.limit and self.bytes + n > self.limit:
+            self._t = self._p = None
+            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
+                             % (self.bytes, self.limit, n))
         if self._n == self.slots:
             # Close the gaps done() left.
             st = self._st
@@ -201,6 +263,8 @@ class Log:
                         self._off[j] = self._off[i]
                         self._size[j] = self._size[i]
                         self._pid[j] = self._pid[i]
+                        self._dl[j] = self._dl[i]
+                        self._th[j] = self._th[i]
                         st[j] = st[i]
                     j += 1
             for i in range(j, self._n):
@@ -208,12 +272,14 @@ class Log:
             self._n = j
             self._ck = -1
             if j == self.slots:
+                self._t = self._p = None
                 raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (j, j))
 
-    def _message(self, topic, payload, qos, retain, pid):
+    def _message(self, topic, payload, qos, retain, pid, deadline):
         """Header of an M record for the next key in self.hb; returns the
         aligned record length. What to write: self._v (the part of hb),
-        self._t (topic), self.pb if QoS > 0, self._p (payload)."""
+        self._t (topic), self.pb if QoS > 0, self._p (payload), self.db if
+        self._d (a deadline)."""
         topic = self._t = _b(topic)
         payload = self._p = _b(payload)
         if not topic or b"+" in topic or b"#" in topic:
@@ -237,12 +303,12 @@ class Log:
             else:
                 hb[i] = d
                 break
-        blen = i - 16 + 1 + rl
+        blen = i - 16 + 1 + rl + (4 if deadline else 0)
         if blen > 65535 or i > 20:
             raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
         hb[i + 1] = tlen >> 8
         hb[i + 2] = tlen & 0xFF
-        struct.pack_into(_FMT, hb, 0, M, qos, blen, self.tail, pid, 255, 255, 0)
+        struct.pack_into(_FMT, hb, 0, M, qos | (F_EXP if deadline else 0), blen, self.tail, pid, 255, 255, 0)
         v = self._v = self._hv[i - 17]
         c = crc32(v)
         c = crc32(topic, c)
@@ -252,6 +318,10 @@ class Log:
             pb[1] = pid & 0xFF
             c = crc32(pb, c)
         c = crc32(payload, c)
+        self._d = deadline
+        if deadline:
+            struct.pack_into("<I", self.db, 0, deadline)
+            c = crc32(self.db, c)
         struct.pack_into("<I", hb, 12, c)
         return (REC + blen + 3) & ~3
 
@@ -264,22 +334,32 @@ class Log:
             c = crc32(body, c)
         struct.pack_into("<I", mb, 12, c)
 
-    def _add(self, unit, off, size, pid, qos):
-        """Index the message just stored under key self.tail (room checked)."""
+    def _add(self, unit, off, pid, qos):
+        """Index the message put() just stored under key self.tail (room checked)."""
         i = self._n
+        blen = self.hb[2] | self.hb[3] << 8
         self._key[i] = self.tail
         self._unit[i] = unit
         self._off[i] = off
-        self._size[i] = size
+        self._size[i] = blen
         self._pid[i] = pid
-        self._st[i] = S_PEND | qos << 2
+        self._dl[i] = self._d
+        self._th[i] = crc32(self._t) & 0xFFFF
+        self._st[i] = S_PEND | qos << 2 | S_TH | (S_EXP if self._d else 0)
         self._n = i + 1
         self._count += 1
+        self.bytes += (REC + blen + 3) & ~3
         self.tail += 1
+
+    def _mflags(self, i):
+        """Flags of a copy of pending message i's M record."""
+        st = self._st[i]
+        return (st >> 2) & 3 | (F_REL if st & S_REL else 0) | (F_EXP if st & S_EXP else 0)
 
     def _forget(self, i):
         self._st[i] = 0
         self._count -= 1
+        self.bytes -= (REC + self._size[i] + 3) & ~3
         while self._n and not self._st[self._n - 1]:
             self._n -= 1
 
@@ -402,9 +482,20 @@ class Log:
             return good
         return end if damaged or p > end else p
 
+    def _pending(self, unit, pos, flags, blen, pid, rel):
+        """The pend entry for an M record the scan found (see _rebuild)."""
+        st = S_PEND | (flags & 3) << 2 | (S_REL if rel or flags & F_REL else 0)
+        d = 0
+        if flags & F_EXP:
+            st |= S_EXP
+            self._rd(unit, pos + REC + blen - 4, self.db)
+            d = struct.unpack_from("<I", self.db, 0)[0]
+        return [unit, pos, blen, pid, st, d]
+
     def _rebuild(self, pend, holds, last):
-        """RAM index from what the scan found: pend {key: [unit, off, size,
-        pid, st]}, holds [[pid, unit, off], ...] in log order, last key."""
+        """RAM index from what the scan found: pend {key: [unit, off, body
+        length, pid, st, deadline]}, holds [[pid, unit, off], ...] in log
+        order, last key."""
         self.tail = last + 1
         keys = sorted(pend)
         if len(keys) > self.slots:
@@ -417,6 +508,8 @@ class Log:
             self._size[i] = e[2]
             self._pid[i] = e[3]
             self._st[i] = e[4]
+            self._dl[i] = e[5]
+            self.bytes += (REC + e[2] + 3) & ~3
         self._n = self._count = len(keys)
         h = self._hpid
         n = len(h)

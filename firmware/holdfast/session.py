@@ -53,10 +53,17 @@ class Session:
     umqtt.simple signature), per-filter handlers(topic, msg, retained), and
     on_delivered(pid) when an outgoing QoS 1/2 message is acknowledged. During
     a message callback self.retained, self.qos and self.dup describe it.
+
+    Messages the outbox may drop (drop_oldest when it is full, a passed
+    deadline, a newer value with latest=True) are those not yet sent on this
+    connection, except a QoS 2 message that reached PUBREC or that the broker
+    may hold from an earlier connection: its id could be reused, and the
+    broker would take the new message for a duplicate. Counted in overflowed,
+    expired and replaced.
     """
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
-                 store=None, retry_ms=0, ping_timeout_ms=0, views=False):
+                 store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False):
         self.client_id = client_id
         self.clean = clean
         self.keepalive = keepalive
@@ -75,6 +82,11 @@ class Session:
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
+        self.drop_oldest = drop_oldest  # when the outbox is full; else OutboxFull
+        self.next_expiry = 1 if len(self.store) else 0  # earliest deadline pending, 0: none
+        self.overflowed = 0
+        self.expired = 0
+        self.replaced = 0
         self.next_pid = 1
         self.retry_ms = retry_ms
         # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
@@ -136,6 +148,7 @@ class Session:
         """The connection is gone: keep the outbox, forget the wire state."""
         if self.cursor > self.dup_upto:
             self.dup_upto = self.cursor
+        self.next_expiry = 1  # what was in flight may expire now: look again
         self.connected = False
         self.cursor = -1
         self.inflight = 0
@@ -167,9 +180,11 @@ class Session:
             if p != self.sub_pid and not self.store.uses(p):
                 return p
 
-    def publish(self, topic, payload, qos, retain, now):
+    def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
         """Queue a message. QoS 0 goes straight to tx (False if tx has no room);
-        QoS 1/2 goes to the outbox first and returns its message id."""
+        QoS 1/2 goes to the outbox first and returns its message id.
+        deadline: wall-clock seconds after which it is dropped unsent (0: never).
+        latest: drop the unsent messages of the same topic first."""
         if not qos:
             if self.room() - _ACK_ROOM < c.publish_size(topic, len(payload), 0):
                 return False
@@ -178,8 +193,24 @@ class Session:
         n = c.publish_size(topic, len(payload), qos)
         if n > len(self.tx) - _ACK_ROOM:
             raise ValueError("a %d-byte PUBLISH does not fit the %d-byte send buffer" % (n, len(self.tx)))
+        st = self.store
+        if latest:
+            k = st.find_topic(topic, self.cursor)
+            while k >= 0:
+                if self._droppable(k):
+                    st.done(k)
+                    self.replaced += 1
+                k = st.find_topic(topic, k)
         pid = self._new_pid()
-        key = self.store.put(topic, payload, qos, retain, pid)
+        while True:
+            try:
+                key = st.put(topic, payload, qos, retain, pid, deadline)
+                break
+            except OutboxFull:
+                if not (self.drop_oldest and self._drop_oldest()):
+                    raise
+        if deadline and (not self.next_expiry or deadline < self.next_expiry):
+            self.next_expiry = deadline
         if (self.connected and self.cursor == key - 1 and self.inflight < self.window
                 and self.room() - _ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
@@ -187,6 +218,38 @@ class Session:
             self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
+
+    def _droppable(self, k):
+        st = self.store
+        return k > self.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= self.dup_upto)
+
+    def _drop_oldest(self):
+        k = self.store.next(self.cursor)
+        while k >= 0 and not self._droppable(k):
+            k = self.store.next(k)
+        if k < 0:
+            return False
+        self.store.done(k)
+        self.overflowed += 1
+        return True
+
+    def expire(self, wall):
+        """Drops the messages whose deadline has passed (wall: seconds, the
+        clock the deadlines were set by). Cheap when none is due."""
+        if not self.next_expiry or wall < self.next_expiry:
+            return
+        st = self.store
+        soon = 0
+        k = st.next(-1)
+        while k >= 0:
+            d = st.deadline(k)
+            if d and d <= wall and self._droppable(k):
+                st.done(k)
+                self.expired += 1
+            elif d > wall and (not soon or d < soon):
+                soon = d
+            k = st.next(k)
+        self.next_expiry = soon
 
     def _track(self, key, pid, state, now):
         for i in range(self.window):

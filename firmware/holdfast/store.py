@@ -17,13 +17,18 @@ class MemoryStore:
     of publishing. put() returns only once the message is as durable as the
     backend can make it.
 
-        put(topic, payload, qos, retain, pid) -> key   (OutboxFull when no room)
+        put(topic, payload, qos, retain, pid, deadline=0) -> key
+                            OutboxFull when no room; deadline: wall-clock
+                            seconds after which the message may be dropped
         release(key)        QoS 2 message reached PUBREC
         done(key)           acknowledged: forget it
         next(after) -> key  first pending key > after, or -1
         pid(key), qos(key), released(key)
         get(key, buf, off) -> end   encoded PUBLISH (DUP clear) written at off
         size(key)           bytes get() writes
+        deadline(key)       its deadline, 0 if none
+        find_topic(topic, after) -> key   first pending key > after with this
+                            topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
         hold(pid), held(pid), drop(pid)   inbound QoS 2 ids awaiting PUBREL
@@ -37,6 +42,7 @@ class MemoryStore:
         self._off = array("i", [0] * slots)
         self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
+        self._dl = array("I", [0] * slots)
         self._state = bytearray(slots)
         self.head = 0  # oldest key that may still be pending
         self.tail = 0  # key the next put() gets
@@ -57,7 +63,10 @@ class MemoryStore:
         if self.head == self.tail:
             return 0 if n <= size else -1
         h = self._off[self.head % self.slots]
-        newest = (self.tail - 1) % self.slots
+        k = self.tail - 1
+        while not self._state[k % self.slots]:  # space of dropped newest records is free
+            k -= 1
+        newest = k % self.slots
         w = self._end[newest]
         if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
             if size - w >= n:
@@ -65,7 +74,7 @@ class MemoryStore:
             return 0 if n <= h else -1
         return w if w + n <= h else -1
 
-    def put(self, topic, payload, qos, retain, pid):
+    def put(self, topic, payload, qos, retain, pid, deadline=0):
         n = codec.publish_size(topic, len(payload), qos)
         if self.tail - self.head >= self.slots:
             raise OutboxFull("outbox full: %d messages pending" % self.slots)
@@ -78,6 +87,7 @@ class MemoryStore:
         self._off[s] = o
         self._end[s] = end
         self._pid[s] = pid
+        self._dl[s] = deadline
         self._state[s] = _PENDING
         self.tail = k + 1
         return k
@@ -113,6 +123,28 @@ class MemoryStore:
     def size(self, key):
         s = key % self.slots
         return self._end[s] - self._off[s]
+
+    def deadline(self, key):
+        return self._dl[key % self.slots]
+
+    def find_topic(self, topic, after):
+        topic = codec._b(topic)
+        n = len(topic)
+        ring = self.ring
+        k = self.next(after)
+        while k >= 0:
+            o = self._off[k % self.slots] + 1
+            while ring[o] & 0x80:  # remaining length
+                o += 1
+            if (ring[o + 1] << 8 | ring[o + 2]) == n:
+                o += 3
+                i = 0
+                while i < n and ring[o + i] == topic[i]:
+                    i += 1
+                if i == n:
+                    return k
+            k = self.next(k)
+        return -1
 
     def get(self, key, buf, off):
         s = key % self.slots

@@ -1,0 +1,272 @@
+# Capacity policies of the outbox, on all three backends: a byte limit that
+# refuses (OutboxFull) or drops the oldest unsent messages (counted), per-message
+# expiry (dropped and counted, online or offline, and across a reboot), and the
+# "latest value per topic" mode. What is in flight is never dropped.
+from holdfast.session import Session
+from holdfast.store import MemoryStore
+from holdfast.fileoutbox import FileStore
+from holdfast.flashoutbox import FlashStore
+from holdfast.errors import OutboxFull
+from flashsim import Flash
+from support import tmpdir, rmtree, raises
+
+T = b"sensors/t"
+# A record here: 16-byte header + PUBLISH (2 + 2 + 9 topic + 2 pid + 8 payload)
+# = 39 bytes, 40 aligned; 44 with a deadline.
+REC = 40
+
+
+class Backends:
+    """Each backend, fresh, and reopened on the same storage (a reboot)."""
+
+    def __init__(self):
+        self.top = tmpdir()
+        self.dev = None
+
+    def fresh(self, kind, limit):
+        if kind == "memory":
+            return MemoryStore(size=limit or 4096)
+        if kind == "file":
+            rmtree(self.top + "/ob")
+            return FileStore(self.top + "/ob", limit=limit)
+        self.dev = Flash(4, 512)
+        return FlashStore(self.dev, limit=limit)
+
+    def reopen(self, kind, st, limit=0):
+        if kind == "file":
+            st.close()
+            return FileStore(self.top + "/ob", limit=limit)
+        return FlashStore(self.dev, limit=limit)
+
+    def done(self):
+        rmtree(self.top)
+
+
+KINDS = ("memory", "file", "flash")
+PERSISTENT = ("file", "flash")
+
+
+def _payloads(st):
+    """Payloads of the pending messages, oldest first, read back as sent."""
+    out = []
+    buf = bytearray(256)
+    k = st.next(-1)
+    while k >= 0:
+        n = st.get(k, buf, 0)
+        assert n == st.size(k), (n, st.size(k))
+        i = 1
+        rl = 0
+        sh = 0
+        while True:
+            rl |= (buf[i] & 0x7F) << sh
+            sh += 7
+            i += 1
+            if not buf[i - 1] & 0x80:
+                break
+        assert i + rl == n, (i, rl, n)  # exactly one PUBLISH: no deadline bytes leak out
+        tl = buf[i] << 8 | buf[i + 1]
+        p = i + 2 + tl + (2 if buf[0] & 6 else 0)
+        out.append(bytes(buf[p:n]))
+        k = st.next(k)
+    return out
+
+
+def _msg(i):
+    return b"r%07d" % i
+
+
+def _connect(s):
+    s.start(0)
+    s.rx.feed(b"\x20\x02\x00\x00")
+    s.receive(0)
+    assert s.connected
+    s.t0 = s.t1 = 0
+
+
+def test_byte_limit_refuses_and_keeps_what_is_stored():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 5 * REC if kind != "memory" else 5 * 25)
+        s = Session(b"dev", store=st)
+        for i in range(5):
+            s.publish(T, _msg(i), 1, False, 0)
+        e = raises(OutboxFull, s.publish, T, _msg(5), 1, False, 0)
+        assert "full" in str(e), (kind, str(e))
+        assert _payloads(st) == [_msg(i) for i in range(5)], (kind, _payloads(st))
+        assert s.overflowed == 0
+        # An acknowledgement frees the room again.
+        st.done(st.next(-1))
+        s.publish(T, _msg(5), 1, False, 0)
+        assert _payloads(st) == [_msg(i) for i in range(1, 6)], kind
+    b.done()
+
+
+def test_drop_oldest_keeps_the_newest_and_counts():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 5 * REC if kind != "memory" else 5 * 25)
+        s = Session(b"dev", store=st, drop_oldest=True)
+        for i in range(12):
+            s.publish(T, _msg(i), 1, False, 0)
+        assert _payloads(st) == [_msg(i) for i in range(7, 12)], (kind, _payloads(st))
+        assert s.overflowed == 7, (kind, s.overflowed)
+        if kind in PERSISTENT:  # the drops are durable
+            st = b.reopen(kind, st, 5 * REC)
+            assert _payloads(st) == [_msg(i) for i in range(7, 12)], kind
+    b.done()
+
+
+def test_drop_oldest_never_drops_what_is_in_flight():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 4 * REC if kind != "memory" else 4 * 25)
+        s = Session(b"dev", store=st, window=2, drop_oldest=True)
+        _connect(s)
+        for i in range(4):
+            s.publish(T, _msg(i), 1, False, 0)
+        assert s.inflight == 2
+        for i in range(4, 7):
+            s.publish(T, _msg(i), 1, False, 0)
+        # 0 and 1 were sent and await PUBACK; 2, 3 and 4 made room. MemoryStore
+        # keeps its records contiguous behind the oldest, which is in flight:
+        # only dropping the newest frees room, so 5 went too.
+        if kind == "memory":
+            assert _payloads(st) == [_msg(0), _msg(1), _msg(6)], _payloads(st)
+            assert s.overflowed == 4
+        else:
+            assert _payloads(st) == [_msg(0), _msg(1), _msg(5), _msg(6)], (kind, _payloads(st))
+            assert s.overflowed == 3
+        # With every message in flight nothing can be dropped: refused.
+        s = Session(b"dev", store=b.fresh(kind, 2 * REC if kind != "memory" else 2 * 25),
+                    window=2, drop_oldest=True)
+        _connect(s)
+        s.publish(T, _msg(0), 1, False, 0)
+        s.publish(T, _msg(1), 1, False, 0)
+        raises(OutboxFull, s.publish, T, _msg(2), 1, False, 0)
+        assert s.overflowed == 0 and len(s.store) == 2
+    b.done()
+
+
+def test_released_qos2_message_is_never_dropped():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 3 * REC if kind != "memory" else 3 * 25)
+        s = Session(b"dev", store=st, drop_oldest=True)
+        _connect(s)
+        pid = s.publish(T, _msg(0), 2, False, 0)
+        s.rx.feed(bytes((0x50, 2, pid >> 8, pid & 255)))  # PUBREC
+        s.receive(0)
+        s.lost()  # offline now: nothing is in flight, the PUBREL is owed
+        for i in range(1, 6):
+            s.publish(T, _msg(i), 1, False, 0)
+        assert _payloads(st)[0] == _msg(0) and st.released(st.next(-1)), kind
+        # (MemoryStore: only the newest free room behind a pinned oldest record.)
+        kept = [_msg(5)] if kind == "memory" else [_msg(4), _msg(5)]
+        assert _payloads(st)[1:] == kept, (kind, _payloads(st))
+    b.done()
+
+
+def test_expired_messages_are_dropped_offline_and_after_a_reboot():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        s = Session(b"dev", store=st)
+        s.publish(T, _msg(0), 1, False, 0, 1000)
+        s.publish(T, _msg(1), 1, False, 0)  # no deadline
+        s.publish(T, _msg(2), 1, False, 0, 2000)
+        s.expire(999)
+        assert len(st) == 3 and s.expired == 0
+        s.expire(1000)
+        assert _payloads(st) == [_msg(1), _msg(2)] and s.expired == 1, (kind, _payloads(st))
+        assert s.next_expiry == 2000
+        if kind in PERSISTENT:
+            st = b.reopen(kind, st)
+            s = Session(b"dev", store=st)
+            assert st.deadline(st.next(st.next(-1))) == 2000, kind
+            s.expire(1500)
+            assert len(st) == 2 and s.expired == 0
+        s.expire(2000)
+        assert _payloads(st) == [_msg(1)], (kind, _payloads(st))
+        assert s.expired == (1 if kind in PERSISTENT else 2), (kind, s.expired)
+    b.done()
+
+
+def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        s = Session(b"dev", store=st, window=1)
+        _connect(s)
+        s.publish(T, _msg(0), 1, False, 0, 10)
+        s.publish(T, _msg(1), 1, False, 0, 10)
+        s.publish(T, _msg(2), 1, False, 0, 50)
+        s.t0 = s.t1 = 0
+        s.expire(20)
+        assert _payloads(st) == [_msg(0), _msg(2)] and s.expired == 1, (kind, _payloads(st))
+        pid = st.pid(st.next(-1))
+        s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+        s.receive(0)
+        # The survivor goes out as a plain PUBLISH: the deadline stays in the store.
+        sent = bytes(s.tx[s.t0:s.t1])
+        assert sent[0] == 0x32 and sent.endswith(_msg(2)) and len(sent) == 2 + sent[1], (kind, sent)
+    b.done()
+
+
+def test_latest_value_per_topic():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        s = Session(b"dev", store=st, window=1)
+        _connect(s)
+        s.publish(b"state/a", _msg(0), 1, False, 0, 0, True)  # sent: in flight
+        s.publish(b"state/a", _msg(1), 1, False, 0, 0, True)
+        s.publish(b"state/b", _msg(2), 1, False, 0, 0, True)
+        s.publish(b"state/a", _msg(3), 1, False, 0, 0, True)
+        s.publish(b"state/ab", _msg(4), 1, False, 0, 0, True)
+        s.publish(b"state/a", _msg(5), 1, False, 0)  # not latest: keeps the older ones
+        assert _payloads(st) == [_msg(0), _msg(2), _msg(3), _msg(4), _msg(5)], (kind, _payloads(st))
+        assert s.replaced == 1
+        if kind in PERSISTENT:  # after a reboot the topics are read back from storage
+            st = b.reopen(kind, st)
+            s = Session(b"dev", store=st)
+            s.publish(b"state/b", _msg(6), 1, False, 0, 0, True)
+            s.publish(b"state/a", _msg(7), 1, False, 0, 0, True)
+            assert _payloads(st) == [_msg(4), _msg(6), _msg(7)], (kind, _payloads(st))
+            assert s.replaced == 4
+    b.done()
+
+
+def test_deadline_survives_compaction():
+    # FileStore copies a mostly-done oldest segment forward, FlashStore moves a
+    # block's live records when the ring is full: the deadline goes along.
+    top = tmpdir()
+    st = FileStore(top + "/ob", segment_bytes=256, compact=2)
+    s = Session(b"dev", store=st)
+    s.publish(T, _msg(0), 1, False, 0, 777)
+    _churn(s, st)
+    import os
+    assert "00000001.hfo" not in os.listdir(top + "/ob")  # its first segment is gone
+    assert st.deadline(st.next(-1)) == 777
+    st.close()
+    st = FileStore(top + "/ob", segment_bytes=256, compact=2)
+    assert st.deadline(st.next(-1)) == 777 and _payloads(st) == [_msg(0), _msg(39)]
+    st.close()
+    rmtree(top)
+    dev = Flash(3, 256)
+    st = FlashStore(dev)
+    s = Session(b"dev", store=st)
+    s.publish(T, _msg(0), 1, False, 0, 888)
+    _churn(s, st)
+    assert dev.erased >= 3, dev.erased  # every block reused: message 0 was moved
+    st = FlashStore(dev)
+    assert st.deadline(st.next(-1)) == 888 and _payloads(st) == [_msg(0), _msg(39)]
+
+
+def _churn(s, st):
+    # Messages 1..39, each acknowledged once the next is stored.
+    prev = -1
+    for i in range(1, 40):
+        s.publish(T, _msg(i), 1, False, 0)
+        if prev >= 0:
+            st.done(prev)
+        prev = st.last()
