@@ -49,6 +49,7 @@ PAYLOAD = b"x" * 64
 BLOCKS = 64  # a 256 KB partition
 BS = 4096
 MNT = "/outbox-wear"
+GROUPS = (8, 16, 32)  # group commit: every N messages
 
 
 def _used():
@@ -153,10 +154,10 @@ def mount_new_lfs():
     return dev
 
 
-def littlefs(sync_done):
+def littlefs(sync_done, group=1):
     dev = mount_new_lfs()
-    report("FileStore on LittleFS sync_done=%s" % sync_done,
-           lambda: FileStore(MNT + "/ob", sync_done=sync_done), dev)
+    report("FileStore on LittleFS sync_done=%s group=%d" % (sync_done, group),
+           lambda: FileStore(MNT + "/ob", sync_done=sync_done, group=group), dev)
     os.umount(MNT)
 
 
@@ -292,6 +293,8 @@ flash(256)
 if MPY and hasattr(os, "VfsLfs2"):
     littlefs(True)
     littlefs(False)
+    for g in GROUPS:
+        littlefs(False, g)
 directory(True)
 directory(False)
 recovery("FlashStore prog=1", fresh_flash)

@@ -100,7 +100,9 @@ class AsyncClient(Front):
             raise MQTTTimeout("no UNSUBACK within %d ms" % self.timeout_ms)
 
     async def flush(self, timeout_ms=None):
-        return await self._until(lambda: not len(self.s.store), timeout_ms or self.timeout_ms)
+        """As MQTTClient.flush."""
+        done = await self._until(lambda: not len(self.s.store), timeout_ms or self.timeout_ms)
+        return self.s.store.sync() and done
 
     async def disconnect(self):
         if self.sock is not None:

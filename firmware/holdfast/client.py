@@ -143,8 +143,10 @@ class MQTTClient(Front):
 
     def flush(self, timeout_ms=None):
         """Waits until every accepted message is acknowledged and every QoS 0
-        byte written (for example before a deep sleep). True if so."""
-        return self._wait(_EMPTY, 0, timeout_ms)
+        byte written (for example before a deep sleep). True if so. Either
+        way what is still pending is then committed to the outbox's storage."""
+        done = self._wait(_EMPTY, 0, timeout_ms)
+        return self.s.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 # CPython): append-only segment files of self-checking records. Format,
 # recovery rules and what each failure keeps or drops: docs/outbox.md.
 import os
-from .compat import const
+from .compat import const, ticks_ms, ticks_diff
 from .errors import OutboxFull
 from .outlog import Log, unit_check, VERSION, UNIT, REC, M, D, R, H, X, FF, S_REL
 
@@ -40,7 +40,12 @@ class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
 
     put() returns once its record is flushed (and fsynced where the runtime
-    can): LittleFS commits on flush. release() and hold()/drop() are durable
+    can): LittleFS commits on flush. With group=N (group commit), only every
+    N-th put() commits, or the first one group_ms after the oldest
+    uncommitted record (tick() commits it too, so it need not wait for a
+    put): a power cut loses the messages put since the last commit (at most
+    N-1, or group_ms of them), and a failing write loses them too (counted
+    in lost). sync() commits now (before a deep sleep). release() and hold()/drop() are durable
     on return too; done() is durable on return when sync_done (the default),
     otherwise its marker rides on the next durable write (a power cut before
     that brings the message back once). A segment is deleted once nothing in
@@ -56,13 +61,20 @@ class FileStore(Log):
 
     slots: most messages pending at once (OutboxFull beyond), as MemoryStore.
     held: inbound QoS 2 ids kept. fs: filesystem calls (tests inject faults).
+    limit: most bytes of pending records (0: only the filesystem's room).
     Counters: corrupt (records skipped by the scan), foreign (segments of a
-    newer format, left alone), unsaved, bytes_written.
+    newer format, left alone), unsaved, lost, bytes_written.
     """
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=16, sync_done=True, compact=4,
-                 fs=None, fsync=True, reserve=8192, limit=0):
+                 fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
         Log.__init__(self, slots, held, limit)
+        self.group = group
+        self.group_ms = group_ms
+        self.uncommitted = 0  # puts since the last commit (lost by a power cut)
+        self._first = 0  # tick of the oldest of them
+        self._csize = 0  # size of the active segment at its last commit
+        self.lost = 0  # uncommitted messages dropped after a failed write
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
         self.segment_bytes = segment_bytes
         self.sync_done = sync_done
@@ -194,7 +206,7 @@ class FileStore(Log):
             n = self._segs[-1]
             self._f = self.fs.open(self._path(n), "a+b")
             self._wseg = n
-            self._wsize = end
+            self._wsize = self._csize = end
         self._reclaim()
 
     def _found(self, seg, pos, t, flags, blen, seq, pid, rel, done):
@@ -231,7 +243,48 @@ class FileStore(Log):
                 _fsync(f.fileno())
             elif _sync is not None:
                 _sync()
-        self._dirty = False
+        if f is self._f:
+            self._dirty = False
+            self.uncommitted = 0
+            self._csize = self._wsize
+
+    def _group(self):
+        """A record was written: commits it now or with later ones."""
+        self._dirty = True
+        n = self.uncommitted = self.uncommitted + 1
+        if n == 1:
+            self._first = ticks_ms()
+        if n >= self.group or (self.group_ms and ticks_diff(ticks_ms(), self._first) >= self.group_ms):
+            self._commit()
+
+    def tick(self, now):
+        if self.uncommitted and self.group_ms and ticks_diff(now, self._first) >= self.group_ms:
+            self.sync()
+
+    def sync(self):
+        """Commits what is written; False if that failed (those messages are lost)."""
+        if self._f is None or not self._dirty:
+            return True
+        try:
+            self._commit()
+            return True
+        except OSError as e:
+            self._failed(e)
+            return False
+
+    def _lose(self):
+        # The uncommitted tail of the active segment may be gone: forget the
+        # messages stored there (a reboot may still find some of them).
+        seg = self._wseg
+        a = self._live[seg]
+        for i in range(self._n):
+            if self._st[i] and self._unit[i] == seg and self._off[i] >= self._csize:
+                a[0] -= 1
+                a[1] -= (REC + self._size[i] + 3) & ~3
+                self._forget(i)
+                self.lost += 1
+        self._wsize = self._csize
+        self.uncommitted = 0
 
     def _remove(self, n):
         if n == self._rseg:
@@ -266,7 +319,7 @@ class FileStore(Log):
             raise
         self._f = f
         self._wseg = n
-        self._wsize = UNIT
+        self._wsize = self._csize = UNIT
         self._segs.append(n)
         self._live[n] = [0, 0]
 
@@ -279,6 +332,8 @@ class FileStore(Log):
         self._dirty = False
         if f is None:
             return
+        if self.uncommitted:
+            self._lose()
         try:
             f.close()
         except OSError:
@@ -363,7 +418,8 @@ class FileStore(Log):
                     self._w(self.db)
                 if pad:
                     self._w(FF[pad])
-                self._commit()
+                self._wsize = p + n
+                self._group()
                 break
             except OSError as e:
                 self._failed(e)
@@ -371,7 +427,6 @@ class FileStore(Log):
                     raise
                 if attempt or not self._reclaim(True):
                     raise self._full(e, "a %d-byte record" % n)
-        self._wsize = p + n
         k = self.tail
         self._add(self._wseg, p, pid, qos)
         a = self._live[self._wseg]
@@ -427,6 +482,8 @@ class FileStore(Log):
 
     def get(self, key, buf, off):
         s = self._find(key)
+        if s < 0:
+            return off  # lost after a failed write
         n = self._psize(s)
         f = self._reader(self._unit[s])
         f.seek(self._off[s] + REC)

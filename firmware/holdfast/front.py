@@ -70,6 +70,7 @@ class Front:
 
     def _housekeep(self):
         # Timers that run online and offline alike.
+        self.s.store.tick(ticks_ms())
         if self.s.next_expiry:
             self.s.expire(wall())
 

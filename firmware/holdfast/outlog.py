@@ -243,6 +243,13 @@ class Log:
                 return i
         return -1
 
+    def tick(self, now):
+        """Time passes (ms): a store that groups its commits may commit now."""
+
+    def sync(self):
+        """Makes what was written durable; True if it is."""
+        return True
+
     # -- helpers for the subclasses --------------------------------------------
 
     def _room(self, n):

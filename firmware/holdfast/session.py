@@ -284,7 +284,7 @@ class Session:
     def _resend(self, key, dup):
         start = self.t1
         self.t1 = self.store.get(key, self.tx, start)
-        if dup:
+        if dup and self.t1 > start:
             self.tx[start] |= 8
 
     def _slot(self, pid, state):

@@ -32,6 +32,8 @@ class MemoryStore:
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
         hold(pid), held(pid), drop(pid)   inbound QoS 2 ids awaiting PUBREL
+        tick(now)           time passes (ms): a store that groups commits may commit
+        sync() -> bool      make everything written durable now
         __len__()           pending messages
     """
 
@@ -123,6 +125,12 @@ class MemoryStore:
     def size(self, key):
         s = key % self.slots
         return self._end[s] - self._off[s]
+
+    def tick(self, now):
+        pass
+
+    def sync(self):
+        return True
 
     def deadline(self, key):
         return self._dl[key % self.slots]

@@ -24,7 +24,7 @@ def _mount(dev, fresh):
 
 if LFS is not None:
 
-    def test_power_cut_on_littlefs():
+    def _power_cuts(group):
         ops = w.script(30, seed=5)  # as test_outbox_file: 2 compactions copy records
         # Two chips for all the rounds (their memory is reused, so the heap
         # does not fragment): the workload runs on one until the cut, the
@@ -35,16 +35,27 @@ if LFS is not None:
         def make():
             run.wipe()
             _mount(run, True)
-            return FileStore(MNT + "/ob", segment_bytes=200, compact=3, reserve=256), run
+            return FileStore(MNT + "/ob", segment_bytes=200, compact=3, reserve=256, group=group), run
 
         def reopen(dev):
             boot.load(dev)
             _mount(boot, False)
-            return FileStore(MNT + "/ob", segment_bytes=200, compact=3, reserve=256)
+            return FileStore(MNT + "/ob", segment_bytes=200, compact=3, reserve=256, group=group)
 
-        n = w.cuts(ops, make, reopen, "lfs")
+        n = w.cuts(ops, make, reopen, "lfs group=%d" % group)
         assert n > 100, n
         os.umount(MNT)
+        return n
+
+    def test_power_cut_on_littlefs():
+        _power_cuts(1)
+
+    def test_power_cut_on_littlefs_with_group_commit():
+        # Puts since the last commit may be lost; the check allows exactly
+        # those, and some cuts do lose them (LittleFS commits on flush only).
+        before = w.GROUP_LOST[0]
+        _power_cuts(4)
+        assert w.GROUP_LOST[0] > before, w.GROUP_LOST
 
     def test_full_littlefs_then_usable_after_acks():
         dev = Flash(12, 256, errno=True)
