@@ -9,6 +9,7 @@
 # (steady state: the ring has wrapped). One JSON line per case:
 #   programmed_per_msg  bytes handed to the flash per message (the file cases
 #                       on a host directory: bytes written to the files)
+#   record              bytes of one message's record (16-byte header + the PUBLISH)
 #   logical_per_msg     bytes the store itself wrote per message
 #   erases_per_msg      flash blocks erased per message (4 KB blocks)
 #   heap_open           heap bytes the store holds once opened on empty storage,
@@ -113,6 +114,7 @@ def report(name, make, dev):
     logical = st.bytes_written
     churn(st, N)
     out = {"case": name, "messages": N, "payload": len(PAYLOAD),
+           "record": 16 + 2 + 2 + len(TOPIC) + 2 + len(PAYLOAD),
            "logical_per_msg": round((st.bytes_written - logical) / N, 1), "heap_open": heap}
     if dev is not None:
         out["programmed_per_msg"] = round((dev.programmed - base[0]) / N, 1)
@@ -133,7 +135,7 @@ def report(name, make, dev):
     print("{" + ", ".join(items) + "}")
 
 
-KEYS = ("case", "messages", "payload", "programmed_per_msg", "erases_per_msg",
+KEYS = ("case", "messages", "payload", "record", "programmed_per_msg", "erases_per_msg",
         "logical_per_msg", "heap_open", "heap_reopen", "alloc_per_msg")
 
 
