@@ -32,10 +32,6 @@ def _errno(e):
     return e.args[0] if e.args else 0
 
 
-def _name(n):
-    return "%08x.hfo" % n
-
-
 class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
 
@@ -76,6 +72,9 @@ class FileStore(Log):
         self._csize = 0  # size of the active segment at its last commit
         self.lost = 0  # uncommitted messages dropped after a failed write
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
+        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path
+        self._pn = self._qn = -1  # the segments of the two paths made last
+        self._ps = self._qs = None
         self.segment_bytes = segment_bytes
         self.sync_done = sync_done
         self.compact = compact
@@ -88,6 +87,7 @@ class FileStore(Log):
         self._rseg = -1
         self._segs = []  # segment numbers, oldest first (ours, readable)
         self._live = {}  # segment -> [live records, live bytes]
+        self._spare = None  # such a list, of a deleted segment: the next one's
         self._nseg = 1  # number of the next new segment
         self._dirty = False  # the active segment holds unsynced markers
         self.reserve = reserve
@@ -101,7 +101,19 @@ class FileStore(Log):
     # -- paths and handles -------------------------------------------------
 
     def _path(self, n):
-        return self.dir + "/" + _name(n)
+        # One string per new segment: the path made last and the one before
+        # are kept, so deleting the segment before the active one (what a
+        # rotation does in steady state) makes no new string.
+        if n == self._pn:
+            return self._ps
+        if n == self._qn:
+            return self._qs
+        p = self._fmt % n
+        self._qn = self._pn
+        self._qs = self._ps
+        self._pn = n
+        self._ps = p
+        return p
 
     def _rd(self, seg, pos, mv):
         f = self._reader(seg)
@@ -233,7 +245,7 @@ class FileStore(Log):
 
     def _w(self, b):
         self._f.write(b)
-        self.bytes_written += len(b)
+        self._wrote(len(b))
 
     def _commit(self, f=None):
         f = f or self._f
@@ -306,7 +318,7 @@ class FileStore(Log):
             f = self.fs.open(path, "a+b")
             try:
                 f.write(self._uv)
-                self.bytes_written += UNIT
+                self._wrote(UNIT)
                 self._commit(f)
             except OSError:
                 f.close()
@@ -321,7 +333,10 @@ class FileStore(Log):
         self._wseg = n
         self._wsize = self._csize = UNIT
         self._segs.append(n)
-        self._live[n] = [0, 0]
+        a = self._spare or [0, 0]
+        self._spare = None
+        a[0] = a[1] = 0
+        self._live[n] = a
 
     def _failed(self, e):
         """A write failed. The filesystem keeps what was committed before it;
@@ -379,7 +394,7 @@ class FileStore(Log):
                     k = min(len(b), self.reserve - n)
                     f.write(self.bv[0:k] if k < len(b) else b)
                     n += k
-                    self.bytes_written += k
+                    self._wrote(k)
                 self._commit(f)
             finally:
                 f.close()
@@ -560,7 +575,7 @@ class FileStore(Log):
                 self._dirty = False
             self._remove(n)
             segs.pop(0)
-            del self._live[n]
+            self._spare = self._live.pop(n)
             gone = True
         return gone
 

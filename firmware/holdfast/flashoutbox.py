@@ -65,7 +65,7 @@ class FlashStore(Log):
 
     def _prog(self, blk, pos, data):
         n = len(data)
-        self.bytes_written += n
+        self._wrote(n)
         if self._page is None:
             self.dev.writeblocks(self.start + blk, data, pos)
             return

@@ -47,6 +47,7 @@ S_PEND = const(1)
 S_REL = const(2)
 S_EXP = const(16)  # has a deadline
 S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
+_WRAP = const(1 << 28)  # bytes_written is counted in two small ints (no big int on 32-bit ports)
 
 _FMT = "<BBHIHBBI"  # type flags blen seq pid rel done crc
 _UFMT = "<4sBBHIII"  # magic version kind reserved seq base crc
@@ -103,7 +104,8 @@ class Log:
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
-        self.bytes_written = 0
+        self._bw = 0  # bytes_written = _bwh * _WRAP + _bw
+        self._bwh = 0
 
     def _alloc(self, n):
         self.slots = n
@@ -250,7 +252,18 @@ class Log:
         """Makes what was written durable; True if it is."""
         return True
 
+    @property
+    def bytes_written(self):
+        return self._bwh * _WRAP + self._bw
+
     # -- helpers for the subclasses --------------------------------------------
+
+    def _wrote(self, n):
+        n += self._bw
+        if n >= _WRAP:
+            n -= _WRAP
+            self._bwh += 1
+        self._bw = n
 
     def _room(self, n):
         """Checks there is room to index one more message of n record bytes."""

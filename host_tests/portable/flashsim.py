@@ -142,7 +142,10 @@ class Flash(PowerCut):
             a = arg * self.size
             n = self._torn(self.size)
             try:
-                self.mv[a:a + n] = memoryview(self._ffb)[0:n]
+                if n == self.size:  # (a whole erase: no view to make)
+                    self.mv[a:a + n] = self._ffb
+                else:
+                    self.mv[a:a + n] = memoryview(self._ffb)[0:n]
             except MemoryError:  # called by a finaliser: the heap is locked
                 m = self.mem
                 for i in range(a, a + n):
