@@ -57,6 +57,9 @@ def test_templates(board, tmp_path):
     ({"broker": "h", "password": "hunter2"}, "'password' needs a 'user'"),
     ({"broker": "h", "tls": True}, "'tls' needs 'ca'"),
     ({"broker": "h", "user": "u", "password": 12345}, "'password' must be of type str"),
+    ({"broker": "h", "when_full": "drop"}, "'when_full' must be \"refuse\" or \"drop_oldest\""),
+    ({"broker": "h", "outbox_group": 0}, "'outbox_group' must be at least 1"),
+    ({"broker": "h", "expiry_s": -5}, "'expiry_s' not negative"),
 ])
 def test_bad_configs_are_named(cfg, message, tmp_path):
     path = str(tmp_path / "config.json") if cfg is None else _write(tmp_path, cfg)

@@ -118,7 +118,7 @@ def open_outbox(cfg):
         from holdfast.store import MemoryStore
         log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
         return MemoryStore(4096, 32)
-    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"])
+    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])
 
 
 def sensor(board, cfg):
@@ -173,7 +173,9 @@ def main(board):
         ssl_params = {"cadata": ca}
     client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
                         cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
-                        size=_BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3))
+                        size=_BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
+                        when_full=cfg["when_full"])
+    expiry = cfg["expiry_s"]
     read = sensor(board, cfg)
     log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
         dev, seq.boot, seq.next, qos, len(store)))
@@ -216,7 +218,7 @@ def main(board):
                 log("sensor:", e)
             s = seq.take()
             try:
-                client.publish(topic, _payload(dev, seq.boot, s, qos, t, now), False, qos)
+                client.publish(topic, _payload(dev, seq.boot, s, qos, t, now), False, qos, expiry)
                 seq.used(s, qos > 0)
                 if full:
                     log("outbox has room again after %d dropped readings" % full)

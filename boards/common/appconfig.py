@@ -35,7 +35,10 @@ _KEYS = {  # type: dict
     "keepalive": (int, 60),
     "clean_session": (bool, False),
     "outbox_dir": (str, "/outbox"),
-    "outbox_slots": (int, 128),  # readings the outbox holds unacknowledged (15 bytes of RAM each)
+    "outbox_slots": (int, 128),  # readings the outbox holds unacknowledged (25 bytes of RAM each)
+    "outbox_group": (int, 1),  # commit the outbox every N readings (a power cut loses up to N-1)
+    "when_full": (str, "refuse"),  # outbox full: "refuse" new readings or "drop_oldest"
+    "expiry_s": (int, 0),  # readings still unsent after this many seconds are dropped (0: never)
     "wdt_ms": (int, 30000),
     "device": (str, ""),  # overrides <board>-<unique id>
     "wifi": (dict, {}),  # {"ssid": ..., "password": ..., "country": "DE"}
@@ -77,6 +80,10 @@ def load(name=CONFIG):
         raise ConfigError("%s: 'broker' is not set (still the template?)" % name)
     if cfg["qos"] not in (0, 1, 2):
         raise ConfigError("%s: 'qos' must be 0, 1 or 2" % name)
+    if cfg["when_full"] not in ("refuse", "drop_oldest"):
+        raise ConfigError("%s: 'when_full' must be \"refuse\" or \"drop_oldest\"" % name)
+    if cfg["outbox_group"] < 1 or cfg["expiry_s"] < 0:
+        raise ConfigError("%s: 'outbox_group' must be at least 1 and 'expiry_s' not negative" % name)
     if cfg["interval_ms"] < 10:
         raise ConfigError("%s: 'interval_ms' must be at least 10" % name)
     if cfg["password"] and not cfg["user"]:
