@@ -122,19 +122,12 @@ def offline_queue(host, port, tag):
     return {"present": present, "got": got}
 
 
-def outbox_policies(host, port, tag):
+def outbox_policies(host, port, tag, d):
     """Queued offline in an 8-message file outbox that drops the oldest when
     full: an expired message, a state value replaced by a newer one, two
     messages dropped for room. A subscriber sees what is left once the link
     is up."""
-    import os
     from holdfast.fileoutbox import FileStore
-    d = sys.argv[0].rsplit("/", 2)[0] + "/build/outbox-" + tag
-    try:
-        for f in os.listdir(d):
-            os.remove(d + "/" + f)
-    except OSError:
-        pass
     got = []
     sub = MQTTClient(tag + "-sub", host, port)
     sub.set_callback(lambda t, m: got.append(m.decode()))

@@ -89,8 +89,8 @@ def test_persistent_session_receives_messages_queued_while_offline(runtime, mosq
 
 
 @runtimes
-def test_outbox_drops_expired_replaced_and_oldest_while_offline(runtime, mosquitto):
-    r = run(runtime, "outbox_policies", mosquitto)
+def test_outbox_drops_expired_replaced_and_oldest_while_offline(runtime, mosquitto, tmp_path):
+    r = run(runtime, "outbox_policies", mosquitto, str(tmp_path / "outbox"))
     assert r["got"] == ["o2", "o3", "o4", "s2", "fresh", "o5", "o6", "end"], r["got"]
     assert (r["overflowed"], r["expired"], r["replaced"]) == (2, 1, 1), r
     assert r["pending_offline"] == 7 and r["flushed"] is True, r

@@ -95,7 +95,7 @@ class FileStore(Log):
         try:
             self.fs.mkdir(self.dir)
         except OSError:
-            pass
+            pass  # there already, or its parent is missing: listdir says which
         self._open()
 
     # -- paths and handles -------------------------------------------------
@@ -156,7 +156,12 @@ class FileStore(Log):
 
     def _open(self):
         nums = []
-        for name in self.fs.listdir(self.dir):
+        try:
+            names = self.fs.listdir(self.dir)
+        except OSError as e:
+            raise OSError(_errno(e), "outbox directory %r cannot be made or read (does its parent exist?)"
+                          % self.dir)
+        for name in names:
             if len(name) == 12 and name.endswith(".hfo"):
                 try:
                     nums.append(int(name[:8], 16))

@@ -4,7 +4,7 @@
 import os
 from holdfast.fileoutbox import FileStore
 from holdfast.outlog import crc32, crc32_soft
-from support import tmpdir, rmtree
+from support import tmpdir, rmtree, raises
 from cutfs import CutFS
 import outbox_work as w
 
@@ -151,4 +151,11 @@ def test_group_commit_on_a_full_filesystem_loses_only_uncommitted_puts():
         assert st.size(k) == st.get(k, w.BUF, 0) == 4 + 7 + 2 + 40
     back = w.pending(FileStore(d, segment_bytes=512, reserve=256))
     assert [k for k in got if k not in back] == [], (got, back)
+    rmtree(top)
+
+
+def test_missing_parent_directory_is_named():
+    top, d = _new()
+    e = raises(OSError, FileStore, top + "/no/such/ob")
+    assert "outbox directory" in str(e) and "/no/such/ob" in str(e), str(e)
     rmtree(top)
