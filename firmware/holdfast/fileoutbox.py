@@ -158,8 +158,8 @@ class FileStore(Log):
         nums = []
         try:
             names = self.fs.listdir(self.dir)
-        except OSError as e:
-            raise OSError(_errno(e), "outbox directory %r cannot be made or read (does its parent exist?)"
+        except OSError as err:
+            raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
                           % self.dir)
         for name in names:
             if len(name) == 12 and name.endswith(".hfo"):
