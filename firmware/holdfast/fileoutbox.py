@@ -41,8 +41,9 @@ class FileStore(Log):
     uncommitted record (tick() commits it too, so it need not wait for a
     put): a power cut loses the messages put since the last commit (at most
     N-1, or group_ms of them), and a failing write loses them too (counted
-    in lost). sync() commits now (before a deep sleep). release() and hold()/drop() are durable
-    on return too; done() is durable on return when sync_done (the default),
+    in lost). sync() commits now (before a deep sleep). release() and
+    hold()/drop() are durable on return too; done() is durable on return
+    when sync_done (the default),
     otherwise its marker rides on the next durable write (a power cut before
     that brings the message back once). A segment is deleted once nothing in
     it is pending (oldest first); when `compact` or more segments exist, the
@@ -89,7 +90,7 @@ class FileStore(Log):
         self._live = {}  # segment -> [live records, live bytes]
         self._spare = None  # such a list, of a deleted segment: the next one's
         self._nseg = 1  # number of the next new segment
-        self._dirty = False  # the active segment holds unsynced markers
+        self._dirty = False  # the active segment holds uncommitted records
         self.reserve = reserve
         self._kept = False  # the reserve file is there, whole
         try:
@@ -269,10 +270,13 @@ class FileStore(Log):
         """A record was written: commits it now or with later ones."""
         self._dirty = True
         n = self.uncommitted = self.uncommitted + 1
-        if n == 1:
-            self._first = ticks_ms()
-        if n >= self.group or (self.group_ms and ticks_diff(ticks_ms(), self._first) >= self.group_ms):
+        if n >= self.group:
             self._commit()
+        elif self.group_ms:
+            if n == 1:
+                self._first = ticks_ms()
+            elif ticks_diff(ticks_ms(), self._first) >= self.group_ms:
+                self._commit()
 
     def tick(self, now):
         if self.uncommitted and self.group_ms and ticks_diff(now, self._first) >= self.group_ms:
