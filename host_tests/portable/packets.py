@@ -54,9 +54,13 @@ def current(r):
     return (t,)
 
 
-def decode_all(data, size=4096, step=None, level=4):
-    """Feeds data (step bytes at a time, or as much as fits) and returns every packet."""
-    r = broker.BrokerReader(size, level)
+def decode_all(data, size=None, step=None, level=4):
+    """Feeds data (step bytes at a time, or as much as fits) and returns every packet.
+
+    The reader's buffer defaults to the size of data, which holds any packet in
+    it, and a fixed 4 KB block may find no room in the 64k heap the codec must fit.
+    """
+    r = broker.BrokerReader(size or max(len(data), 16), level)
     out = []
     i = 0
     while True:
