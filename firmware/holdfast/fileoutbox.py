@@ -169,10 +169,9 @@ class FileStore(Log):
                 except ValueError:
                     pass
         nums.sort()
-        pend = {}
         holds = []
         last = [-1]
-        self._scan_state = (pend, holds, last)
+        self._scan_state = (holds, last)
         end = 0
         clean = False
         for n in nums:
@@ -208,12 +207,12 @@ class FileStore(Log):
             clean = end == size
             self._close_reader()
         self._scan_state = None
-        self._rebuild(pend, holds, last[0])
-        for k in pend:
-            e = pend[k]
-            a = self._live[e[0]]
-            a[0] += 1
-            a[1] += (REC + e[2] + 3) & ~3
+        self._held(holds, last[0])
+        for i in range(self._n):
+            if self._st[i]:
+                a = self._live[self._unit[i]]
+                a[0] += 1
+                a[1] += (REC + self._size[i] + 3) & ~3
         for i in range(len(self._hpid)):
             if self._hpid[i]:
                 a = self._live[self._hunit[i]]
@@ -228,17 +227,18 @@ class FileStore(Log):
         self._reclaim()
 
     def _found(self, seg, pos, t, flags, blen, seq, pid, rel, done):
-        pend, holds, last = self._scan_state
+        holds, last = self._scan_state
         if t == M:
             if seq > last[0]:
                 last[0] = seq
-            pend[seq] = self._pending(seg, pos, flags, blen, pid, False)
-        elif t == D:
-            pend.pop(seq, None)
-        elif t == R:
-            e = pend.get(seq)
-            if e is not None:
-                e[4] |= S_REL
+            self._scanned(seq, seg, pos, flags, blen, pid, False)
+        elif t == D or t == R:
+            i = self._find(seq)
+            if i >= 0:
+                if t == D:
+                    self._forget(i)
+                else:
+                    self._st[i] |= S_REL
         else:
             for i in range(len(holds)):
                 if holds[i][0] == pid:
@@ -246,6 +246,8 @@ class FileStore(Log):
                     break
             if t == H:
                 holds.append([pid, seg, pos])
+                if len(holds) > len(self._hpid):
+                    holds.pop(0)
 
     # -- writing -----------------------------------------------------------------
 

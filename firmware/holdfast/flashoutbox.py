@@ -127,11 +127,10 @@ class FlashStore(Log):
                 self._bseq[b] = -1
                 used.append((-1, b, 0))
         used.sort()
-        pend = {}
         holds = []
         last = [-1]
         stale = []
-        self._scan_state = (pend, holds, last, stale)
+        self._scan_state = (holds, last, stale)
         for seq, b, base in used:
             if base - 1 > last[0]:
                 last[0] = base - 1
@@ -142,11 +141,12 @@ class FlashStore(Log):
                 self._head = b
                 self._wp = wp
         self._scan_state = None
-        self._rebuild(pend, holds, last[0])
-        for k in pend:
-            e = pend[k]
-            self._lcnt[e[0]] += 1
-            self._lbytes[e[0]] += (REC + e[2] + 3) & ~3
+        self._held(holds, last[0])
+        for i in range(self._n):
+            if self._st[i]:
+                u = self._unit[i]
+                self._lcnt[u] += 1
+                self._lbytes[u] += (REC + self._size[i] + 3) & ~3
         for i in range(len(self._hpid)):
             if self._hpid[i]:
                 self._lcnt[self._hunit[i]] += 1
@@ -161,15 +161,17 @@ class FlashStore(Log):
             self._any = True
 
     def _found(self, blk, pos, t, flags, blen, seq, pid, rel, done):
-        pend, holds, last, stale = self._scan_state
+        holds, last, stale = self._scan_state
         if t == M:
             if seq > last[0]:
                 last[0] = seq
-            e = pend.pop(seq, None)
-            if e is not None:
-                stale.append((e[0], e[1]))  # an older copy of this message
+            i = self._find(seq)
+            if i >= 0:
+                stale.append((self._unit[i], self._off[i]))  # an older copy of this message
+                if done:
+                    self._forget(i)
             if not done:
-                pend[seq] = self._pending(blk, pos, flags, blen, pid, rel)
+                self._scanned(seq, blk, pos, flags, blen, pid, rel)
         elif t == H:
             for i in range(len(holds)):
                 if holds[i][0] == pid:
@@ -178,6 +180,8 @@ class FlashStore(Log):
                     break
             if not done:
                 holds.append([pid, blk, pos])
+                if len(holds) > len(self._hpid):
+                    holds.pop(0)
 
     # -- space -------------------------------------------------------------------
 

@@ -271,29 +271,34 @@ class Log:
             self._t = self._p = None
             raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
                              % (self.bytes, self.limit, n))
-        if self._n == self.slots:
-            # Close the gaps done() left.
-            st = self._st
-            j = 0
-            for i in range(self._n):
-                if st[i]:
-                    if i != j:
-                        self._key[j] = self._key[i]
-                        self._unit[j] = self._unit[i]
-                        self._off[j] = self._off[i]
-                        self._size[j] = self._size[i]
-                        self._pid[j] = self._pid[i]
-                        self._dl[j] = self._dl[i]
-                        self._th[j] = self._th[i]
-                        st[j] = st[i]
-                    j += 1
-            for i in range(j, self._n):
-                st[i] = 0
-            self._n = j
-            self._ck = -1
-            if j == self.slots:
-                self._t = self._p = None
-                raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (j, j))
+        if self._n == self.slots and self._squeeze() == self.slots:
+            self._t = self._p = None
+            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
+
+    def _squeeze(self):
+        """Closes the gaps done() left in the index; returns the entries left."""
+        st = self._st
+        j = 0
+        for i in range(self._n):
+            if st[i]:
+                if i != j:
+                    self._copy_slot(i, j)
+                j += 1
+        for i in range(j, self._n):
+            st[i] = 0
+        self._n = j
+        self._ck = -1
+        return j
+
+    def _copy_slot(self, i, j):
+        self._key[j] = self._key[i]
+        self._unit[j] = self._unit[i]
+        self._off[j] = self._off[i]
+        self._size[j] = self._size[i]
+        self._pid[j] = self._pid[i]
+        self._dl[j] = self._dl[i]
+        self._th[j] = self._th[i]
+        self._st[j] = self._st[i]
 
     def _message(self, topic, payload, qos, retain, pid, deadline):
         """Header of an M record for the next key in self.hb; returns the
@@ -502,35 +507,58 @@ class Log:
             return good
         return end if damaged or p > end else p
 
-    def _pending(self, unit, pos, flags, blen, pid, rel):
-        """The pend entry for an M record the scan found (see _rebuild)."""
+    def _scanned(self, key, unit, pos, flags, blen, pid, rel):
+        """The scan found the M record of pending message key: enters it in
+        the index, in key order (a compacted copy comes after newer keys in
+        the log), replacing an earlier copy. Nothing else is kept per
+        message, so booting takes no more heap with a long backlog."""
         st = S_PEND | (flags & 3) << 2 | (S_REL if rel or flags & F_REL else 0)
         d = 0
         if flags & F_EXP:
             st |= S_EXP
             self._rd(unit, pos + REC + blen - 4, self.db)
             d = struct.unpack_from("<I", self.db, 0)[0]
-        return [unit, pos, blen, pid, st, d]
+        i = self._at(key)
+        if i < self._n and self._key[i] == key:
+            if self._st[i]:
+                self._count -= 1
+                self.bytes -= (REC + self._size[i] + 3) & ~3
+        else:
+            if self._n == self.slots and self._squeeze() == self.slots:
+                self._grow(self.slots + 8)
+            i = self._at(key)
+            for j in range(self._n, i, -1):
+                self._copy_slot(j - 1, j)
+            self._n += 1
+        self._key[i] = key
+        self._unit[i] = unit
+        self._off[i] = pos
+        self._size[i] = blen
+        self._pid[i] = pid
+        self._dl[i] = d
+        self._th[i] = 0
+        self._st[i] = st
+        self._count += 1
+        self.bytes += (REC + blen + 3) & ~3
+        self._ck = -1
 
-    def _rebuild(self, pend, holds, last):
-        """RAM index from what the scan found: pend {key: [unit, off, body
-        length, pid, st, deadline]}, holds [[pid, unit, off], ...] in log
-        order, last key."""
+    def _grow(self, n):
+        # More messages pending than slots: the store was written with more.
+        old = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
+        k = self._n
+        c = self._count
+        self._alloc(n)
+        new = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
+        for a in range(len(old)):
+            for i in range(k):
+                new[a][i] = old[a][i]
+        self._n = k
+        self._count = c
+
+    def _held(self, holds, last):
+        """After the scan: the held inbound ids it found, [[pid, unit, off],
+        ...] in log order (the newest len(self._hpid) of them), and the last key."""
         self.tail = last + 1
-        keys = sorted(pend)
-        if len(keys) > self.slots:
-            self._alloc(len(keys))
-        for i in range(len(keys)):
-            e = pend[keys[i]]
-            self._key[i] = keys[i]
-            self._unit[i] = e[0]
-            self._off[i] = e[1]
-            self._size[i] = e[2]
-            self._pid[i] = e[3]
-            self._st[i] = e[4]
-            self._dl[i] = e[5]
-            self.bytes += (REC + e[2] + 3) & ~3
-        self._n = self._count = len(keys)
         h = self._hpid
         n = len(h)
         holds = holds[-n:] if len(holds) > n else holds

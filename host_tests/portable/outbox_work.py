@@ -334,3 +334,28 @@ def full_then_usable(st, reopen):
     st = reopen()
     assert pending(st) == more, (pending(st), more)
     st.close()
+
+
+def backlog_out_of_order(st, n=60, every=5):
+    """Puts n messages (pid = key + 1) and acknowledges all but every
+    `every`-th, so the store copies the survivors forward past newer ones.
+    Returns the survivors' keys; fails unless some copy now sits in a later
+    unit than a newer survivor (what the boot scan must put back in order)."""
+    keep = []
+    for i in range(n):
+        k = st.put(b"t", b"p" * 30, 1, False, i + 1)
+        if i % every:
+            st.done(k)
+        else:
+            keep.append(k)
+    units = [st._unit[st._find(k)] for k in keep]
+    assert units != sorted(units), ("no copy moved past a newer message", units)
+    return keep
+
+
+def check_backlog(st, keep, tag):
+    """A store reopened with fewer slots than keep holds them all, in key order."""
+    assert pending(st) == keep, (tag, pending(st), keep)
+    assert [st.pid(k) for k in keep] == [k + 1 for k in keep], tag
+    assert st.slots >= len(keep), (tag, st.slots)
+    after(st, tag)

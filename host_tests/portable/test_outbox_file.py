@@ -53,6 +53,19 @@ def test_segments_are_deleted_and_compacted():
     rmtree(top)
 
 
+def test_reopen_with_fewer_slots_keeps_compacted_backlog_in_order():
+    # Compacted copies come after newer messages in the log; the boot scan
+    # puts them back in key order, and grows the index past slots to keep all.
+    top, d = _new()
+    st = FileStore(d, segment_bytes=256, compact=3)
+    keep = w.backlog_out_of_order(st)
+    st.close()
+    st = FileStore(d, segment_bytes=256, compact=3, slots=4)
+    w.check_backlog(st, keep, "file")
+    st.close()
+    rmtree(top)
+
+
 def test_torn_and_damaged_records_are_skipped():
     top, d = _new()
     st = FileStore(d, segment_bytes=4096)

@@ -22,6 +22,16 @@ def test_reopen_keeps_state():
         assert dev.erased > 0, "the ring never wrapped"
 
 
+def test_reopen_with_fewer_slots_keeps_moved_backlog_in_order():
+    # Block moves copy pending messages after newer ones; the boot scan puts
+    # them back in key order, and grows the index past slots to keep all.
+    dev = Flash(5, 256, 1)
+    st = FlashStore(dev)
+    keep = w.backlog_out_of_order(st)
+    st = FlashStore(dev, slots=4)
+    w.check_backlog(st, keep, "flash")
+
+
 def _undone(st):
     # Records on flash not marked done: after recovery, exactly the pending
     # messages and held ids (no stale copy left behind by a cut compaction).
