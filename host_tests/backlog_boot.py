@@ -1,17 +1,19 @@
 # Run by test_outbox_boot.py under the MicroPython unix port, in a process of
 # its own so -X heapsize bounds it:
-#     micropython backlog_boot.py MODPATH fill|open file|flash PATH N
+#     micropython backlog_boot.py MODPATH fill|open file|flash PATH N [SLOTS]
 # fill: put N QoS 1 messages (pid = key + 1), none acknowledged, into a
 # FileStore in directory PATH, or a FlashStore on a block device kept in file
-# PATH. open: reopen it (the boot scan) and print "pending N first LAST
-# pid P" for the oldest and newest pending keys, then put one more.
+# PATH. open: reopen it (the boot scan), print "pending N first F last L pid
+# P" for the oldest and newest pending keys, then put one more message and
+# acknowledge it, so the backlog is as filled for the next run. SLOTS: the
+# index size (default N + 8). make bench runs it too (tools/bench_outbox.py).
 import sys
 
 sys.path.insert(0, sys.argv[1])
 mode, kind, path, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 BLOCKS = 64
 BS = 4096
-SLOTS = n + 8
+SLOTS = int(sys.argv[6]) if len(sys.argv) > 6 else n + 8
 
 
 class FileFlash:
@@ -59,7 +61,8 @@ if mode == "fill":
 else:
     last = st.last()
     print("pending %d first %d last %d pid %d" % (len(st), st.next(-1), last, st.pid(last)))
-    st.put(b"sensors/board-1/t", b"after boot", 1, False, n + 1)
-    print("put key %d" % st.last())
+    k = st.put(b"sensors/board-1/t", b"after boot", 1, False, n + 1)
+    print("put key %d" % k)
+    st.done(k)
 if hasattr(st, "close"):
     st.close()
