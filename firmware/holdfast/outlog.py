@@ -64,6 +64,11 @@ def unit_check(buf, kind):
     return ver, seq, base
 
 
+def u32(b, i):
+    """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
+    return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
+
+
 def vote(b):
     """A state byte is set when most of its bits are programmed (0): one
     flipped bit cannot set or clear it."""
@@ -101,6 +106,7 @@ class Log:
         self.bv = memoryview(self.buf)
         self._uv = self.bv[0:UNIT]  # a segment / block header in buf
         self._v16 = self.bv[0:16]
+        self._vb = self.bv[REC:]
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
@@ -412,7 +418,7 @@ class Log:
         self._rel / self._done."""
         b = self.buf
         v = self.bv
-        h = v[0:REC]
+        h = self._v16  # the record header: REC bytes
         if self._rd(unit, p, h) < REC:
             return -1
         t = b[0]
@@ -434,19 +440,20 @@ class Log:
             return -1
         self._rel = b[10]
         self._done = b[11]
-        crc = struct.unpack_from("<I", b, 12)[0]
+        crc = u32(b, 12)
         b[10] = b[11] = 255
         b[12] = b[13] = b[14] = b[15] = 0
         c = crc32(h)
         q = p + REC
         left = blen
-        room = len(b) - REC
+        body = self._vb  # the rest of buf: no slice made per full chunk
+        room = len(body)
         while left:
             n = left if left < room else room
-            got = self._rd(unit, q, v[REC:REC + n])
-            if got < n:
+            w = body if n == room else v[REC:REC + n]
+            if self._rd(unit, q, w) < n:
                 return -1
-            c = crc32(v[REC:REC + n], c)
+            c = crc32(w, c)
             q += n
             left -= n
         if c != crc:
@@ -484,7 +491,7 @@ class Log:
             n = self._rec_at(unit, p, end, blank)
             if n > 0:
                 b = self.buf
-                on(unit, p, b[0], b[1], b[2] | b[3] << 8, struct.unpack_from("<I", b, 4)[0],
+                on(unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
                    b[8] | b[9] << 8, vote(self._rel), vote(self._done))
                 p += n
                 good = p
