@@ -524,7 +524,7 @@ class Log:
         if flags & F_EXP:
             st |= S_EXP
             self._rd(unit, pos + REC + blen - 4, self.db)
-            d = struct.unpack_from("<I", self.db, 0)[0]
+            d = u32(self.db, 0)
         i = self._at(key)
         if i < self._n and self._key[i] == key:
             if self._st[i]:
