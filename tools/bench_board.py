@@ -10,6 +10,7 @@ import threading
 import time
 
 import deploy
+import mpyc
 from broker import Mosquitto
 from emulator import Emulator
 from fleet import provision
@@ -58,25 +59,23 @@ def run(ctx):
     lines = deploy.sizes("esp32")
     md = ["`.mpy` bytes as `make deploy` puts them on an ESP32:", "", "```"] + lines + ["```", ""]
     n = 100 if ctx.quick else READINGS
-    lo, hi = 32, 160  # KB: fails, works (checked below)
+    lo, top = 32, 160  # KB: the bisection's range
     with Mosquitto() as broker:
-        ctx.log("application heap: %d readings at QoS 1, FileStore outbox, bisecting %d..%d KB" % (n, lo, hi))
-        if not _runs_in(hi, broker, n):
-            raise RuntimeError("the application does not run even in %d KB" % hi)
-        if _runs_in(lo, broker, n):
-            hi = lo
-        while hi - lo > 4:
-            mid = (lo + hi) // 2 // 4 * 4
-            ok = _runs_in(mid, broker, n)
-            ctx.log("  %d KB: %s" % (mid, "runs" if ok else "fails"))
-            if ok:
-                hi = mid
-            else:
-                lo = mid
+        ctx.log("application heap: %d readings at QoS 1, FileStore outbox, bisecting %d..%d KB" % (n, lo, top))
+
+        def runs(kb):
+            ok = _runs_in(kb, broker, n)
+            ctx.log("  %d KB: %s" % (kb, "runs" if ok else "fails"))
+            return ok
+
+        hi = mpyc.smallest_kb(runs, lo, top, 4)
+        if hi is None:
+            raise RuntimeError("the application does not run even in %d KB" % top)
     md.append("The sensor application (boards/unix, library as .mpy, FileStore outbox) delivers %d "
-              "readings at QoS 1 in a heap of **%d KB** and not in %d KB (unix port, 64-bit: "
+              "readings at QoS 1 in a heap of **%d KB**%s (unix port, 64-bit: "
               "pointers and GC blocks are twice a 32-bit board's; code loaded from .mpy sits on "
-              "the heap, frozen code would not)." % (n, hi, lo))
+              "the heap, frozen code would not)."
+              % (n, hi, " and not in %d KB" % (hi - 4) if hi > lo else ""))
     core = [x for x in lines if x.startswith("core client")][0].split()
     core_bytes = int(core[2])
     targets = [

@@ -11,8 +11,6 @@ import tempfile
 
 import mpyc
 
-BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "host_tests",
-                    "backlog_boot.py")
 BOOT_SLOTS = 1024
 
 TITLE = "Outbox: flash written per message, erases, heap"
@@ -64,7 +62,7 @@ def run(ctx):
                   "the backlog is per-segment bookkeeping (FileStore: one entry per 4 KB segment "
                   "file), not per message. Times on the unix port (host CPU), not a device."
                   % rec[0].get("slots", 0))
-    boot = _boot_heaps(ctx, exe)
+    boot = _boot_heaps(ctx, exe, os.path.join(ctx.root, "host_tests", "backlog_boot.py"))
     md += ["",
            "| backend | smallest heap to reopen 10 pending | 1000 pending |",
            "| --- | --- | --- |"]
@@ -79,7 +77,7 @@ def run(ctx):
     return {"markdown": "\n".join(md), "data": rows + boot, "targets": _targets(rows) + _boot_targets(boot)}
 
 
-def _boot_heaps(ctx, exe):
+def _boot_heaps(ctx, exe, script):
     mpy = os.path.join(mpyc.build(), "firmware")
     out = []
     for kind, case in (("flash", "FlashStore"), ("file", "FileStore on a directory")):
@@ -89,24 +87,14 @@ def _boot_heaps(ctx, exe):
                 path = os.path.join(tmp, "outbox")
 
                 def boot(mode, heap):
-                    p = subprocess.run([exe, "-X", "heapsize=" + heap, BOOT, mpy, mode, kind, path,
+                    p = subprocess.run([exe, "-X", "heapsize=" + heap, script, mpy, mode, kind, path,
                                         str(n), str(BOOT_SLOTS)], capture_output=True, text=True,
                                        timeout=300)
                     return p.returncode == 0 and (mode == "fill" or "pending %d " % n in p.stdout)
 
                 if not boot("fill", "4m"):
                     raise RuntimeError("backlog_boot.py could not fill a %s with %d messages" % (kind, n))
-                lo, hi = 16, 512  # lo fails, hi passes
-                if not boot("open", "%dk" % hi):
-                    r["kb_%d" % n] = None
-                    continue
-                while hi - lo > 2:
-                    mid = (lo + hi) // 4 * 2
-                    if boot("open", "%dk" % mid):
-                        hi = mid
-                    else:
-                        lo = mid
-                r["kb_%d" % n] = hi
+                r["kb_%d" % n] = mpyc.smallest_kb(lambda kb: boot("open", "%dk" % kb), 16, 512, 2)
             ctx.log("%s reopens %d pending in %sk" % (case, n, r["kb_%d" % n]))
         out.append(r)
     return out

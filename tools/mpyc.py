@@ -99,6 +99,22 @@ _MEM = re.compile(r"^MEM \S+: (\d+) bytes allocated after import$", re.M)
 _START = re.compile(r"heap at start (\d+) used")
 
 
+def smallest_kb(ok, lo, hi, step):
+    """Smallest heap in KB, lo or lo + a multiple of step up to hi, for which
+    ok(kb) is true; None if not even ok(hi). Assumes more heap never hurts."""
+    if not ok(hi):
+        return None
+    if ok(lo):
+        return lo
+    while hi - lo > step:  # lo fails, hi passes
+        mid = lo + (hi - lo) // step // 2 * step
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def micropython_exe():
     """Path of the MicroPython unix port: next to this Python, or on PATH."""
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
@@ -192,17 +208,8 @@ class ModuleHeap:
         if not top.clean:
             return None
         self.tests = top.passed
-        if self.passes(lo):
-            self.smallest_kb = lo
-            return lo
-        while hi - lo > step:  # lo fails, hi passes
-            mid = lo + (hi - lo) // step // 2 * step
-            if self.passes(mid):
-                hi = mid
-            else:
-                lo = mid
-        self.smallest_kb = hi
-        return hi
+        self.smallest_kb = smallest_kb(self.passes, lo, hi, step)
+        return self.smallest_kb
 
     @property
     def after_import(self):
