@@ -5,27 +5,32 @@ import asyncio
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import _b
-from .errors import TLSError, MQTTProtocolError, ConnectError, MQTTTimeout, LinkDown
-from .front import Front
+from .errors import ConnectError, MQTTTimeout, MQTTError
+from .front import Front, LINK_ERRORS
 
 _MP = hasattr(asyncio, "core")
 
 
 if _MP:
-    async def _readable(s):
-        # Resumes when s has data to read (or is closed).
+    async def _readable(c, s):
+        # Resumes when s has data to read, or is closed (poll reports the
+        # closed descriptor, which wakes the reader).
         yield asyncio.core._io_queue.queue_read(s)
 else:
-    async def _readable(s):
+    async def _readable(c, s):
+        # Resumes when s has data to read, or when c drops the link: a closed
+        # descriptor is never reported to add_reader, so _drop wakes us.
         if hasattr(s, "pending") and s.pending():  # TLS bytes already decrypted
             return
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         fd = s.fileno()
         loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+        c._wake = fut
         try:
             await fut
         finally:
+            c._wake = None
             loop.remove_reader(fd)
 
 
@@ -46,14 +51,18 @@ class AsyncClient(Front):
                        level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
         self.progress = asyncio.Event()
         self.task = None
+        self.faults = 0  # unexpected exceptions the background task survived (in last_error)
+        self._wake = None
 
     async def connect(self, clean_session=True):
         """Connects and waits for CONNACK; afterwards the link is kept up in
         the background. Raises ConnectError, MQTTTimeout or OSError."""
+        if not self.s.client_id and not clean_session:
+            raise ValueError("an empty client id needs clean_session=True [MQTT-3.1.3-7]")
         self.s.clean = clean_session
         self._close()
         self._open()
-        if self.task is None:
+        if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._run())
         if not await self._until(self._connected, self.timeout_ms):
             err = self.last_error
@@ -70,13 +79,17 @@ class AsyncClient(Front):
         s = self.s
         if not qos:
             if not self.isconnected():
+                self.dropped_qos0 += 1
                 return None
             if not s.publish(topic, msg, 0, retain, ticks_ms()):
-                await self._until(self._tx_room, self.timeout_ms)
-                s.publish(topic, msg, 0, retain, ticks_ms())
+                if not self._busy:
+                    await self._until(self._tx_room, self.timeout_ms)
+                if not s.publish(topic, msg, 0, retain, ticks_ms()):
+                    self.dropped_qos0 += 1
+                    return None
             self._write()
             return None
-        if self.isconnected() and s.inflight >= s.window:
+        if self.isconnected() and s.inflight >= s.window and not self._busy:
             await self._until(self._window_open, self.timeout_ms)
         pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
         self._write()
@@ -101,7 +114,8 @@ class AsyncClient(Front):
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
-        done = await self._until(lambda: not len(self.s.store), timeout_ms or self.timeout_ms)
+        done = self._empty() or timeout_ms != 0 and await self._until(
+            self._empty, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.s.store.sync() and done
 
     async def disconnect(self):
@@ -114,6 +128,9 @@ class AsyncClient(Front):
 
     def _connected(self):
         return self.s.connected
+
+    def _empty(self):
+        return not len(self.s.store) and self.s.t1 == self.s.t0
 
     def _window_open(self):
         return self.s.inflight < self.s.window or not self.s.connected
@@ -134,7 +151,13 @@ class AsyncClient(Front):
 
     def _drop(self, err):
         Front._drop(self, err)
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
         self.progress.set()  # wake the waiters: they see the link is down
+
+    def _report(self, x):
+        # A callback failed: the task carries on (counted in callback_errors).
+        _print_exception(x)
 
     def _write(self):
         s = self.s
@@ -150,6 +173,8 @@ class AsyncClient(Front):
             self._drop(e)
 
     async def _until(self, cond, timeout_ms):
+        if self._busy:
+            raise MQTTError("this call waits for the broker: not from inside a callback")
         deadline = ticks_add(ticks_ms(), timeout_ms)
         while not cond():
             left = ticks_diff(deadline, ticks_ms())
@@ -163,51 +188,80 @@ class AsyncClient(Front):
         return True
 
     async def _run(self):
-        # Reader: wait for bytes, feed the engine, wake the waiters.
+        # Reader: wait for bytes, feed the engine, hand its events on, wake
+        # the waiters. It outlives every failure: a link error drops the link
+        # (reconnect follows), anything else is counted in faults, kept in
+        # last_error, and the link is dropped too, as its state is unknown.
         ticker = asyncio.create_task(self._tick())
         try:
             while True:
-                if self.sock is None:
-                    now = ticks_ms()
-                    if not self.backoff.due(now):
-                        await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
-                        continue
-                    try:
-                        self._open()
-                    except (OSError, TLSError) as e:
-                        self._drop(e)
-                        continue
-                sock = self.sock
-                await _readable(sock)
-                if sock is not self.sock:
-                    continue
                 try:
-                    n = net.read_into(sock, self.s.rx.tail())
-                    if n:
-                        self.s.rx.filled(n)
-                        self.s.receive(ticks_ms())
-                except (OSError, MQTTProtocolError, LinkDown, ConnectError) as e:
+                    await self._read()
+                except LINK_ERRORS as e:
                     self._drop(e)
-                    continue
-                self._write()
-                self.progress.set()
+                except Exception as e:
+                    self._fault(e)
+                    await _sleep_ms(100)
         finally:
             ticker.cancel()
 
+    def _fault(self, e):
+        self.faults += 1
+        _print_exception(e)
+        self._drop(e)
+
+    async def _read(self):
+        if self.sock is None:
+            now = ticks_ms()
+            if not self.backoff.due(now):
+                await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
+                return
+            self._open()
+        sock = self.sock
+        s = self.s
+        await _readable(self, sock)
+        if sock is not self.sock:
+            return
+        buf = s.rx.tail()
+        n = net.read_into(sock, buf) if len(buf) else 0
+        if n < 0:
+            s.eof()
+        if n > 0:
+            s.rx.filled(n)
+        if self._events(ticks_ms()):
+            self._write()
+        self.progress.set()
+        if not len(buf):
+            await _sleep_ms(10)  # rx full until tx drains: let the ticker write
+
     async def _tick(self):
-        # Timers and leftover writes, a few times a second.
+        # Timers and leftover writes, a few times a second; as the reader,
+        # it outlives every failure.
         while True:
             await _sleep_ms(100)
-            self._housekeep()
-            if self.sock is None:
-                continue
-            s = self.s
-            if not s.connected and ticks_diff(ticks_ms(), s.last_rx) > self.timeout_ms:
-                self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
-                continue
             try:
-                s.tick(ticks_ms())
-            except LinkDown as e:
+                self._timers()
+            except LINK_ERRORS as e:
                 self._drop(e)
-                continue
-            self._write()
+            except Exception as e:
+                self._fault(e)
+
+    def _timers(self):
+        self._housekeep()
+        if self.sock is None:
+            return
+        s = self.s
+        if not s.connected and ticks_diff(ticks_ms(), s.last_rx) > self.timeout_ms:
+            self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+            return
+        s.tick(ticks_ms())
+        self._write()
+
+
+def _print_exception(e):
+    import sys
+    if hasattr(sys, "print_exception"):
+        sys.print_exception(e)
+    else:
+        import traceback
+        traceback.print_exception(type(e), e, e.__traceback__)

@@ -3,8 +3,8 @@
 from .compat import ticks_ms, ticks_diff, ticks_add
 from . import net
 from .codec import _b
-from .errors import TLSError, MQTTProtocolError, ConnectError, MQTTTimeout, LinkDown
-from .front import Front
+from .errors import MQTTTimeout, ConnectError, MQTTError
+from .front import Front, LINK_ERRORS
 
 
 class MQTTClient(Front):
@@ -30,8 +30,7 @@ class MQTTClient(Front):
         self.poller = None
         self.reconnect = reconnect
         self._opened_at = 0
-        self._started = False  # connect() was called once: reconnects are ours to make
-        self.dropped_qos0 = 0  # QoS 0 messages published while offline
+        self._started = False  # connect() called, disconnect() not: reconnects are ours to make
         self._ticked = 0
 
     # -- umqtt.simple API --------------------------------------------------------
@@ -39,12 +38,14 @@ class MQTTClient(Front):
     def connect(self, clean_session=True, timeout_ms=None):
         """Connects and waits for CONNACK. Returns the session-present flag.
         Raises ConnectError (refused, with the reason), MQTTTimeout or OSError."""
+        if not self.s.client_id and not clean_session:
+            raise ValueError("an empty client id needs clean_session=True [MQTT-3.1.3-7]")
         self.s.clean = clean_session
         self._started = True
         self._close()
         try:
             self._open(ticks_ms())
-        except (OSError, TLSError) as e:
+        except LINK_ERRORS as e:
             self._drop(e)  # schedules the automatic retries too
             raise
         if not self._wait(_CONNACK, 0, timeout_ms):
@@ -65,7 +66,7 @@ class MQTTClient(Front):
             except OSError:
                 pass
         self._close()
-        self.reconnect = False
+        self._started = False  # until the next connect()
 
     def ping(self):
         self._service()
@@ -78,23 +79,25 @@ class MQTTClient(Front):
         QoS 1/2: stored in the outbox first, sent when the window has room
         (waiting up to timeout_ms for it), and the message id returned.
         expiry: seconds after which it is dropped if still unsent (0: never).
-        latest: drop the unsent older messages of this topic (state topics)."""
+        latest: drop the unsent older messages of this topic (state topics).
+        From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.s
-        if self.sock is None:
+        if self.sock is None and not self._busy:
             self._service()
         if not qos:
             if self.sock is None or not s.connected:
                 self.dropped_qos0 += 1
                 return None
             if not s.publish(topic, msg, 0, retain, now):
-                self._wait(_ROOM, 0, None)
+                if not self._busy:
+                    self._wait(_ROOM, 0, None)
                 if not s.publish(topic, msg, 0, retain, ticks_ms()):
                     self.dropped_qos0 += 1
                     return None
             self._pump(now, s.ping_at >= 0)
             return None
-        if self.sock is not None and s.connected and s.inflight >= s.window:
+        if self.sock is not None and s.connected and s.inflight >= s.window and not self._busy:
             self._wait(_WINDOW, 0, None)
         pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
         if self.sock is not None:
@@ -118,7 +121,8 @@ class MQTTClient(Front):
             raise MQTTTimeout("no UNSUBACK within %d ms" % self.timeout_ms)
 
     def check_msg(self):
-        """Handles whatever has arrived, without waiting; reconnects when due."""
+        """Handles whatever has arrived, without waiting; reconnects when due.
+        An exception from a callback comes out here (counted in callback_errors)."""
         self._service()
         if self.sock:
             self._pump(ticks_ms(), True)
@@ -145,7 +149,7 @@ class MQTTClient(Front):
         """Waits until every accepted message is acknowledged and every QoS 0
         byte written (for example before a deep sleep). True if so. Either
         way what is still pending is then committed to the outbox's storage."""
-        done = self._wait(_EMPTY, 0, timeout_ms)
+        done = self._reached(_EMPTY, 0) or timeout_ms != 0 and self._wait(_EMPTY, 0, timeout_ms)
         return self.s.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
@@ -172,7 +176,7 @@ class MQTTClient(Front):
             if self.reconnect and self._started and self.backoff.due(ticks_ms()):
                 try:
                     self._open(ticks_ms())
-                except (OSError, TLSError) as e:
+                except LINK_ERRORS as e:
                     self._drop(e)
         elif not self.s.connected and ticks_diff(ticks_ms(), self._opened_at) > self.timeout_ms:
             self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
@@ -189,21 +193,34 @@ class MQTTClient(Front):
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is
-        there, run the engine. Returns the number of packets handled."""
+        there, hand the engine's events to the application, run the timers.
+        Reads nothing while a callback runs. Returns the packets handled."""
         s = self.s
-        n = 0
+        n = s.packets
+        if self._busy:
+            read = False
         try:
             if s.t1 > s.t0:
                 w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
             if read:
-                r = net.read_into(self.sock, s.rx.tail())
-                if r:
+                buf = s.rx.tail()
+                # An empty tail: rx holds packets the engine cannot take until
+                # tx drains (acknowledgements need room); nothing to read.
+                r = net.read_into(self.sock, buf) if len(buf) else 0
+                if r > 0:
                     s.rx.filled(r)
-                    n = s.receive(now)
+                elif r < 0:
+                    s.eof()
+        except LINK_ERRORS as e:
+            self._drop(e)
+            return 0
+        if read and not self._events(now):
+            return s.packets - n
+        try:
             # Timers are coarse: run them at most every few ms, not per message.
-            if n or ticks_diff(now, self._ticked) >= _TICK_MS:
+            if s.packets != n or ticks_diff(now, self._ticked) >= _TICK_MS:
                 self._ticked = now
                 self._housekeep()
                 s.tick(now)
@@ -211,11 +228,13 @@ class MQTTClient(Front):
                 w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
-        except (OSError, MQTTProtocolError, LinkDown, ConnectError) as e:
+        except LINK_ERRORS as e:
             self._drop(e)
-        return n
+        return s.packets - n
 
     def _wait(self, what, arg, timeout_ms):
+        if self._busy:
+            raise MQTTError("this call waits for the broker: not from inside a callback")
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
         while True:
             now = ticks_ms()
@@ -246,6 +265,10 @@ class MQTTClient(Front):
         if what == _ACK:
             return s.ack_pid == arg
         return not len(s.store) and s.t1 == s.t0
+
+
+    def _report(self, x):
+        raise x  # out of check_msg() / wait_msg(), as umqtt.simple does
 
 
 _TICK_MS = 20

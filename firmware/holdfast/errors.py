@@ -12,11 +12,12 @@ class MQTTProtocolError(MQTTError):
 class PacketTooLarge(MQTTProtocolError):
     """An inbound packet is larger than the receive buffer; it was skipped whole."""
 
-    def __init__(self, msg, type, length, pid):
+    def __init__(self, msg, type, length, pid, qos=0):
         super().__init__(msg)
         self.type = type
         self.length = length
         self.pid = pid
+        self.qos = qos
 
 
 _CONNACK = (

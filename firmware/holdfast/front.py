@@ -1,11 +1,15 @@
-# What the blocking and the asyncio client share: the session they wrap, where
-# the broker is, and what happens when the link goes down.
+# What the blocking and the asyncio client share, their one contract: the
+# session they wrap, where the broker is, how the engine's events reach the
+# application, what happens when the link goes down, and the counters.
 from .compat import ticks_ms, wall
 from . import net
 from .codec import SUBACK_FAILURE, _b
-from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError
-from .session import Session
+from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
+from .session import Session, MESSAGE, DELIVERED
 from .backoff import Backoff
+
+# What a link failure can raise, from the socket or from the engine.
+LINK_ERRORS = (OSError, MQTTError)
 
 
 class Front:
@@ -25,6 +29,13 @@ class Front:
         self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
         self.links = 0  # network connections opened (1 + reconnects)
         self.last_error = None  # why the link last went down, in words
+        self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, or no room while in a callback
+        self.restore_refused = 0  # filters the broker refused when they were restored
+        self.callback_errors = 0  # exceptions raised by the application's callbacks
+        self.callback_error = None  # the last of them
+        self._on_message = None
+        self._on_delivered = None
+        self._busy = False  # a callback is running: publish() only queues
 
     def __repr__(self):
         # Never shows the password or key material.
@@ -32,12 +43,31 @@ class Front:
                                      self.port, "connected" if self.s.connected else "offline")
 
     def set_callback(self, f):
-        """f(topic, msg) for every inbound message."""
-        self.s.on_message = f
+        """f(topic, msg) for every inbound message. During the call the
+        client's retained, qos and dup describe it; with views=True topic
+        and msg stay valid until it returns."""
+        self._on_message = f
 
     def set_delivered(self, f):
         """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
-        self.s.on_delivered = f
+        self._on_delivered = f
+
+    def set_next_pid(self, pid):
+        """The packet id the next QoS 1/2 publish (or subscribe) tries first,
+        1..65535; ids still in use are skipped. For tests of id wrap-around."""
+        self.s.set_next_pid(pid)
+
+    @property
+    def retained(self):
+        return self.s.retained
+
+    @property
+    def qos(self):
+        return self.s.qos
+
+    @property
+    def dup(self):
+        return self.s.dup
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.s.will = (_b(topic), _b(msg), qos, retain)
@@ -77,6 +107,45 @@ class Front:
     def _need_link(self):
         if not self.isconnected():
             raise LinkDown("not connected to the broker (%s)" % self.last_error)
+
+    def _events(self, now):
+        """Hands what the engine reports to the application, one event at a
+        time, each once the engine's state is consistent. A callback's
+        exception: counted in callback_errors, then raised (blocking client)
+        or printed (asyncio, see _report); the message stays acknowledged.
+        Returns False if the link failed."""
+        s = self.s
+        while not self._busy:
+            try:
+                e = s.receive(now)
+            except LINK_ERRORS as err:
+                self._drop(err)
+                return False
+            if not e:
+                return True
+            self._busy = True
+            try:
+                if e == MESSAGE:
+                    if s.subs:
+                        s.subs.dispatch(s.topic, s.msg, s.retained)
+                    if self._on_message:
+                        self._on_message(s.topic, s.msg)
+                elif e == DELIVERED:
+                    if self._on_delivered:
+                        self._on_delivered(s.done_pid)
+                else:  # REFUSED
+                    self.restore_refused += 1
+                    self.last_error = SubscribeError("subscription to %r refused by the broker when "
+                                                     "restored" % (s.subs.refused,))
+            except Exception as x:
+                self.callback_errors += 1
+                self.callback_error = x
+                self._report(x)
+            finally:
+                self._busy = False
+                if e == MESSAGE:
+                    s.handled()
+        return True
 
     def _suback(self, arrived, topic, qos, handler):
         # After the wait for SUBACK: the granted QoS, or why there is none.

@@ -3,7 +3,6 @@
 # data yet" is reported, and in write with an offset.
 import socket
 import select
-from .errors import LinkDown
 
 _MP = hasattr(socket.socket, "readinto")
 _IPPROTO_TCP = 6
@@ -41,7 +40,8 @@ def open_socket(host, port, timeout_ms, tls=None):
 
 
 def read_into(s, buf):
-    """Reads what is available into buf; 0 if nothing yet. LinkDown on EOF."""
+    """Reads what is available into buf (never empty): the count, 0 if
+    nothing yet, -1 at the end of the stream (the peer closed it)."""
     try:
         n = s.readinto(buf) if _MP else s.recv_into(buf)
     except OSError as e:
@@ -50,9 +50,7 @@ def read_into(s, buf):
         raise
     if n is None:
         return 0
-    if not n:
-        raise LinkDown("connection closed by the broker")
-    return n
+    return n or -1
 
 
 def flush(sock, s):

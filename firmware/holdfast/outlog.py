@@ -241,6 +241,11 @@ class Log:
                 return True
         return False
 
+    def forget_held(self):
+        for pid in self._hpid:
+            if pid:
+                self.drop(pid)
+
     def held(self, pid):
         return self._hfind(pid) >= 0
 

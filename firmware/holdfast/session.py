@@ -1,19 +1,28 @@
 # The MQTT session as a sans-I/O state machine: the I/O shell puts received
 # bytes into self.rx, takes bytes to send from self.tx[self.t0:self.t1], and
-# passes the current tick (ms) in. The engine never touches a socket or a clock.
+# passes the current tick (ms) in. The engine never touches a socket or a
+# clock, and never calls application code: receive() returns what happened
+# and the shell hands it on once the engine's state is consistent.
+# The subscribe side (subs.py) and the drop policies (policy.py) load on
+# first use.
 from array import array
-from .compat import ticks_diff
+from .compat import ticks_diff, const
 from . import codec as c
 from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull
 from .store import MemoryStore
 
 # States of an inflight window slot.
-_FREE = 0
-_WAIT_PUBACK = 1
-_WAIT_PUBREC = 2
-_WAIT_PUBCOMP = 3
+_FREE = const(0)
+_WAIT_PUBACK = const(1)
+_WAIT_PUBREC = const(2)
+_WAIT_PUBCOMP = const(3)
 
-_ACK_ROOM = 16  # tx bytes kept free so an acknowledgement can always be queued
+_ACK_ROOM = const(16)  # tx bytes kept free so an acknowledgement can always be queued
+
+# What receive() returns.
+MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
+DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
+REFUSED = const(3)  # the broker refused a filter while restoring: subs.refused
 
 
 def _name(t):
@@ -21,45 +30,21 @@ def _name(t):
     return NAMES[t]
 
 
-def match(f, t):
-    """True if topic t matches topic filter f (both bytes-like, no allocation)."""
-    nf = len(f)
-    nt = len(t)
-    if nt and t[0] == 36 and nf and (f[0] == 43 or f[0] == 35):
-        return False  # '$' topics are not matched by a leading wildcard
-    i = j = 0
-    while i < nf:
-        ch = f[i]
-        if ch == 35:
-            return True
-        if ch == 43:
-            while j < nt and t[j] != 47:
-                j += 1
-            i += 1
-            continue
-        if j >= nt:  # "a/#" also matches its parent "a"
-            return i + 2 == nf and ch == 47 and f[i + 1] == 35
-        if ch != t[j]:
-            return False
-        i += 1
-        j += 1
-    return j == nt
-
-
 class Session:
     """One client's MQTT session.
 
-    Callbacks: on_message(topic, msg) for every inbound message (the
-    umqtt.simple signature), per-filter handlers(topic, msg, retained), and
-    on_delivered(pid) when an outgoing QoS 1/2 message is acknowledged. During
-    a message callback self.retained, self.qos and self.dup describe it.
+    receive() returns MESSAGE, DELIVERED or REFUSED, one event at a time;
+    the shell hands each to the application and, for MESSAGE, calls
+    handled() afterwards, which queues the acknowledgement. Until then the
+    message's views (views=True) stay valid: nothing else is read.
+
+    After a protocol error, a refused connection or the end of the stream
+    (eof()), the session stays in error (self.error, raised again by
+    receive()) and is not connected until start() begins a new link.
 
     Messages the outbox may drop (drop_oldest when it is full, a passed
-    deadline, a newer value with latest=True) are those not yet sent on this
-    connection, except a QoS 2 message that reached PUBREC or that the broker
-    may hold from an earlier connection: its id could be reused, and the
-    broker would take the new message for a duplicate. Counted in overflowed,
-    expired and replaced.
+    deadline, a newer value with latest=True) are those policy.droppable()
+    allows; counted in overflowed, expired and replaced.
     """
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
@@ -83,7 +68,10 @@ class Session:
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
         self.drop_oldest = drop_oldest  # when the outbox is full; else OutboxFull
-        self.next_expiry = 1 if len(self.store) else 0  # earliest deadline pending, 0: none
+        # Earliest deadline pending (0: none). What a reopened store holds is
+        # looked at once; deadlines set since are tracked as they come.
+        self.next_expiry = 1 if len(self.store) else 0
+        self._deadlines = self.next_expiry  # some message had a deadline: look again after a drop
         self.overflowed = 0
         self.expired = 0
         self.replaced = 0
@@ -95,22 +83,27 @@ class Session:
         self.will = None
         self.user = None
         self.password = None
-        self.on_message = None
-        self.on_delivered = None
-        self.subs = []  # [filter bytes, qos, handler or None]
+        self.subs = None  # subs.Subs, from the first add_sub()
         self.connected = False
         self.session_present = False
+        self.error = None  # why the current link is unusable (sticky until start())
         self.last_tx = 0
         self.last_rx = 0
         self.ping_at = -1
+        self.packets = 0  # packets received
         self.ack_type = 0  # last SUBACK / UNSUBACK seen, for the shell's waits
         self.ack_pid = 0
         self.granted = b""
         self.sub_pid = 0  # SUBSCRIBE/UNSUBSCRIBE awaiting its ack
         self.dropped = 0  # inbound packets too large for the receive buffer
+        # The message receive() returned, until handled().
+        self.topic = self.msg = None
         self.retained = False
         self.qos = 0
         self.dup = False
+        self._mpid = 0
+        self._unacked = False
+        self.done_pid = 0  # the message DELIVERED reports
 
     # -- output buffer -----------------------------------------------------
 
@@ -138,6 +131,7 @@ class Session:
     def start(self, now):
         """A new network connection is open: queue CONNECT."""
         self.lost()
+        self.error = None
         self.last_rx = self.last_tx = now
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
@@ -148,7 +142,8 @@ class Session:
         """The connection is gone: keep the outbox, forget the wire state."""
         if self.cursor > self.dup_upto:
             self.dup_upto = self.cursor
-        self.next_expiry = 1  # what was in flight may expire now: look again
+        if self._deadlines:
+            self.next_expiry = 1  # what was in flight may expire now: look again
         self.connected = False
         self.cursor = -1
         self.inflight = 0
@@ -159,6 +154,18 @@ class Session:
         self.offered = 0
         self.ping_at = -1
         self.sub_pid = 0
+        self._unacked = False
+        if self.subs:
+            self.subs.restart()
+
+    def eof(self):
+        """The peer closed the stream: the link is over (LinkDown, sticky)."""
+        self._fail(LinkDown("connection closed by the broker"))
+
+    def _fail(self, e):
+        self.error = e
+        self.connected = False
+        raise e
 
     def disconnect(self):
         self.room()
@@ -173,11 +180,18 @@ class Session:
 
     # -- outgoing messages -----------------------------------------------------
 
-    def _new_pid(self):
+    def set_next_pid(self, pid):
+        """The id the next QoS 1/2 message or (UN)SUBSCRIBE tries first, 1..65535
+        (ids still in use are skipped). For tests of id wrap-around."""
+        if not 0 < pid < 65536:
+            raise ValueError("packet id %d: must be 1..65535" % pid)
+        self.next_pid = pid
+
+    def new_pid(self):
         while True:
             p = self.next_pid
             self.next_pid = p % 65535 + 1
-            if p != self.sub_pid and not self.store.uses(p):
+            if p != self.sub_pid and not self.store.uses(p) and not (self.subs and self.subs.uses(p)):
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
@@ -195,22 +209,23 @@ class Session:
             raise ValueError("a %d-byte PUBLISH does not fit the %d-byte send buffer" % (n, len(self.tx)))
         st = self.store
         if latest:
-            k = st.find_topic(topic, self.cursor)
-            while k >= 0:
-                if self._droppable(k):
-                    st.done(k)
-                    self.replaced += 1
-                k = st.find_topic(topic, k)
-        pid = self._new_pid()
+            from .policy import replace
+            replace(self, topic)
+        pid = self.new_pid()
         while True:
             try:
                 key = st.put(topic, payload, qos, retain, pid, deadline)
                 break
             except OutboxFull:
-                if not (self.drop_oldest and self._drop_oldest()):
+                if not self.drop_oldest:
                     raise
-        if deadline and (not self.next_expiry or deadline < self.next_expiry):
-            self.next_expiry = deadline
+                from .policy import drop_oldest
+                if not drop_oldest(self):
+                    raise
+        if deadline:
+            self._deadlines = 1
+            if not self.next_expiry or deadline < self.next_expiry:
+                self.next_expiry = deadline
         if (self.connected and self.cursor == key - 1 and self.inflight < self.window
                 and self.room() - _ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
@@ -219,37 +234,14 @@ class Session:
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
-    def _droppable(self, k):
-        st = self.store
-        return k > self.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= self.dup_upto)
-
-    def _drop_oldest(self):
-        k = self.store.next(self.cursor)
-        while k >= 0 and not self._droppable(k):
-            k = self.store.next(k)
-        if k < 0:
-            return False
-        self.store.done(k)
-        self.overflowed += 1
-        return True
-
     def expire(self, wall):
         """Drops the messages whose deadline has passed (wall: seconds, the
         clock the deadlines were set by). Cheap when none is due."""
-        if not self.next_expiry or wall < self.next_expiry:
-            return
-        st = self.store
-        soon = 0
-        k = st.next(-1)
-        while k >= 0:
-            d = st.deadline(k)
-            if d and d <= wall and self._droppable(k):
-                st.done(k)
-                self.expired += 1
-            elif d > wall and (not soon or d < soon):
-                soon = d
-            k = st.next(k)
-        self.next_expiry = soon
+        if self.next_expiry and wall >= self.next_expiry:
+            from .policy import expire
+            expire(self, wall)
+            if self.next_expiry:
+                self._deadlines = 1
 
     def _track(self, key, pid, state, now):
         for i in range(self.window):
@@ -263,7 +255,10 @@ class Session:
                 return
 
     def _fill(self, now):
-        # Put queued outbox messages on the wire while the window has room.
+        # Put queued outbox messages on the wire while the window has room,
+        # after the subscriptions being restored.
+        if self.subs and self.subs.todo >= 0:
+            self.subs.restore(self)
         st = self.store
         while self.connected and self.inflight < self.window:
             k = st.next(self.cursor)
@@ -297,81 +292,94 @@ class Session:
         self.store.done(self._key[i])
         self._state[i] = _FREE
         self.inflight -= 1
-        if self.on_delivered:
-            self.on_delivered(self._pid[i])
+        self.done_pid = self._pid[i]
         self._fill(now)
+        return DELIVERED
 
     # -- subscriptions -----------------------------------------------------------
 
     def subscribe(self, filters):
-        """Queue SUBSCRIBE for [(filter, qos), ...]; returns its message id."""
+        """Queue SUBSCRIBE for [(filter, qos), ...]; returns its message id.
+        ValueError if a filter could not be restored alone in the send buffer."""
+        for f in filters:
+            if 9 + len(f[0]) > len(self.tx) - _ACK_ROOM:
+                raise ValueError("a %d-byte filter does not fit the %d-byte send buffer"
+                                 % (len(f[0]), len(self.tx)))
         self.room()
-        pid = self._new_pid()
+        pid = self.new_pid()
         self.t1 = c.subscribe(self.tx, pid, filters, self.t1)
         self.sub_pid = pid
         return pid
 
     def unsubscribe(self, topics):
         self.room()
-        pid = self._new_pid()
+        pid = self.new_pid()
         self.t1 = c.unsubscribe(self.tx, pid, topics, self.t1)
         self.sub_pid = pid
         return pid
 
     def add_sub(self, flt, qos, handler):
-        for s in self.subs:
-            if s[0] == flt:
-                s[1] = qos
-                s[2] = handler
-                return
-        self.subs.append([flt, qos, handler])
+        """Registers a filter the broker granted: restored on a new session,
+        handler(topic, msg, retained) for the messages it matches."""
+        if self.subs is None:
+            from .subs import Subs
+            self.subs = Subs()
+        self.subs.add(flt, qos, handler)
 
     def remove_sub(self, flt):
-        for s in self.subs:
-            if s[0] == flt:
-                self.subs.remove(s)
-                return
+        if self.subs:
+            self.subs.remove(flt)
 
     # -- input -----------------------------------------------------------------
 
     def receive(self, now):
-        """Handle every complete packet in self.rx; returns how many."""
-        n = 0
+        """Handles the packets in self.rx up to the next event for the
+        application and returns it (MESSAGE, DELIVERED, REFUSED), or 0 once
+        nothing complete is left (or tx has no room for acknowledgements)."""
+        if self.error:
+            raise self.error
         while self.room() >= _ACK_ROOM:
             try:
                 t = self.rx.next()
+                if not t:
+                    return 0
+                self.packets += 1
+                self.last_rx = now
+                self.ping_at = -1
+                if not self.connected and t != c.CONNACK:
+                    raise MQTTProtocolError("%s before CONNACK" % _name(t))
+                ev = self._handle(t, now)
             except PacketTooLarge as e:
                 self._too_large(e)
                 continue
-            if not t:
-                break
-            n += 1
-            self.last_rx = now
-            self.ping_at = -1
-            self._handle(t, now)
-        return n
+            except (MQTTProtocolError, ConnectError) as e:
+                self._fail(e)
+            if ev:
+                return ev
+        return 0
 
     def _too_large(self, e):
-        # Skipped whole; acknowledge it so the broker does not re-send it forever.
+        # Skipped whole; acknowledge it so the broker does not re-send it
+        # forever (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP).
         self.dropped += 1
         if e.pid:
-            self._ack(c.PUBACK if e.type == c.PUBLISH else c.PUBREC, e.pid)
+            self._ack(c.PUBREC if e.type == c.PUBLISH and e.qos == 2 else c.PUBACK, e.pid)
 
     def _handle(self, t, now):
         r = self.rx
         if t == c.PUBLISH:
-            self._deliver(now)
-        elif t == c.PUBACK:
+            return self._deliver()
+        if t == c.PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
-                self._done(i, now)
+                return self._done(i, now)
         elif t == c.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
                 try:
                     self.store.release(self._key[i])
                 except OutboxFull:
-                    return  # flash full: no PUBREL yet; the broker repeats PUBREC
+                    return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
                 self._state[i] = _WAIT_PUBCOMP
                 self._sent[i] = now
             if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
@@ -379,14 +387,18 @@ class Session:
         elif t == c.PUBCOMP:
             i = self._slot(r.pid, _WAIT_PUBCOMP)
             if i >= 0:
-                self._done(i, now)
+                return self._done(i, now)
         elif t == c.PUBREL:
             try:
                 self.store.drop(r.pid)
             except OutboxFull:
-                return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
+                return 0  # flash full: no PUBCOMP yet; the broker repeats PUBREL
             self._ack(c.PUBCOMP, r.pid)
         elif t == c.SUBACK or t == c.UNSUBACK:
+            a = t == c.SUBACK and self.subs and self.subs.acked(r.pid, r.payload)
+            if a:  # a restore packet's: send the next
+                self._fill(now)
+                return REFUSED if a == 2 else 0
             if r.pid == self.sub_pid:
                 self.sub_pid = 0
             self.ack_type = t
@@ -399,44 +411,51 @@ class Session:
                 raise ConnectError(r.code)
             self.connected = True
             self.session_present = r.session_present
-            if self.subs and not r.session_present:
-                # The broker forgot our subscriptions: restore them.
-                self.subscribe([(s[0], s[1]) for s in self.subs])
+            if not r.session_present and (self.clean or self.level == 4):
+                # A new session on the broker: it has no QoS 2 message of
+                # ours half way, and will reuse ids we still hold
+                # [MQTT-3.1.2-6]. (MQTT 3.1 cannot say, unless clean.)
+                self.store.forget_held()
+                if self.subs and self.subs.list:
+                    self.subs.todo = 0  # it forgot our subscriptions too: restore them
             self._fill(now)
         elif t != c.PINGRESP:
             raise MQTTProtocolError("unexpected %s from the broker" % _name(t))
-        if not self.connected and t != c.CONNACK:
-            raise MQTTProtocolError("%s before CONNACK" % _name(t))
+        return 0
 
-    def _deliver(self, now):
+    def _deliver(self):
         r = self.rx
         f = r.flags
         qos = (f >> 1) & 3
         pid = r.pid
         if qos == 2 and self.store.held(pid):
             self._ack(c.PUBREC, pid)  # a re-sent copy of one already delivered
-            return
+            return 0
         self.retained = bool(f & 1)
         self.qos = qos
         self.dup = bool(f & 8)
-        topic = r.topic
-        msg = r.payload
-        if not self.views:
-            topic = bytes(topic)
-            msg = bytes(msg)
-        for s in self.subs:
-            if s[2] and match(s[0], topic):
-                s[2](topic, msg, self.retained)
-        if self.on_message:
-            self.on_message(topic, msg)
+        self._mpid = pid
+        self._unacked = True
+        if self.views:
+            self.topic = r.topic
+            self.msg = r.payload
+        else:
+            self.topic = bytes(r.topic)
+            self.msg = bytes(r.payload)
+        return MESSAGE
+
+    def handled(self):
+        """The application has the message receive() returned: acknowledge it."""
+        self._unacked = False
+        qos = self.qos
         if qos == 1:
-            self._ack(c.PUBACK, pid)
+            self._ack(c.PUBACK, self._mpid)
         elif qos == 2:
             try:
-                self.store.hold(pid)
+                self.store.hold(self._mpid)
             except OutboxFull:
                 return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
-            self._ack(c.PUBREC, pid)
+            self._ack(c.PUBREC, self._mpid)
 
     # -- timers ----------------------------------------------------------------
 
@@ -446,7 +465,8 @@ class Session:
         if not self.connected:
             return
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            raise LinkDown("no answer from the broker for %d ms after PINGREQ" % ticks_diff(now, self.ping_at))
+            self._fail(LinkDown("no answer from the broker for %d ms after PINGREQ"
+                                % ticks_diff(now, self.ping_at)))
         if (self.keepalive and self.ping_at < 0 and ticks_diff(now, self.last_tx) >= self.keepalive * 1000
                 and self.room() >= _ACK_ROOM):
             self.ping(now)

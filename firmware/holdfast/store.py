@@ -180,6 +180,10 @@ class MemoryStore:
                 return True
         return False
 
+    def forget_held(self):
+        for i in range(len(self._held)):
+            self._held[i] = 0
+
     def drop(self, pid):
         for i in range(len(self._held)):
             if self._held[i] == pid:

@@ -3,6 +3,7 @@
 from holdfast import codec as c
 from holdfast import broker
 from holdfast.session import Session
+from drain import drain
 from packets import current, encode
 
 _BUF = bytearray(4096)
@@ -41,8 +42,8 @@ def feed(s, *packets, now=0):
     i = 0
     while i < len(data):
         i += s.rx.feed(data[i:])
-        s.receive(now)
-    return s.receive(now)
+        drain(s, now)
+    return drain(s, now)
 
 
 def session(now=0, present=False, **kw):

@@ -207,4 +207,4 @@ def test_subscription_refused_by_the_broker_is_a_named_error():
         cl.connect()
         e = raises(SubscribeError, cl.subscribe, b"forbidden/#", 1)
         assert "refused" in str(e)
-        assert cl.s.subs == []  # not routed to, not restored on reconnect
+        assert cl.s.subs is None  # not routed to, not restored on reconnect

@@ -3,6 +3,7 @@
 # expiry (dropped and counted, online or offline, and across a reboot), and the
 # "latest value per topic" mode. What is in flight is never dropped.
 from holdfast.session import Session
+from drain import drain
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
@@ -78,7 +79,7 @@ def _msg(i):
 def _connect(s):
     s.start(0)
     s.rx.feed(b"\x20\x02\x00\x00")
-    s.receive(0)
+    drain(s)
     assert s.connected
     s.t0 = s.t1 = 0
 
@@ -155,7 +156,7 @@ def test_released_qos2_message_is_never_dropped():
         _connect(s)
         pid = s.publish(T, _msg(0), 2, False, 0)
         s.rx.feed(bytes((0x50, 2, pid >> 8, pid & 255)))  # PUBREC
-        s.receive(0)
+        drain(s)
         s.lost()  # offline now: nothing is in flight, the PUBREL is owed
         for i in range(1, 6):
             s.publish(T, _msg(i), 1, False, 0)
@@ -205,7 +206,7 @@ def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
         assert _payloads(st) == [_msg(0), _msg(2)] and s.expired == 1, (kind, _payloads(st))
         pid = st.pid(st.next(-1))
         s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
-        s.receive(0)
+        drain(s)
         # The survivor goes out as a plain PUBLISH: the deadline stays in the store.
         sent = bytes(s.tx[s.t0:s.t1])
         assert sent[0] == 0x32 and sent.endswith(_msg(2)) and len(sent) == 2 + sent[1], (kind, sent)

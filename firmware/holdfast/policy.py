@@ -1,0 +1,55 @@
+# What the outbox may drop, and when: a passed deadline (expiry), a newer
+# value of the same topic (latest), room for a new message (drop_oldest).
+# Loaded the first time one of them is used, so a sensor that never sets
+# them does not carry this code.
+
+
+def droppable(s, k):
+    """Messages not yet sent on this connection, except a QoS 2 message that
+    reached PUBREC or that the broker may hold from an earlier connection:
+    its id could be reused, and the broker would take the new message for a
+    duplicate."""
+    st = s.store
+    return k > s.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= s.dup_upto)
+
+
+def replace(s, topic):
+    """latest=True: drop the unsent messages of topic (counted in s.replaced)."""
+    st = s.store
+    k = st.find_topic(topic, s.cursor)
+    while k >= 0:
+        if droppable(s, k):
+            st.done(k)
+            s.replaced += 1
+        k = st.find_topic(topic, k)
+
+
+def drop_oldest(s):
+    """when_full="drop_oldest": drops the oldest droppable message (counted
+    in s.overflowed); False if there is none."""
+    st = s.store
+    k = st.next(s.cursor)
+    while k >= 0 and not droppable(s, k):
+        k = st.next(k)
+    if k < 0:
+        return False
+    st.done(k)
+    s.overflowed += 1
+    return True
+
+
+def expire(s, wall):
+    """Drops the messages whose deadline has passed (wall: seconds, the clock
+    the deadlines were set by) and sets s.next_expiry to the earliest left."""
+    st = s.store
+    soon = 0
+    k = st.next(-1)
+    while k >= 0:
+        d = st.deadline(k)
+        if d and d <= wall and droppable(s, k):
+            st.done(k)
+            s.expired += 1
+        elif d > wall and (not soon or d < soon):
+            soon = d
+        k = st.next(k)
+    s.next_expiry = soon
