@@ -1,0 +1,242 @@
+# The shell contract, written once and run on both shells (the blocking
+# MQTTClient and the asyncio AsyncClient) under either runtime:
+#   python|micropython host_tests/contract_scenarios.py blocking|async NAME HOST PORT
+# Each scenario prints one JSON line of what the client saw; test_contract.py
+# plays the broker's side (scripted_broker.py) and asserts both.
+import sys
+import json
+
+from scenario_support import RT  # first: firmware/ on sys.path
+import asyncio
+from holdfast.client import MQTTClient
+
+
+class Blocking:
+    """The blocking client behind the awaitable surface the scenarios use."""
+
+    def __init__(self, *a, **kw):
+        self.c = MQTTClient(*a, **kw)
+        self.raised = []  # what check_msg()/wait_msg() raised: callback errors
+
+    async def connect(self, clean=True):
+        return self.c.connect(clean)
+
+    async def publish(self, *a, **kw):
+        return self.c.publish(*a, **kw)
+
+    async def subscribe(self, *a, **kw):
+        return self.c.subscribe(*a, **kw)
+
+    async def flush(self, ms=None):
+        return self.c.flush(ms)
+
+    async def disconnect(self):
+        self.c.disconnect()
+
+    async def run(self, ms, until=None):
+        """Lets the client work for up to ms (until() ends it sooner)."""
+        for _ in range(ms // 20):
+            if until and until():
+                return
+            try:
+                self.c.wait_msg(20)
+            except Exception as e:
+                self.raised.append(type(e).__name__)
+
+
+class Async:
+    def __init__(self, *a, **kw):
+        from holdfast.aclient import AsyncClient
+        self.c = AsyncClient(*a, **kw)
+        self.raised = []
+
+    async def connect(self, clean=True):
+        return await self.c.connect(clean)
+
+    async def publish(self, *a, **kw):
+        return await self.c.publish(*a, **kw)
+
+    async def subscribe(self, *a, **kw):
+        return await self.c.subscribe(*a, **kw)
+
+    async def flush(self, ms=None):
+        return await self.c.flush(ms)
+
+    async def disconnect(self):
+        await self.c.disconnect()
+
+    async def run(self, ms, until=None):
+        for _ in range(ms // 20):
+            if until and until():
+                return
+            await asyncio.sleep(0.02)
+
+
+def counters(c):
+    # getattr: so the same scenarios show what an older client does
+    return {"links": c.links, "dropped_qos0": getattr(c, "dropped_qos0", None),
+            "callback_errors": getattr(c, "callback_errors", None),
+            "restore_refused": getattr(c, "restore_refused", None), "connected": c.isconnected(),
+            "last_error": repr(c.last_error)}
+
+
+async def callback_error(S, host, port):
+    # The callback raises on the first message; both are acknowledged, the
+    # second still delivered, and the client keeps working.
+    got = []
+    cl = S("dev", host, port, keepalive=0, timeout_ms=5000)
+
+    def cb(t, m):
+        if m == b"boom":
+            raise ValueError("the application's own bug")
+        got.append(m.decode())
+
+    cl.c.set_callback(cb)
+    await cl.connect()
+    await cl.run(5000, lambda: got)
+    pid = await cl.publish("after", "still-works", False, 1)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl.c)
+    r.update(got=got, raised=cl.raised, flushed=ok, pid=pid)
+    return r
+
+
+async def publish_in_callback(S, host, port):
+    # views=True and a full window (1): the callback publishes QoS 1. That
+    # only queues: the message under the callback does not change, the next
+    # one is not delivered before the callback returns.
+    seen = []
+    depth = [0]
+    cl = S("dev", host, port, window=1, views=True, timeout_ms=5000)
+    c = cl.c
+
+    def cb(t, m):
+        depth[0] += 1
+        before = (bytes(m), c.qos, c.retained, c.dup)
+        if bytes(m) == b"m1":
+            seen.append(["pid", c.publish("echo", "from-callback", False, 1) if S is Blocking else 0])
+        seen.append([before[0].decode(), bytes(m).decode(), before == (bytes(m), c.qos, c.retained, c.dup),
+                     depth[0]])
+        depth[0] -= 1
+
+    c.set_callback(cb)
+    await cl.connect()
+    await cl.publish("first", "fills-the-window", False, 1)
+    await cl.run(5000, lambda: len([x for x in seen if x[0] != "pid"]) >= 2)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(c)
+    r.update(seen=seen, flushed=ok)
+    return r
+
+
+async def reconnect_after_disconnect(S, host, port):
+    # disconnect() then connect(): the broker then closes the link, and the
+    # client reconnects by itself.
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
+    await cl.connect()
+    await cl.disconnect()
+    await cl.connect()
+    await cl.run(5000, lambda: cl.c.links >= 3 and cl.c.isconnected())
+    r = counters(cl.c)
+    await cl.disconnect()
+    return r
+
+
+async def offline_and_flush(S, host, port):
+    # QoS 0 while offline is dropped and counted; flush(0) does not wait for
+    # the unacknowledged QoS 1 message (timeout_ms is 10 minutes).
+    cl = S("dev", host, port, timeout_ms=600000)
+    before = await cl.publish("t", "offline", False, 0)
+    await cl.connect()
+    await cl.publish("t", "never-acked", False, 1)
+    flushed = await cl.flush(0)
+    pending = cl.c.pending()
+    r = counters(cl.c)
+    r.update(before=before, flushed=flushed, pending=pending)
+    return r
+
+
+async def empty_id_persistent(S, host, port):
+    # An empty client id with clean_session=False is refused before any
+    # connection is opened.
+    cl = S("", host, port)
+    try:
+        await cl.connect(False)
+        err = None
+    except ValueError as e:
+        err = str(e)
+    r = counters(cl.c)
+    r.update(error=err)
+    return r
+
+
+async def keepalive_drop(S, host, port):
+    # The broker stops answering: the PINGREQ goes unanswered, the client
+    # finds the link dead and reconnects.
+    cl = S("dev", host, port, keepalive=1, timeout_ms=5000, backoff_ms=(100, 200))
+    await cl.connect()
+    await cl.run(8000, lambda: cl.c.links >= 2 and cl.c.isconnected())
+    r = counters(cl.c)
+    await cl.disconnect()
+    return r
+
+
+async def before_connack(S, host, port):
+    # A PUBLISH before CONNACK is a protocol error: not delivered, not acknowledged.
+    got = []
+    cl = S("dev", host, port, timeout_ms=2000, backoff_ms=(5000, 5000))
+    cl.c.set_callback(lambda t, m: got.append(m.decode()))
+    try:
+        await cl.connect()
+        err = None
+    except Exception as e:
+        err = type(e).__name__
+    r = counters(cl.c)
+    r.update(got=got, error=err)
+    if S is Async:
+        await cl.disconnect()
+    return r
+
+
+async def restore_refused(S, host, port):
+    # After a new session the broker refuses one restored filter: reported,
+    # and the link stays up for publishing.
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
+    await cl.connect()
+    await cl.subscribe("cmd/a", 1)
+    await cl.subscribe("cmd/b", 1)
+    await cl.run(5000, lambda: cl.c.links >= 2 and cl.c.restore_refused)
+    pid = await cl.publish("up", "still-works", False, 1)
+    ok = await cl.flush(5000)
+    r = counters(cl.c)
+    r.update(flushed=ok, pid=pid)
+    await cl.disconnect()
+    return r
+
+
+async def task_restart(S, host, port):
+    # asyncio only: a background task that ended is started again by connect().
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
+    await cl.connect()
+    cl.c.task.cancel()
+    await asyncio.sleep(0.05)
+    ended = cl.c.task.done()
+    await cl.connect()
+    await cl.run(5000, lambda: cl.c.links >= 3 and cl.c.isconnected())
+    r = counters(cl.c)
+    r.update(ended=ended)
+    await cl.disconnect()
+    return r
+
+
+def main():
+    shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    S = Blocking if shell == "blocking" else Async
+    result = asyncio.run(globals()[name](S, host, port))
+    result["runtime"] = RT
+    print("RESULT " + json.dumps(result))
+
+
+main()

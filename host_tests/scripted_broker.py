@@ -1,0 +1,163 @@
+# A broker whose every move a test writes down: a TCP server on loopback
+# that plays one script per accepted connection, in exact bytes. For the
+# shell-contract tests, where the timing of a fault matters and mosquitto
+# cannot be steered; the client under test runs in its own process, under
+# either runtime, over a real socket.
+import socket
+import threading
+import time
+
+from holdfast import codec as c
+from holdfast import broker
+from packets import current, encode
+
+_BUF = bytearray(65536)
+
+
+class Conn:
+    """One accepted connection, seen from the broker's side."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.reader = broker.BrokerReader(65536)
+        self.got = []  # every packet received, as tuples (packets.py)
+        self.unread = []  # those expect() has not returned yet
+
+    def send(self, *packets):
+        data = b""
+        for p in packets:
+            data += bytes(_BUF[:encode(_BUF, p)])
+        self.sock.sendall(data)
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def expect(self, type, timeout=10.0):
+        """Reads until a packet of this type arrives; returns it. AssertionError
+        if the connection closes or the time runs out first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for p in self.unread:
+                if p[0] == type:
+                    self.unread.remove(p)
+                    return p
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                raise AssertionError("no packet of type %d; got %r" % (type, self.got))
+
+    def serve(self, timeout=20.0):
+        """Answers like a broker (PUBACK, PUBREC, PUBCOMP, PINGRESP, SUBACK
+        granted) until DISCONNECT, the link closes, or the time runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.unread:
+                p = self.unread.pop(0)
+                t = p[0]
+                if t == c.DISCONNECT:
+                    return
+                if t == c.PUBLISH and p[3]:
+                    self.send((c.PUBACK if p[3] == 1 else c.PUBREC, p[6]))
+                elif t == c.PUBREL:
+                    self.send((c.PUBCOMP, p[1]))
+                elif t == c.PINGREQ:
+                    self.send((c.PINGRESP,))
+                elif t == c.SUBSCRIBE:
+                    self.send((c.SUBACK, p[1], tuple(q for f, q in p[2])))
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                return
+
+    def idle(self, seconds):
+        """Reads (and records) whatever comes for this long, answering nothing."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not self._read(deadline - time.monotonic()):
+                return
+
+    def _read(self, timeout):
+        self.sock.settimeout(max(timeout, 0.001))
+        try:
+            data = self.sock.recv(65536)
+        except socket.timeout:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        self.reader.feed(data)
+        t = self.reader.next()
+        while t:
+            p = current(self.reader)
+            self.got.append(p)
+            self.unread.append(p)
+            t = self.reader.next()
+        return True
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class ScriptedBroker:
+    """Plays scripts[i](conn) for the i-th connection accepted; a connection
+    beyond the scripts is closed at once. accepts: connections accepted;
+    errors: what the scripts raised (a test asserts it is empty)."""
+
+    def __init__(self, *scripts):
+        self.scripts = list(scripts)
+        self.conns = []
+        self.errors = []
+        self.accepts = 0
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(8)
+        self.port = self.srv.getsockname()[1]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        threads = []
+        while not self.done.is_set():
+            self.srv.settimeout(0.1)
+            try:
+                s, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            conn = Conn(s)
+            self.conns.append(conn)
+            i = self.accepts
+            self.accepts += 1
+            if i >= len(self.scripts):
+                conn.close()
+                continue
+            t = threading.Thread(target=self._play, args=(self.scripts[i], conn), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(10)
+
+    def _play(self, script, conn):
+        try:
+            script(conn)
+        except Exception as e:  # reported to the test, which asserts there is none
+            self.errors.append("%s: %s" % (type(e).__name__, e))
+        finally:
+            conn.close()
+
+    def close(self):
+        self.done.set()
+        self.srv.close()
+        self.thread.join(10)
+
+
+def connack(conn, present=False):
+    """The usual opening: CONNECT in, CONNACK out; returns the CONNECT."""
+    p = conn.expect(c.CONNECT)
+    conn.send((c.CONNACK, present, 0))
+    return p

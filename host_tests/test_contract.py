@@ -1,0 +1,212 @@
+# The shell contract: the blocking and the asyncio client behave the same
+# (counters, timeouts, what they catch and report), each scenario written
+# once (contract_scenarios.py) and run on both shells under both runtimes
+# against a scripted broker over a real socket.
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from holdfast import codec as c
+from scripted_broker import ScriptedBroker, connack
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCEN = os.path.join(HERE, "contract_scenarios.py")
+BIN = os.path.dirname(sys.executable)
+RUNTIMES = {"cpython": sys.executable, "micropython": os.path.join(BIN, "micropython")}
+
+both = pytest.mark.parametrize("runtime,shell", [(r, s) for r in sorted(RUNTIMES)
+                                                 for s in ("blocking", "async")])
+
+
+def play(runtime, shell, name, *scripts):
+    """Runs scenario name against a broker playing scripts; returns (the
+    client's result, the broker)."""
+    b = ScriptedBroker(*scripts)
+    try:
+        p = subprocess.run([RUNTIMES[runtime], SCEN, shell, name, "127.0.0.1", str(b.port)],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        b.close()
+    assert not b.errors, (b.errors, p.stdout, p.stderr)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:]), b
+    raise AssertionError("no result (exit %s):\n%s\n%s" % (p.returncode, p.stdout, p.stderr))
+
+
+def acks(conn, type):
+    return [p[1] for p in conn.got if p[0] == type]
+
+
+@both
+def test_callback_exception_is_counted_and_the_message_acknowledged(runtime, shell):
+    def script(conn):
+        connack(conn)
+        conn.send((c.PUBLISH, b"cmd", b"boom", 1, False, False, 1))
+        conn.expect(c.PUBACK)
+        conn.send((c.PUBLISH, b"cmd", b"ok", 1, False, False, 2))
+        conn.expect(c.PUBACK)
+        p = conn.expect(c.PUBLISH)
+        conn.send((c.PUBACK, p[6]))
+        conn.expect(c.DISCONNECT)
+
+    r, b = play(runtime, shell, "callback_error", script)
+    assert acks(b.conns[0], c.PUBACK) == [1, 2]
+    assert r["got"] == ["ok"] and r["callback_errors"] == 1 and r["flushed"], r
+    # Blocking: raised out of wait_msg(), as umqtt.simple does; asyncio: printed.
+    assert r["raised"] == (["ValueError"] if shell == "blocking" else []), r
+    assert r["links"] == 1, r
+
+
+@both
+def test_publish_from_a_callback_only_queues(runtime, shell):
+    def script(conn):
+        connack(conn)
+        first = conn.expect(c.PUBLISH)  # fills the window of 1: not acknowledged yet
+        conn.send((c.PUBLISH, b"in", b"m1", 1, False, False, 1), (c.PUBLISH, b"in", b"m2", 2, True, False, 2))
+        conn.expect(c.PUBACK)
+        conn.expect(c.PUBREC)
+        conn.send((c.PUBREL, 2))
+        conn.expect(c.PUBCOMP)
+        conn.send((c.PUBACK, first[6]))
+        while True:  # then whatever the callback queued
+            p = conn.expect(c.PUBLISH)
+            conn.send((c.PUBACK, p[6]))
+            if p[1] == b"echo":
+                break
+        conn.expect(c.DISCONNECT)
+
+    if shell == "async":
+        script = _without_echo(script)
+    r, b = play(runtime, shell, "publish_in_callback", script)
+    seen = r["seen"]
+    # Each callback saw its own message, unchanged, with its own flags, and
+    # ran alone (depth 1): m2 was not delivered inside m1's callback.
+    msgs = [x for x in seen if x[0] != "pid"]
+    assert msgs == [["m1", "m1", True, 1], ["m2", "m2", True, 1]], seen
+    if shell == "blocking":
+        assert seen[0][0] == "pid" and seen[0][1] > 0, seen
+        assert [p[1] for p in b.conns[0].got if p[0] == c.PUBLISH] == [b"first", b"echo"]
+    assert r["flushed"] and r["links"] == 1, r
+
+
+def _without_echo(script):
+    # An asyncio callback cannot await publish(); the rest is the same.
+    def s(conn):
+        connack(conn)
+        first = conn.expect(c.PUBLISH)
+        conn.send((c.PUBLISH, b"in", b"m1", 1, False, False, 1), (c.PUBLISH, b"in", b"m2", 2, True, False, 2))
+        conn.expect(c.PUBACK)
+        conn.expect(c.PUBREC)
+        conn.send((c.PUBREL, 2))
+        conn.expect(c.PUBCOMP)
+        conn.send((c.PUBACK, first[6]))
+        conn.expect(c.DISCONNECT)
+    return s
+
+
+@both
+def test_connect_after_disconnect_turns_automatic_reconnect_back_on(runtime, shell):
+    def bye(conn):
+        connack(conn)
+        conn.expect(c.DISCONNECT)
+
+    def cut(conn):
+        connack(conn)  # then the broker closes the link
+
+    def stay(conn):
+        connack(conn)
+        conn.expect(c.DISCONNECT)
+
+    r, b = play(runtime, shell, "reconnect_after_disconnect", bye, cut, stay)
+    assert r["links"] == 3 and r["connected"], r
+    assert b.accepts == 3
+
+
+@both
+def test_offline_qos0_is_counted_and_flush_0_does_not_wait(runtime, shell):
+    def script(conn):
+        connack(conn)
+        conn.expect(c.PUBLISH)
+        conn.idle(1)
+
+    r, b = play(runtime, shell, "offline_and_flush", script)
+    assert r["before"] is None and r["dropped_qos0"] == 1, r
+    assert r["flushed"] is False and r["pending"] == 1, r
+
+
+@both
+def test_empty_client_id_with_a_persistent_session_opens_no_connection(runtime, shell):
+    r, b = play(runtime, shell, "empty_id_persistent")
+    assert "clean_session" in r["error"] and r["links"] == 0, r
+    assert b.accepts == 0
+
+
+@both
+def test_unanswered_keepalive_drops_the_link_and_reconnects(runtime, shell):
+    def silent(conn):
+        connack(conn)
+        conn.idle(6)  # reads the PINGREQs, answers none
+
+    def stay(conn):
+        connack(conn)
+        conn.idle(6)
+
+    r, b = play(runtime, shell, "keepalive_drop", silent, stay)
+    assert any(p[0] == c.PINGREQ for p in b.conns[0].got), b.conns[0].got
+    assert r["links"] >= 2 and r["connected"], r
+    assert "no answer" in r["last_error"], r
+
+
+@both
+def test_publish_before_connack_is_a_protocol_error_not_a_delivery(runtime, shell):
+    def script(conn):
+        conn.expect(c.CONNECT)
+        conn.send((c.PUBLISH, b"early", b"x", 1, False, False, 1), (c.CONNACK, False, 0))
+        conn.idle(0.5)
+
+    r, b = play(runtime, shell, "before_connack", script)
+    assert r["got"] == [] and r["error"] in ("MQTTTimeout", "MQTTProtocolError"), r
+    assert "before CONNACK" in r["last_error"], r
+    assert acks(b.conns[0], c.PUBACK) == []
+
+
+@both
+def test_a_refused_restore_is_reported_and_the_link_kept(runtime, shell):
+    def first(conn):
+        connack(conn)
+        for _ in range(2):
+            p = conn.expect(c.SUBSCRIBE)
+            conn.send((c.SUBACK, p[1], (1,)))
+        # then the link drops
+
+    def second(conn):
+        connack(conn, present=False)  # a new session: the client restores
+        p = conn.expect(c.SUBSCRIBE)
+        assert [f for f, q in p[2]] == [b"cmd/a", b"cmd/b"], p
+        conn.send((c.SUBACK, p[1], (1, 0x80)))
+        conn.serve()
+
+    r, b = play(runtime, shell, "restore_refused", first, second)
+    assert r["restore_refused"] == 1 and "cmd/b" in r["last_error"], r
+    assert r["flushed"] and r["pid"] and r["links"] == 2, r
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_connect_restarts_a_background_task_that_ended(runtime):
+    def stay(conn):
+        connack(conn)
+        conn.expect(c.DISCONNECT)
+
+    def hold(conn):
+        connack(conn)
+        conn.idle(10)  # until the client's second connect() closes it
+
+    def cut(conn):
+        connack(conn)  # then closes: only a running task reconnects
+
+    r, b = play(runtime, "async", "task_restart", hold, cut, stay)
+    assert r["ended"] and r["links"] == 3 and r["connected"], r
