@@ -216,6 +216,35 @@ async def restore_refused(S, host, port):
     return r
 
 
+async def qos2_new_session(S, host, port):
+    # PUBREC sent, link lost before PUBREL; the broker's new session gives
+    # id 1 to a new message: delivered.
+    got = []
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
+    cl.c.set_callback(lambda t, m: got.append(m.decode()))
+    await cl.connect()
+    await cl.run(5000, lambda: len(got) >= 2)
+    r = counters(cl.c)
+    r.update(got=got)
+    await cl.disconnect()
+    return r
+
+
+async def oversize(S, host, port):
+    # Messages larger than the 128-byte buffer, arriving a few bytes at a
+    # time: skipped, counted, and acknowledged, so the broker does not send
+    # them again.
+    cl = S("dev", host, port, size=128, timeout_ms=5000)
+    got = []
+    cl.c.set_callback(lambda t, m: got.append(m.decode()))
+    await cl.connect()
+    await cl.run(5000, lambda: got)
+    r = counters(cl.c)
+    r.update(got=got, dropped=cl.c.s.dropped)
+    await cl.disconnect()
+    return r
+
+
 async def task_restart(S, host, port):
     # asyncio only: a background task that ended is started again by connect().
     cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))

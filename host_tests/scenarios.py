@@ -215,6 +215,34 @@ def async_publish_through_restart(host, port, tag, n=200):
     return asyncio.run(run())
 
 
+def restore_many(host, port, tag):
+    """30 filters, a 256-byte buffer: one SUBSCRIBE cannot carry them. The
+    broker drops the link (another connection takes the client id) and the
+    client, back with a new session, restores them in several packets."""
+    got = []
+    sub = MQTTClient(tag, host, port, size=256, timeout_ms=5000, backoff_ms=(100, 200))
+    sub.set_callback(lambda t, m: got.append(t.decode()))
+    sub.connect()
+    topics = ["restore/%s/sensor-%02d/command" % (tag, i) for i in range(30)]
+    for t in topics:
+        sub.subscribe(t, 1)
+    thief = MQTTClient(tag, host, port)  # same client id: the broker drops sub
+    thief.connect()
+    thief.disconnect()
+    pump([sub], lambda: sub.links >= 2 and sub.isconnected() and not sub.s.subs.restoring())
+    pub = MQTTClient(tag + "-pub", host, port)
+    pub.connect()
+    for t in topics:
+        pub.publish(t, "x", False, 1)
+    pub.flush(5000)
+    pub.disconnect()
+    pump([sub], lambda: len(got) >= 30)
+    r = {"links": sub.links, "got": sorted(got) == sorted(topics), "n": len(got),
+         "last_error": repr(sub.last_error)}
+    sub.disconnect()
+    return r
+
+
 def main():
     name, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tag = RT + "-" + name

@@ -45,6 +45,12 @@ def test_every_qos_pairing_delivers_at_the_lower_qos(runtime, mosquitto):
 
 
 @runtimes
+def test_restore_of_more_filters_than_one_packet_holds(runtime, mosquitto):
+    r = run(runtime, "restore_many", mosquitto)
+    assert r["links"] == 2 and r["got"] and r["n"] == 30, r
+
+
+@runtimes
 def test_retained_message_is_flagged_live_one_is_not(runtime, mosquitto):
     assert run(runtime, "retained", mosquitto) == [["last-known", True], ["live", False]]
 

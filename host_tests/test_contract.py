@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from holdfast import codec as c
+from packets import encode
 from scripted_broker import ScriptedBroker, connack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -193,6 +194,51 @@ def test_a_refused_restore_is_reported_and_the_link_kept(runtime, shell):
     r, b = play(runtime, shell, "restore_refused", first, second)
     assert r["restore_refused"] == 1 and "cmd/b" in r["last_error"], r
     assert r["flushed"] and r["pid"] and r["links"] == 2, r
+
+
+@both
+def test_new_session_on_the_broker_forgets_held_qos2_ids(runtime, shell):
+    def first(conn):
+        connack(conn)
+        conn.send((c.PUBLISH, b"in", b"old", 2, False, False, 1))
+        conn.expect(c.PUBREC)  # then the link drops before PUBREL
+
+    def second(conn):
+        connack(conn, present=False)
+        conn.send((c.PUBLISH, b"in", b"new", 2, False, False, 1))
+        conn.expect(c.PUBREC)
+        conn.send((c.PUBREL, 1))
+        conn.serve()
+
+    r, b = play(runtime, shell, "qos2_new_session", first, second)
+    assert r["got"] == ["old", "new"], r
+
+
+@both
+def test_oversize_messages_are_acknowledged_whatever_the_read_sizes(runtime, shell):
+    import time
+
+    def trickle(conn, p):
+        data = bytearray(600)
+        n = encode(data, p)
+        for i in range(0, n, 3):
+            conn.send_raw(bytes(data[i:i + 3]))
+            time.sleep(0.002)
+
+    def script(conn):
+        connack(conn)
+        trickle(conn, (c.PUBLISH, b"t/" + b"x" * 150, b"z" * 300, 2, False, False, 5))
+        conn.expect(c.PUBREC)
+        conn.send((c.PUBREL, 5))
+        conn.expect(c.PUBCOMP)
+        trickle(conn, (c.PUBLISH, b"t", b"z" * 400, 1, False, False, 6))
+        conn.expect(c.PUBACK)
+        conn.send((c.PUBLISH, b"t", b"fits", 1, False, False, 7))
+        conn.serve()
+
+    r, b = play(runtime, shell, "oversize", script)
+    assert r["got"] == ["fits"] and r["dropped"] == 2, r
+    assert acks(b.conns[0], c.PUBACK) == [6, 7] and acks(b.conns[0], c.PUBREC) == [5]
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))

@@ -77,6 +77,15 @@ class Subs:
                 return True
         return False
 
+    def restoring(self):
+        """True until every filter of a restore has its SUBACK."""
+        if self.todo >= 0:
+            return True
+        for p in self._pid:
+            if p:
+                return True
+        return False
+
     def restart(self):
         """A new network connection: what was awaiting SUBACK is gone."""
         self.todo = -1

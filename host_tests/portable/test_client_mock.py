@@ -208,3 +208,27 @@ def test_subscription_refused_by_the_broker_is_a_named_error():
         e = raises(SubscribeError, cl.subscribe, b"forbidden/#", 1)
         assert "refused" in str(e)
         assert cl.s.subs is None  # not routed to, not restored on reconnect
+
+
+def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():
+    # The socket takes no bytes, so acknowledgements pile up in tx until the
+    # engine stops taking packets and rx fills: nothing to read into, which is
+    # not EOF. Once the socket drains, every message is acknowledged.
+    msgs = [wire((c.PUBLISH, b"t", b"x" * 20, 1, False, False, i)) for i in range(1, 61)]
+    with Rig([CONNACK] + msgs) as rig:
+        cl = rig.client(size=128)
+        got = []
+        cl.set_callback(lambda t, m: got.append(m))
+        cl.connect()
+        sock = rig.socks[0]
+        sock.write_limit = 0
+        for _ in range(100):
+            cl.check_msg()
+        assert cl.isconnected(), cl.last_error
+        assert len(got) < 60  # the engine did stop for want of tx room
+        sock.write_limit = None
+        for _ in range(300):
+            cl.check_msg()
+        assert cl.isconnected(), cl.last_error
+        assert len(got) == 60
+        assert [p[1] for p in sock.take() if p[0] == c.PUBACK] == list(range(1, 61))
