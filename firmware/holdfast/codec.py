@@ -85,8 +85,14 @@ def _length_size(n):
     return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
 
 
+def _check_length(n):
+    if not 0 <= n <= MAX_REMAINING:
+        raise ValueError(_why(_E_RL_MAX, n, MAX_REMAINING))
+
+
 def put_length(buf, i, n):
     """Writes remaining length n at buf[i]; returns the offset after it."""
+    _check_length(n)
     while True:
         d = n & 0x7F
         n >>= 7
@@ -99,8 +105,7 @@ def put_length(buf, i, n):
 
 def _header(buf, first, rl, off=0):
     # Writes the fixed header at off; returns the offset where the variable header starts.
-    if rl > MAX_REMAINING:
-        raise ValueError(_why(_E_RL_MAX, rl, MAX_REMAINING))
+    _check_length(rl)
     _fit(buf, off, 1 + _length_size(rl) + rl)
     buf[off] = first
     return put_length(buf, off + 1, rl)
@@ -367,6 +372,11 @@ class Reader:
         self.session_present = False
         self._body = 0
         self._body_end = 0
+        # An oversize packet being skipped: (type, length, qos), and for a
+        # QoS 1/2 PUBLISH the bytes still to pass before its packet id, which
+        # it must be acknowledged with (-1: no id awaited).
+        self._big = None
+        self._pid_at = -1
 
     def tail(self):
         """Writable view of the free space after the buffered bytes."""
@@ -411,6 +421,8 @@ class Reader:
         return j
 
     def next(self):
+        if self._big:
+            return self._skip_big()
         if self.skip:
             k = min(self.skip, self.end - self.start)
             self.start += k
@@ -453,15 +465,13 @@ class Reader:
                 self._err(_E_FIFTH)
         total = i - s + rl
         if total > len(b):
-            pid = 0
-            if type == PUBLISH and flags & 6 and end >= i + 2:
-                j = i + 2 + self._u16(i)
-                if end >= j + 2:
-                    pid = self._u16(j)
-            have = min(end, s + total)
-            self.start = have
-            self.skip = s + total - have
-            raise PacketTooLarge(_why(_E_TOO_LARGE, type, total, len(b)), type, total, pid)
+            qos = (flags >> 1) & 3 if type == PUBLISH else 0
+            if qos and end < i + 2:
+                return 0  # the topic length says where the packet id is
+            self._big = (type, total, qos)
+            self.skip = total
+            self._pid_at = i + 2 + self._u16(i) - s if qos else -1
+            return self._skip_big()
         if end - s < total:
             return 0
         self.start = s + total
@@ -471,6 +481,27 @@ class Reader:
         self._body_end = s + total
         self._parse(type, flags, i, s + total, rl)
         return type
+
+    def _skip_big(self):
+        # Passes over an oversize packet up to its packet id, whatever the
+        # read sizes, then raises; next() discards the rest as it arrives.
+        if self._pid_at >= 0:
+            k = min(self._pid_at, self.end - self.start)
+            self.start += k
+            self.skip -= k
+            self._pid_at -= k
+            if self._pid_at or self.end - self.start < 2:
+                return 0
+            pid = self._u16(self.start)
+            self._pid_at = -1
+        else:
+            pid = 0
+        type, total, qos = self._big
+        self._big = None
+        k = min(self.skip, self.end - self.start)
+        self.start += k
+        self.skip -= k
+        raise PacketTooLarge(_why(_E_TOO_LARGE, type, total, len(self.buf)), type, total, pid, qos)
 
     def _parse(self, type, flags, i, end, rl):
         b = self.buf
