@@ -157,7 +157,7 @@ class AsyncClient(Front):
 
     def _report(self, x):
         # A callback failed: the task carries on (counted in callback_errors).
-        _print_exception(x)
+        print_exception(x)
 
     def _write(self):
         s = self.s
@@ -207,7 +207,7 @@ class AsyncClient(Front):
 
     def _fault(self, e):
         self.faults += 1
-        _print_exception(e)
+        print_exception(e)
         self._drop(e)
 
     async def _read(self):
@@ -257,11 +257,3 @@ class AsyncClient(Front):
         s.tick(ticks_ms())
         self._write()
 
-
-def _print_exception(e):
-    import sys
-    if hasattr(sys, "print_exception"):
-        sys.print_exception(e)
-    else:
-        import traceback
-        traceback.print_exception(type(e), e, e.__traceback__)

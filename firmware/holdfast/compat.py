@@ -7,6 +7,15 @@ except ImportError:  # CPython
         return x
 
 from time import time as _now
+import sys
+
+try:
+    print_exception = sys.print_exception
+except AttributeError:  # CPython
+    import traceback  # type: ignore[import-not-found]  # CPython only
+
+    def print_exception(e):
+        traceback.print_exception(type(e), e, e.__traceback__)
 
 
 def wall():
