@@ -243,6 +243,35 @@ def restore_many(host, port, tag):
     return r
 
 
+def qos2_new_session(host, port, tag):
+    """The link drops between PUBREC and PUBREL (the socket closes under the
+    callback); back with a clean session, mosquitto numbers the next QoS 2
+    message from 1 again: it is a new message and must be delivered."""
+    got = []
+    sub = MQTTClient(tag, host, port, timeout_ms=5000, backoff_ms=(100, 200))
+
+    def cb(t, m):
+        got.append(m.decode())
+        if len(got) == 1:
+            sub.sock.close()
+
+    sub.set_callback(cb)
+    sub.connect()
+    sub.subscribe("q2/" + tag, 2)
+    pub = MQTTClient(tag + "-pub", host, port)
+    pub.connect()
+    pub.publish("q2/" + tag, "one", False, 2)
+    pub.flush(5000)
+    pump([sub], lambda: got and sub.links >= 2 and sub.isconnected() and not sub.s.subs.restoring())
+    pub.publish("q2/" + tag, "two", False, 2)
+    pub.flush(5000)
+    pump([sub], lambda: len(got) >= 2)
+    pub.disconnect()
+    r = {"got": got, "links": sub.links, "last_error": repr(sub.last_error)}
+    sub.disconnect()
+    return r
+
+
 def main():
     name, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tag = RT + "-" + name

@@ -51,6 +51,12 @@ def test_restore_of_more_filters_than_one_packet_holds(runtime, mosquitto):
 
 
 @runtimes
+def test_new_qos2_message_after_a_lost_flow_and_a_clean_session_is_delivered(runtime, mosquitto):
+    r = run(runtime, "qos2_new_session", mosquitto)
+    assert r["got"] == ["one", "two"] and r["links"] == 2, r
+
+
+@runtimes
 def test_retained_message_is_flagged_live_one_is_not(runtime, mosquitto):
     assert run(runtime, "retained", mosquitto) == [["last-known", True], ["live", False]]
 
