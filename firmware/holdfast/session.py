@@ -212,6 +212,7 @@ class Session:
             from .policy import replace
             replace(self, topic)
         pid = self.new_pid()
+        prev = st.last()  # keys grow but need not be consecutive
         while True:
             try:
                 key = st.put(topic, payload, qos, retain, pid, deadline)
@@ -226,7 +227,7 @@ class Session:
             self._deadlines = 1
             if not self.next_expiry or deadline < self.next_expiry:
                 self.next_expiry = deadline
-        if (self.connected and self.cursor == key - 1 and self.inflight < self.window
+        if (self.connected and self.cursor == prev and self.inflight < self.window
                 and self.room() - _ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.

@@ -45,18 +45,30 @@ class MemoryStore:
         self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
         self._dl = array("I", [0] * slots)
+        self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
-        self.head = 0  # oldest key that may still be pending
-        self.tail = 0  # key the next put() gets
+        # Key k lives in slot k % slots; put() skips the keys whose slot is
+        # still taken, so one message stuck in a QoS 2 flow costs one slot,
+        # not the whole table: capacity counts what is pending.
+        self.head = 0  # oldest pending key (tail when none)
+        self.tail = 0  # next put() gets this key or the next one with a free slot
         self._held = array("H", [0] * held)
         self._hold_next = 0
 
     def __len__(self):
         n = 0
-        for k in range(self.head, self.tail):
-            if self._state[k % self.slots]:
+        for s in range(self.slots):
+            if self._state[s]:
                 n += 1
         return n
+
+    def _extreme(self, newest):
+        # Slot of the newest (or oldest) pending key, -1 when none.
+        best = -1
+        for s in range(self.slots):
+            if self._state[s] and (best < 0 or (self._key[s] > self._key[best]) == newest):
+                best = s
+        return best
 
     def _place(self, n):
         # Byte offset for a record of n bytes, or -1. Records sit in the ring
@@ -65,10 +77,7 @@ class MemoryStore:
         if self.head == self.tail:
             return 0 if n <= size else -1
         h = self._off[self.head % self.slots]
-        k = self.tail - 1
-        while not self._state[k % self.slots]:  # space of dropped newest records is free
-            k -= 1
-        newest = k % self.slots
+        newest = self._extreme(True)
         w = self._end[newest]
         if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
             if size - w >= n:
@@ -78,19 +87,25 @@ class MemoryStore:
 
     def put(self, topic, payload, qos, retain, pid, deadline=0):
         n = codec.publish_size(topic, len(payload), qos)
-        if self.tail - self.head >= self.slots:
-            raise OutboxFull("outbox full: %d messages pending" % self.slots)
+        k = self.tail
+        while self._state[k % self.slots]:
+            k += 1
+            if k - self.tail == self.slots:
+                raise OutboxFull("outbox full: %d messages pending" % self.slots)
         o = self._place(n)
         if o < 0:
-            raise OutboxFull("outbox full: no room for a %d-byte message in %d bytes" % (n, len(self.ring)))
+            raise OutboxFull("outbox full: no room for a %d-byte message in %d bytes (%d messages pending)"
+                             % (n, len(self.ring), len(self)))
         end = codec.publish(self.ring, topic, payload, qos, retain, False, pid, o)
-        k = self.tail
         s = k % self.slots
         self._off[s] = o
         self._end[s] = end
         self._pid[s] = pid
         self._dl[s] = deadline
+        self._key[s] = k
         self._state[s] = _PENDING
+        if self.head == self.tail:
+            self.head = k
         self.tail = k + 1
         return k
 
@@ -99,16 +114,17 @@ class MemoryStore:
 
     def done(self, key):
         self._state[key % self.slots] = _FREE
-        while self.head < self.tail and not self._state[self.head % self.slots]:
-            self.head += 1
+        if key == self.head:
+            s = self._extreme(False)
+            self.head = self._key[s] if s >= 0 else self.tail
 
     def next(self, after):
-        k = after + 1 if after >= self.head else self.head
-        while k < self.tail:
-            if self._state[k % self.slots]:
-                return k
-            k += 1
-        return -1
+        best = -1
+        for s in range(self.slots):
+            k = self._key[s]
+            if self._state[s] and k > after and (best < 0 or k < best):
+                best = k
+        return best
 
     def last(self):
         return self.tail - 1
@@ -161,18 +177,23 @@ class MemoryStore:
         return off + n
 
     def uses(self, pid):
-        for k in range(self.head, self.tail):
-            s = k % self.slots
+        for s in range(self.slots):
             if self._state[s] and self._pid[s] == pid:
                 return True
         return False
 
     def hold(self, pid):
-        # A full table forgets the oldest id: beyond that many concurrent
-        # inbound QoS 2 flows, a re-sent duplicate could be delivered again.
-        if not self.held(pid):
-            self._held[self._hold_next] = pid
-            self._hold_next = (self._hold_next + 1) % len(self._held)
+        # A free entry first, as every store does; a full table forgets the
+        # oldest id: beyond that many concurrent inbound QoS 2 flows, a
+        # re-sent duplicate could be delivered again.
+        if self.held(pid):
+            return
+        for i in range(len(self._held)):
+            if not self._held[i]:
+                self._held[i] = pid
+                return
+        self._held[self._hold_next] = pid
+        self._hold_next = (self._hold_next + 1) % len(self._held)
 
     def held(self, pid):
         for i in range(len(self._held)):

@@ -271,3 +271,46 @@ def _churn(s, st):
         if prev >= 0:
             st.done(prev)
         prev = st.last()
+
+
+def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
+    # The broker never answers the QoS 2 message; hundreds of QoS 1 messages
+    # go out and are acknowledged behind it, far more than there are slots
+    # (or than fit the ring, the segments, the flash blocks).
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        s = Session(b"dev", store=st, window=4)
+        _connect(s)
+        s.publish(T, b"stuck", 2, False, 0)
+        for i in range(200):
+            pid = s.publish(T, _msg(i), 1, False, 0)
+            s.t0 = s.t1 = 0  # what the socket took
+            s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+            drain(s)
+            assert len(st) == 1, (kind, i, len(st))
+        assert _payloads(st) == [b"stuck"], kind
+        if kind in PERSISTENT:
+            st = b.reopen(kind, st)
+            assert _payloads(st) == [b"stuck"], kind
+    b.done()
+
+
+def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        st.hold(1000)  # an inbound QoS 2 flow still waiting for its PUBREL
+        for pid in range(1, 40):  # many short flows, each completed
+            st.hold(pid)
+            st.drop(pid)
+        assert st.held(1000), kind
+        if kind in PERSISTENT:
+            st = b.reopen(kind, st)
+            assert st.held(1000), kind
+        st.forget_held()
+        assert not st.held(1000), kind
+        if kind in PERSISTENT:
+            st = b.reopen(kind, st)
+            assert not st.held(1000), kind
+    b.done()
