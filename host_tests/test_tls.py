@@ -8,7 +8,6 @@ import datetime
 import hashlib
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -186,19 +185,6 @@ def silent_port():
     s.close()
 
 
-def connections(broker, port):
-    """How many TCP connections the broker accepted on this listener (as
-    logged: read again until the count holds still for 0.3 s)."""
-    pattern = r"New connection from [0-9.]+:\d+ on port %d\." % port
-    n = -1
-    while True:
-        m = len(re.findall(pattern, broker.log()))
-        if m == n:
-            return n
-        n = m
-        time.sleep(0.3)
-
-
 # -- TLS: the right CA ---------------------------------------------------------
 
 
@@ -360,14 +346,12 @@ def test_tls_failure_on_reconnect_backs_off_without_raising(runtime, pki, tls_br
     # the client waits the longest delay, 1 s, between attempts: at most 5
     # in 3 s, connect() included. Doubling from 100 ms would make 7 or more.
     port = tls_broker.ports["retry-" + runtime]
-    before = connections(tls_broker, port)
     r = run(runtime, "retry", port, {"ssl_params": {"cafile": pki.ca["der"]},
                                      "backoff_ms": [100, 1000], "ms": 3000})
     assert r["first"]["type"] == "TLSError" and r["first"]["reason"] == "expired", r
     assert r["n_raised"] == 0, r
     assert "expired" in r["last_error"], r
-    attempts = connections(tls_broker, port) - before
-    assert 2 <= attempts <= 5, (attempts, r)
+    assert 2 <= r["attempts"] <= 5, r
 
 
 @runtimes
@@ -397,10 +381,14 @@ def test_tls_writes_that_block_lose_no_bytes(runtime, pki, tls_broker):
         while not sub.is_connected() and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)
-        stall = threading.Timer(1.0, proxy.set_blackhole, (True,))
-        heal = threading.Timer(3.0, proxy.set_blackhole, (False,))
-        stall.start()
-        heal.start()
+        def stall():  # once the burst is under way, whenever that is
+            while proxy.stats["up_bytes"] < 100000 and time.time() < deadline + 60:
+                time.sleep(0.01)
+            proxy.set_blackhole(True)
+            time.sleep(2.0)
+            proxy.set_blackhole(False)
+
+        threading.Thread(target=stall, daemon=True).start()
         r = run(runtime, "burst", proxy.port, {"ssl_params": {"cafile": pki.ca["der"]},
                                                "size": size, "ms": 4000, "qos": 0})
         deadline = time.time() + 20
@@ -420,7 +408,8 @@ def test_tls_writes_that_block_lose_no_bytes(runtime, pki, tls_broker):
     # publish() drops a QoS 0 message (and counts it) when the link has not
     # taken the earlier ones within timeout_ms; every other one must arrive.
     assert r["dropped"], "the link never stalled: nothing was tested"
-    missing = sorted(set(range(r["sent"])) - set(numbers) - set(r["dropped"]))
+    dropped = set(i for first, last in r["dropped"] for i in range(first, last + 1))
+    missing = sorted(set(range(r["sent"])) - set(numbers) - dropped)
     assert not missing, "%d of %d lost, not counted as dropped: %s" % (
         len(missing), r["sent"], missing[:20])
     assert got[-1] == b"end", (len(got), r)
@@ -459,17 +448,14 @@ def test_refused_credentials_back_off_to_the_longest_delay(runtime, auth_broker)
     # delay, 2 s, every time; without that it would retry after 50, 100,
     # 200 ... ms, a dozen times in 5 s.
     port = auth_broker.ports["backoff-" + runtime]
-    before = connections(auth_broker, port)
-    t0 = time.monotonic()
     r = run(runtime, "retry", port, {"ssl": False, "user": "dev1", "password": "wrong",
                                      "backoff_ms": [50, 2000], "ms": 5000})
-    spent = time.monotonic() - t0
-    attempts = connections(auth_broker, port) - before
+    attempts = r["attempts"]
     assert r["first"]["type"] == "ConnectError" and r["first"]["code"] in (4, 5), r
     assert r["n_raised"] == 0 and not r["connected"], r
     assert "connection refused" in r["last_error"], r
     # connect() at 0 s, then one attempt every 2 s: 0, 2, 4.
-    assert 2 <= attempts <= 4, (attempts, spent, r)
+    assert 2 <= attempts <= 4, r
     assert r["links"] == attempts, (attempts, r)
 
 

@@ -28,6 +28,7 @@ class Front:
         self.timeout_ms = timeout_ms
         self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
         self.links = 0  # network connections opened (1 + reconnects)
+        self.attempts = 0  # connections tried, failed ones too
         self.last_error = None  # why the link last went down, in words
         self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, or no room while in a callback
         self.restore_refused = 0  # filters the broker refused when they were restored
@@ -158,6 +159,7 @@ class Front:
         return g
 
     def _connect_socket(self):
+        self.attempts += 1
         self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
         self.links += 1
 
