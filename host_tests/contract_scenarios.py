@@ -93,6 +93,7 @@ async def callback_error(S, host, port):
 
     cl.c.set_callback(cb)
     await cl.connect()
+    await cl.publish("hello", "up", False, 1)
     await cl.run(5000, lambda: got)
     pid = await cl.publish("after", "still-works", False, 1)
     ok = await cl.flush(5000)

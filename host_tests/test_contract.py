@@ -46,6 +46,8 @@ def acks(conn, type):
 def test_callback_exception_is_counted_and_the_message_acknowledged(runtime, shell):
     def script(conn):
         connack(conn)
+        p = conn.expect(c.PUBLISH)  # connect() has returned
+        conn.send((c.PUBACK, p[6]))
         conn.send((c.PUBLISH, b"cmd", b"boom", 1, False, False, 1))
         conn.expect(c.PUBACK)
         conn.send((c.PUBLISH, b"cmd", b"ok", 1, False, False, 2))

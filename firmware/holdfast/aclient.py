@@ -2,7 +2,7 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
 from . import net
 from .codec import _b
 from .errors import ConnectError, MQTTTimeout, MQTTError
@@ -143,6 +143,18 @@ class AsyncClient(Front):
         self.s.start(ticks_ms())
         self._write()
 
+    async def _dial(self):
+        # The reconnect's TCP connect, stepped while the other tasks run.
+        c = self._dialer()
+        t0 = ticks_ms()
+        try:
+            while not self._dialed(c.step(), t0, ticks_ms()):
+                await _sleep_ms(20)
+        finally:
+            c.close()
+        self.s.start(ticks_ms())
+        self._write()
+
     def _stop(self):
         if self.task is not None:
             self.task.cancel()
@@ -216,7 +228,8 @@ class AsyncClient(Front):
             if not self.backoff.due(now):
                 await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
                 return
-            self._open()
+            await self._dial()
+            return
         sock = self.sock
         s = self.s
         await _readable(self, sock)

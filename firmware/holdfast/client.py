@@ -1,6 +1,6 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
 from . import net
 from .codec import _b
 from .errors import MQTTTimeout, ConnectError, MQTTError
@@ -30,8 +30,11 @@ class MQTTClient(Front):
         self.poller = None
         self.reconnect = reconnect
         self._opened_at = 0
+        self._dialing = None  # net.Connector of a reconnect under way
+        self._dialed_at = 0
         self._started = False  # connect() called, disconnect() not: reconnects are ours to make
         self._ticked = 0
+        self._raising = False  # in check_msg()/wait_msg(): callback errors come out
 
     # -- umqtt.simple API --------------------------------------------------------
 
@@ -123,13 +126,24 @@ class MQTTClient(Front):
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
         An exception from a callback comes out here (counted in callback_errors)."""
-        self._service()
-        if self.sock:
-            self._pump(ticks_ms(), True)
+        self._raising = True
+        try:
+            self._service()
+            if self.sock:
+                self._pump(ticks_ms(), True)
+        finally:
+            self._raising = False
 
     def wait_msg(self, timeout_ms=None):
         """Waits until a packet arrives (or timeout_ms, if given) and handles it."""
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
+        self._raising = True
+        try:
+            self._wait_msg(deadline)
+        finally:
+            self._raising = False
+
+    def _wait_msg(self, deadline):
         while True:
             self._service()
             now = ticks_ms()
@@ -160,6 +174,9 @@ class MQTTClient(Front):
 
     def _open(self, now):
         self._connect_socket()
+        self._linked(now)
+
+    def _linked(self, now):
         self.poller = net.Poller(self.sock)
         self._opened_at = now
         self.s.start(now)
@@ -168,18 +185,34 @@ class MQTTClient(Front):
     def _close(self):
         Front._close(self)
         self.poller = None
+        if self._dialing is not None:
+            self._dialing.close()
+            self._dialing = None
 
     def _service(self):
-        # Reconnect when the link is down and the backoff delay has passed.
+        # Reconnect when the link is down and the backoff delay has passed,
+        # one step per call: the TCP connect never waits here.
         self._housekeep()
-        if self.sock is None:
-            if self.reconnect and self._started and self.backoff.due(ticks_ms()):
-                try:
-                    self._open(ticks_ms())
-                except LINK_ERRORS as e:
-                    self._drop(e)
-        elif not self.s.connected and ticks_diff(ticks_ms(), self._opened_at) > self.timeout_ms:
-            self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+        now = ticks_ms()
+        try:
+            if self._dialing is not None:
+                self._dial(now)
+            elif self.sock is None:
+                if self.reconnect and self._started and self.backoff.due(now):
+                    self._dialed_at = now
+                    self._dialing = self._dialer()
+                    self._dial(now)
+            elif not self.s.connected and ticks_diff(now, self._opened_at) > self.timeout_ms:
+                self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+        except LINK_ERRORS as e:
+            self._drop(e)
+
+    def _dial(self, now):
+        sock = self._dialing.step()
+        if sock is not None:
+            self._dialing = None
+        if self._dialed(sock, self._dialed_at, now):
+            self._linked(now)
 
     def _flush_tx(self, timeout_ms):
         s = self.s
@@ -268,7 +301,13 @@ class MQTTClient(Front):
 
 
     def _report(self, x):
-        raise x  # out of check_msg() / wait_msg(), as umqtt.simple does
+        # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another
+        # call that waits (connect() with a session's queued messages arriving
+        # behind CONNACK, publish, flush) it is printed, as the asyncio client
+        # does: that call reports its own outcome.
+        if self._raising:
+            raise x
+        print_exception(x)
 
 
 _TICK_MS = 20

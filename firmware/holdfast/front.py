@@ -1,7 +1,7 @@
 # What the blocking and the asyncio client share, their one contract: the
 # session they wrap, where the broker is, how the engine's events reach the
 # application, what happens when the link goes down, and the counters.
-from .compat import ticks_ms, wall
+from .compat import ticks_ms, ticks_diff, wall
 from . import net
 from .codec import SUBACK_FAILURE, _b
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
@@ -159,9 +159,27 @@ class Front:
         return g
 
     def _connect_socket(self):
+        # connect(): the caller waits anyway.
         self.attempts += 1
         self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
         self.links += 1
+
+    def _dialer(self):
+        # A reconnect: a TCP connect the shell steps without waiting.
+        self.attempts += 1
+        return net.Connector(self.server, self.port)
+
+    def _dialed(self, sock, since, now):
+        # What a step of _dialer() gave: True once linked (TLS included),
+        # False while pending; MQTTTimeout after timeout_ms.
+        if sock is None:
+            if ticks_diff(now, since) > self.timeout_ms:
+                raise MQTTTimeout("no TCP connection to %s:%d within %d ms"
+                                  % (self.server, self.port, self.timeout_ms))
+            return False
+        self.sock = net.secure(sock, self.tls, self.server, self.timeout_ms)
+        self.links += 1
+        return True
 
     def _close(self):
         if self.sock is not None:

@@ -8,35 +8,95 @@ _MP = hasattr(socket.socket, "readinto")
 _IPPROTO_TCP = 6
 _TCP_NODELAY = 1
 _WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
+_EALREADY = (114, 37)  # a connect under way: Linux and lwIP, BSD
+_EISCONN = (106, 56)  # Linux and lwIP, BSD
+_ETIMEDOUT = 110
 
 
 def _blocked(e):
     return (e.args and e.args[0] in _WOULD_BLOCK) or e.__class__.__name__.startswith("SSLWant")
 
 
-def open_socket(host, port, timeout_ms, tls=None):
-    """Connects (resolving host anew each time), wraps in TLS when tls is an
-    SSLContext, and returns the socket in non-blocking mode."""
-    ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
-    s = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
-    try:
-        # Each packet goes out in one write; Nagle would hold it back ~40 ms.
-        s.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
-    except (OSError, AttributeError):
-        pass
+class Connector:
+    """A TCP connection being made without waiting: step() returns the
+    socket (non-blocking) once connected, None while the connect is under
+    way, and raises OSError when it failed. Resolving the name
+    (getaddrinfo) happens here and does block: no port offers it otherwise."""
+
+    def __init__(self, host, port):
+        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        self.addr = ai[-1]
+        s = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
+        try:
+            # Each packet goes out in one write; Nagle would hold it back ~40 ms.
+            s.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+        self.sock = s
+        self.poll = select.poll()
+        self.poll.register(s, select.POLLOUT)
+        s.setblocking(False)
+        self._connect()
+
+    def _connect(self):
+        # Connecting again tells how the first attempt went, the same way on
+        # every port (MicroPython has no getsockopt(SO_ERROR)): EISCONN once
+        # it is up, the error if it failed, EINPROGRESS/EALREADY meanwhile.
+        try:
+            self.sock.connect(self.addr)
+        except OSError as e:
+            if e.args and e.args[0] in _EISCONN:
+                return True
+            if _blocked(e) or e.args and e.args[0] in _EALREADY:
+                return False
+            self.close()
+            raise
+        return True
+
+    def step(self):
+        if not self.poll.poll(0) or not self._connect():
+            return None
+        s = self.sock
+        self.sock = None
+        return s
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def secure(s, tls, host, timeout_ms):
+    """Wraps a connected socket in TLS when tls is an SSLContext. The
+    handshake blocks, bounded by timeout_ms; a TLS failure comes out as
+    tls.TLSError with the cause in words. Closes s on failure."""
+    if tls is None:
+        return s
     try:
         s.settimeout(timeout_ms / 1000)
-        s.connect(ai[-1])
-        if tls is not None:
-            # The handshake runs here, blocking, bounded by the timeout above;
-            # a TLS failure comes out as tls.TLSError with the cause in words.
-            from .tls import wrap
-            s = wrap(tls, s, host)
+        from .tls import wrap
+        s = wrap(tls, s, host)
         s.setblocking(False)
     except BaseException:
         s.close()
         raise
     return s
+
+
+def open_socket(host, port, timeout_ms, tls=None):
+    """Connects (resolving host anew each time), waiting up to timeout_ms,
+    wraps in TLS when tls is an SSLContext, and returns the socket in
+    non-blocking mode."""
+    c = Connector(host, port)
+    try:
+        s = c.step()
+        if s is None and c.poll.poll(timeout_ms):
+            s = c.step()
+    finally:
+        c.close()
+    if s is None:
+        raise OSError(_ETIMEDOUT, "no TCP connection to %s:%d within %d ms" % (host, port, timeout_ms))
+    return secure(s, tls, host, timeout_ms)
 
 
 def read_into(s, buf):

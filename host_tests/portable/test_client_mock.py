@@ -12,6 +12,27 @@ from support import raises
 CONNACK = wire((c.CONNACK, False, 0))
 
 
+class Dial:
+    """What net.Connector gives the client: here a scripted socket, connected
+    at the first step unless told to stay pending for some steps."""
+
+    pending = 0
+
+    def __init__(self, host, port):
+        self.host, self.port = host, port
+        self.steps = 0
+        self.closed = False
+
+    def step(self):
+        self.steps += 1
+        if self.steps <= Dial.pending:
+            return None
+        return hc.net.open_socket(self.host, self.port, 0)
+
+    def close(self):
+        self.closed = True
+
+
 class Rig:
     """Patches the client's socket opener, poller and clock for one test."""
 
@@ -33,8 +54,10 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms, front.ticks_ms)
+        self.saved = (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
+                      hc._sleep_ms, front.ticks_ms)
         hc.net.open_socket = self.opener
+        hc.net.Connector = Dial
         hc.net.Poller = NoPoller
         hc.ticks_ms = front.ticks_ms = self.clock
         hc._sleep_ms = self.sleep
@@ -44,7 +67,9 @@ class Rig:
         self.now += ms
 
     def __exit__(self, *a):
-        hc.net.open_socket, hc.net.Poller, hc.ticks_ms, hc._sleep_ms, front.ticks_ms = self.saved
+        (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
+         hc._sleep_ms, front.ticks_ms) = self.saved
+        Dial.pending = 0
 
     def client(self, **kw):
         kw.setdefault("timeout_ms", 2000)
@@ -117,6 +142,55 @@ def test_broker_closing_mid_packet_reconnects_and_resends_with_dup():
         out = rig.socks[1].take()
         assert out[0][0] == c.CONNECT
         assert out[1] == (c.PUBLISH, b"t", b"keep me", 1, False, True, pid)
+
+
+def test_reconnect_is_one_step_per_check_msg_and_gives_up_after_timeout():
+    # The broker stopped answering: the TCP connect stays pending. Each
+    # check_msg() steps it once and returns; after timeout_ms the attempt is
+    # dropped and the next one follows the backoff.
+    with Rig([CONNACK], [CONNACK]) as rig:
+        dials = []
+        real = hc.net.Connector
+
+        def dial(host, port):
+            dials.append(real(host, port))
+            return dials[-1]
+
+        hc.net.Connector = dial
+        cl = rig.client(backoff_ms=(100, 1000), timeout_ms=2000)
+        cl.connect()
+        rig.socks[0].eof = True
+        cl.check_msg()
+        assert not cl.isconnected()
+        Dial.pending = 10 ** 6  # never connects
+        rig.now += 1000
+        for i in range(5):
+            cl.check_msg()
+            assert dials[0].steps == i + 1 and not cl.isconnected()
+        assert not dials[0].closed and cl.attempts == 2
+        rig.now += 2001
+        cl.check_msg()
+        assert dials[0].closed and "no TCP connection" in str(cl.last_error)
+        Dial.pending = 0
+        rig.now += 1001
+        for _ in range(3):
+            cl.check_msg()
+        assert cl.isconnected() and cl.attempts == 3 and cl.links == 2
+
+
+def test_callback_error_behind_connack_does_not_fail_connect():
+    # A kept session's queued message arrives with CONNACK and the callback
+    # raises: connect() still succeeds, the error is counted, the message
+    # acknowledged.
+    def boom(t, m):
+        raise ValueError("the application's own bug")
+
+    with Rig([CONNACK + wire((c.PUBLISH, b"cmd", b"x", 1, False, False, 7))]) as rig:
+        cl = rig.client()
+        cl.set_callback(boom)
+        cl.connect()
+        assert cl.isconnected() and cl.callback_errors == 1
+        assert [p for p in rig.socks[0].take() if p[0] == c.PUBACK] == [(c.PUBACK, 7)]
 
 
 def test_garbage_from_broker_drops_link_keeps_outbox():
