@@ -11,7 +11,8 @@ setup: $(STAMP) mosquitto java
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@echo "installing the Python packages of requirements.txt into $(VENV) (PySpark is the big one, about a minute):"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
 	touch $@
 
 # The tests start their own mosquitto (own port and config); only the binary

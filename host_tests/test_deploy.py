@@ -33,6 +33,8 @@ def test_plan(board):
     assert files["/lib/holdfast/client.mpy"][1] is True
     assert "/lib/holdfast/broker.mpy" not in files  # host tools and tests only
     assert not [d for d in files if d.endswith("config.json")]
+    mcu = {"/mcu.mpy", "/wifi.mpy"} & set(files)
+    assert mcu == (set() if board == "unix" else {"/mcu.mpy", "/wifi.mpy"}), mcu
     src = {dst: comp for dst, _, comp in deploy.plan(board, source=True)}
     assert "/lib/holdfast/client.py" in src and "/app.py" in src and not any(src.values())
 

@@ -27,9 +27,10 @@ SMALL_HEAP = "100k"
 SECRET = "pw-never-printed-42"
 
 
-def mpremote(emu, *args, timeout=60):
-    proc = subprocess.run([sys.executable, "-m", "mpremote", "connect", emu.url, "resume"]
-                          + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def mpremote(emu, *args, timeout=60, resume=True):
+    proc = subprocess.run([sys.executable, "-m", "mpremote", "connect", emu.url]
+                          + (["resume"] if resume else []) + list(args),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=timeout)
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0, out
@@ -154,6 +155,21 @@ def test_mpremote_drives_the_emulator(board, tmp_path):
     assert back.read_bytes() == data
     out = mpremote(board, "fs", "ls", ":/")
     assert "data/" in out and "unique_id" in out, out
+
+
+def test_soft_reset_restarts_the_board_and_keeps_its_flash(board):
+    # mpremote without `resume` soft-resets the board on entry, as a newcomer
+    # types it: the board must come back each time, its files kept.
+    board.start()
+    out = mpremote(board, "exec", "open('kept.txt', 'w').write('before'); print('one')",
+                   resume=False)
+    assert "one" in out, out
+    out = mpremote(board, "exec", "print(open('kept.txt').read())", resume=False)
+    assert "before" in out, out
+    assert board.running
+    out = mpremote(board, "exec", "print(2 + 2)")  # and with resume, as before
+    assert "4" in out, out
+    assert board.console_text().count("soft reboot") == 2
 
 
 def test_sigkill_is_a_power_cut(board):

@@ -48,6 +48,9 @@ BOARDS = ("esp32", "rp2040", "unix")
 LIB_SRC = os.path.join(ROOT, "firmware", "holdfast")
 LIB_DST = "/lib/holdfast"
 LIB_SKIP = ("broker.py",)  # the broker's half of the codec: host tools and tests only
+# boards/common files that drive a microcontroller (machine, network): the
+# emulated unix board has neither and does not import them.
+MCU_ONLY = ("mcu.py", "wifi.py")
 HOLD = "/hf_hold"
 # sys.implementation._mpy >> 10 -> mpy-cross -march
 ARCHS = (None, "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp",
@@ -102,7 +105,7 @@ def plan(board, source=False, extra=()):
     for d in ("common", board):  # the board's own file wins over a common one
         folder = os.path.join(ROOT, "boards", d)
         for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
+            if name.endswith(".py") and not (board == "unix" and name in MCU_ONLY):
                 seen[name] = os.path.join(folder, name)
     for path in extra:
         seen[os.path.basename(path)] = os.path.abspath(path)

@@ -15,8 +15,11 @@ What the board sees:
   the mount). Nothing outside FLASH_DIR is reachable through open()/os.*.
 - the REPL is `micropython -i` on a pseudo-terminal in raw mode (no newline
   translation, so mpremote's raw REPL and raw-paste mode work byte for
-  byte); ctrl-C still interrupts (ISIG is left on). The unix port has no soft
-  reset: use mpremote's `resume` so it does not try one.
+  byte); ctrl-C still interrupts (ISIG is left on).
+- ctrl-D soft-resets it as it does a board: the unix port would exit, so the
+  emulator starts a new one on the same flash, keeps the REPL socket (and
+  the connected mpremote), prints "soft reboot", and, when the reset came
+  from the raw REPL (mpremote without `resume`), enters the raw REPL again.
 - with --run, /main.py (or main.mpy) is imported at start, as a board does
   at boot; ctrl-C from mpremote interrupts it and leaves the REPL.
 - a factory "unique id": FLASH_DIR/unique_id is created once with 8 random
@@ -25,8 +28,8 @@ What the board sees:
 Power cut: SIGKILL this process. The micropython child is tied to it
 (PR_SET_PDEATHSIG), so it dies at once too; whatever the board had written
 to its files stays, as on flash. Start again on the same FLASH_DIR to
-"power on". When the board's program ends (sys.exit, ctrl-D at the REPL),
-the emulator exits with its status.
+"power on". When the board's program ends by itself (sys.exit, or main
+returns without --run's REPL), the emulator exits with its status.
 
 Console output goes to stdout (or --console FILE, appended) and, while an
 mpremote (or any TCP client) is connected, to it as well. One client at a
@@ -149,6 +152,28 @@ class _Bridge:
         self.listener = listener
         self.console = console
         self.client = None
+        self.last = 0  # the client's last byte: ctrl-D before an exit is a soft reset
+        self.raw = False  # the client put the REPL in raw mode (ctrl-A, left with ctrl-B)
+        self.at_prompt = b""  # sent to the board once its REPL prompt is out
+
+    def _from_client(self, data):
+        self.last = data[-1]
+        a, b = data.rfind(b"\x01"), data.rfind(b"\x02")
+        if a != b:
+            self.raw = a > b
+        self._write_master(data)
+
+    def soft_reset_asked(self):
+        return self.last == 4 and self.client is not None
+
+    def say(self, data):
+        self.console.write(data)
+        self.console.flush()
+        if self.client is not None:
+            try:
+                self.client.sendall(data)
+            except OSError:
+                self._drop_client()
 
     def _drop_client(self):
         if self.client is not None:
@@ -186,6 +211,10 @@ class _Bridge:
                     data = b""
                 if not data:  # the board's side of the pty is gone
                     return _reap(pid)
+                if self.at_prompt and data.endswith(b">>> "):
+                    # Only now: before, the pty was not raw yet and the REPL not reading.
+                    self._write_master(self.at_prompt)
+                    self.at_prompt = b""
                 self.console.write(data)
                 self.console.flush()
                 if self.client is not None:
@@ -206,7 +235,7 @@ class _Bridge:
                 if not data:
                     self._drop_client()
                 else:
-                    self._write_master(data)
+                    self._from_client(data)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 # Give the last output a moment, then report.
@@ -238,11 +267,11 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     listener.listen(1)
     port = listener.getsockname()[1]
     out = open(console, "ab") if console else sys.stdout.buffer
-    pid, master = _spawn_board(flash, heap, run, uid)
+    board = list(_spawn_board(flash, heap, run, uid))  # [pid, pty master]
 
     def stop(signum, frame):
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(board[0], signal.SIGKILL)
         except ProcessLookupError:
             pass
         raise SystemExit(128 + signum)
@@ -251,16 +280,28 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     signal.signal(signal.SIGINT, stop)
     if port_file:
         with open(port_file + ".tmp", "w") as f:
-            f.write("%d %d\n" % (port, pid))
+            f.write("%d %d\n" % (port, board[0]))
         os.replace(port_file + ".tmp", port_file)
     sys.stderr.write("emulator: board pid %d, flash %s, REPL on socket://%s:%d\n"
-                     % (pid, flash, HOST, port))
+                     % (board[0], flash, HOST, port))
     sys.stderr.flush()
+    bridge = _Bridge(board[1], listener, out)
     try:
-        return _Bridge(master, listener, out).serve(pid)
+        while True:
+            status = bridge.serve(board[0])
+            if not bridge.soft_reset_asked():
+                return status
+            # ctrl-D: a board reboots its VM and keeps its flash; so do we.
+            os.close(board[1])
+            bridge.say(b"soft reboot\r\n")
+            board[:] = _spawn_board(flash, heap, run and not bridge.raw, uid)
+            bridge.master = board[1]
+            bridge.last = 0
+            if bridge.raw:
+                bridge.at_prompt = b"\x01"
     finally:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(board[0], signal.SIGKILL)
         except ProcessLookupError:
             pass
         if console:

@@ -71,8 +71,12 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
     from pyspark.sql import SparkSession
     if shuffle_partitions is None:
         shuffle_partitions = 8 if master.startswith("local") else 200
-    spark = (SparkSession.builder.master(master).appName(app)
-             .config("spark.driver.memory", driver_memory)
+    b = SparkSession.builder.master(master).appName(app)
+    if master.startswith("local"):
+        # Local mode talks to itself only: bind loopback, not the machine's
+        # network address (and no warning about which one it picked).
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    spark = (b.config("spark.driver.memory", driver_memory)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
              .config("spark.ui.enabled", "false")
