@@ -200,6 +200,8 @@ def test_deploy_run_and_restart(board, readings, mosquitto, tmp_path):
     assert "copied  /lib/holdfast/client.mpy" in out, out
     assert "copied  /config.json" in out, out
     assert SECRET not in out
+    quiet = board.console_text()  # a normal deploy: nothing alarming on the console
+    assert "Traceback" not in quiet and "\x01" not in quiet and "\x04" not in quiet, quiet[-2000:]
     out = deploy(board)  # unchanged: nothing copied, the board's config kept
     assert re.search(r"deploy: \d+ copied, [1-9]\d* skipped, 0 removed", out), out
     for path in re.findall(r"copied  (\S+)", out):

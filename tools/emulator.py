@@ -32,7 +32,8 @@ to its files stays, as on flash. Start again on the same FLASH_DIR to
 returns without --run's REPL), the emulator exits with its status.
 
 Console output goes to stdout (or --console FILE, appended) and, while an
-mpremote (or any TCP client) is connected, to it as well. One client at a
+mpremote (or any TCP client) is connected, to it as well; what the board says
+in the raw REPL (mpremote's protocol) goes to the client only. One client at a
 time; a new connection replaces the old one.
 
 From Python (tests, the fleet tool), `Emulator` runs this as a separate
@@ -176,6 +177,7 @@ class _Bridge:
                 self._drop_client()
 
     def _drop_client(self):
+        self.raw = False
         if self.client is not None:
             try:
                 self.client.close()
@@ -215,8 +217,12 @@ class _Bridge:
                     # Only now: before, the pty was not raw yet and the REPL not reading.
                     self._write_master(self.at_prompt)
                     self.at_prompt = b""
-                self.console.write(data)
-                self.console.flush()
+                if not self.raw:
+                    # The raw REPL is mpremote's wire protocol (control bytes,
+                    # the tracebacks of its own probing): its business, not
+                    # the console's.
+                    self.console.write(data)
+                    self.console.flush()
                 if self.client is not None:
                     try:
                         self.client.sendall(data)
