@@ -288,13 +288,35 @@ def test_report(batch):
                    "**QoS 1/2 delivery: 5 reading(s) lost on 2 device(s)**",
                    "`dev-b`", "payload is not a JSON object",
                    "report-latency.png", "report-delivery.png",
+                   "## Over time", "report-timeline.png",
                    "Sequence numbers seen under more than one boot",
                    "`dev-e` (1)"):
         assert needle in text, needle
-    for png in ("report-latency.png", "report-delivery.png"):
+    assert "rx_ms - w" not in text  # the prose reads without the glossary
+    for png in ("report-latency.png", "report-delivery.png", "report-timeline.png"):
         path = os.path.join(batch["out"], png)
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_timeline_counts_taken_and_delivered_per_second(spark, tmp_path):
+    # dev-a takes 3 readings in second 0 and 1 in second 2; two of them wait
+    # in its outbox until second 3. The gap between the curves is the outbox.
+    import plots
+    t0 = 1_700_000_000_000
+    rows = [("dev-a", t0, t0 + 100), ("dev-a", t0 + 300, t0 + 3100),
+            ("dev-a", t0 + 600, t0 + 3200), ("dev-a", t0 + 2000, t0 + 2100),
+            ("dev-b", t0 + 1500, t0 + 1600)]
+    df = spark.createDataFrame(rows, "device string, wall_ms long, rx_ms long")
+    data = plots.timeline_data(df)
+    assert data["t0_ms"] == t0
+    assert data["devices"]["dev-a"] == ([3, 3, 4, 4], [1, 1, 2, 4])
+    assert data["devices"]["dev-b"] == ([0, 1, 1, 1], [0, 1, 1, 1])
+    path = str(tmp_path / "t.png")
+    plots.plot_timeline(data, [(t0 + 1000, "power cut dev-a for 1.0 s"),
+                               (t0 + 2500, "broker restart")], path)
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_stream_two_batches_matches_batch(batch, spark, tmp_path):

@@ -91,8 +91,9 @@ def run(boards=5, duration=60, seed=7, out="build/demo", interval_ms=200, master
     import pipeline
     spark = pipeline.spark_session(master)
     try:
+        events = [(int((summary["t0_wall"] + t) * 1000), what) for t, what in summary["events"]]
         res = pipeline.run_batch(spark, landing, os.path.join(out, "tables"),
-                                 report=os.path.join(out, "report.md"))
+                                 report=os.path.join(out, "report.md"), events=events)
     finally:
         spark.stop()
     return check(res, last, summary, out)

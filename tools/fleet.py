@@ -73,6 +73,7 @@ class Fleet:
         self.injected = {f: 0 for f in FAULTS}
         self.events = []  # (seconds since start, what)
         self._t0 = None
+        self._t0_wall = None
 
     def device(self, i):
         return "fleet-%02d" % i
@@ -91,6 +92,7 @@ class Fleet:
             emu.start()
             self.boards.append(emu)
         self._t0 = time.monotonic()
+        self._t0_wall = time.time()  # to place the events among the readings
         self.log("fleet: %d boards up (QoS 1 and 2), proxy :%d -> broker :%d, seed %d"
                  % (self.n, self.proxy.port, self.broker.port, self.seed))
 
@@ -176,7 +178,7 @@ class Fleet:
 
     def summary(self):
         return {"boards": self.n, "seed": self.seed, "faults": dict(self.injected),
-                "events": self.events}
+                "events": self.events, "t0_wall": self._t0_wall}
 
 
 def main(argv=None):

@@ -408,101 +408,6 @@ def qos_health(dedup, health):
         F.col("lat")[2].alias("latency_p99_ms")).orderBy("qos")
 
 
-# -- plots --------------------------------------------------------------------
-
-def _latency_plot_data(dedup):
-    """CDF quantiles and histogram counts per QoS, computed in Spark."""
-    from pyspark.sql import functions as F
-    lat = dedup.where(F.col("latency_ms").isNotNull())
-    qs = [i / 100.0 for i in range(1, 100)] + [0.995, 0.999]
-    cdf = {str(r["qos"]): (qs, r["v"]) for r in lat.groupBy("qos").agg(
-        F.percentile("latency_ms", qs).alias("v")).collect()}
-    if not cdf:
-        return None
-    lo = min(0, min(v[1][0] for v in cdf.values()))
-    hi = max(v[1][qs.index(0.99)] for v in cdf.values())
-    if hi <= lo:
-        hi = lo + 1
-    nbins = 50
-    width = (hi - lo) / float(nbins)
-    b = F.least(F.greatest(F.floor((F.col("latency_ms") - lo) / width),
-                           F.lit(0)), F.lit(nbins))
-    rows = lat.groupBy("qos", b.alias("bin")).count().collect()
-    hist = {}
-    for r in rows:
-        h = hist.setdefault(str(r["qos"]), [0] * (nbins + 1))
-        h[int(r["bin"])] += r["count"]
-    return {"cdf": cdf, "hist": hist, "lo": lo, "width": width,
-            "nbins": nbins}
-
-
-def plot_latency(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    lo, width, nbins = data["lo"], data["width"], data["nbins"]
-    edges = [lo + i * width for i in range(nbins + 1)]
-    for q in sorted(data["hist"]):
-        counts = data["hist"][q]
-        ax1.stairs(counts[:nbins], edges, label="QoS %s" % q)
-    ax1.set_xlabel("latency rx_ms - w (ms), clipped at the largest p99")
-    ax1.set_ylabel("readings")
-    ax1.set_title("Latency histogram")
-    ax1.legend()
-    for q in sorted(data["cdf"]):
-        qs, vals = data["cdf"][q]
-        ax2.plot(vals, qs, label="QoS %s" % q)
-    ax2.set_xscale("symlog")
-    ax2.set_xlabel("latency (ms, log scale)")
-    ax2.set_ylabel("fraction of readings")
-    ax2.set_title("Latency CDF (1st to 99.9th percentile)")
-    ax2.grid(True, alpha=0.3)
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def plot_delivery(rows, path, limit=40):
-    """Per device: delivered (left), duplicates removed and lost (right).
-
-    Two panels with their own scales: losses and duplicates are usually
-    tiny next to what was delivered.
-    """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = sorted(rows, key=lambda r: (-r["missing"], -r["duplicates"],
-                                       r["device"]))
-    shown = sorted(rows[:limit], key=lambda r: r["device"], reverse=True)
-    names = ["%s (QoS %s)" % (r["device"], r["qos"]) for r in shown]
-    y = list(range(len(shown)))
-    fig, (ax1, ax2) = plt.subplots(
-        1, 2, sharey=True, figsize=(11, max(2.5, 0.3 * len(shown) + 1.5)),
-        gridspec_kw={"width_ratios": [1, 2]})
-    ax1.barh(y, [r["received"] for r in shown], color="#4c9a2a")
-    ax1.set_yticks(y)
-    ax1.set_yticklabels(names, fontsize="small")
-    ax1.set_xlabel("delivered (distinct s)")
-    h = 0.4
-    ax2.barh([i + h / 2 for i in y], [r["duplicates"] for r in shown],
-             height=h, color="#e0a030", label="duplicates removed")
-    ax2.barh([i - h / 2 for i in y], [r["missing"] for r in shown],
-             height=h, color="#c0392b", label="lost (missing s)")
-    ax2.set_xlabel("readings")
-    ax2.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0),
-               fontsize="small")
-    title = "Delivery per device"
-    if len(rows) > limit:
-        title += " (the %d of %d devices with most loss, then duplicates)" \
-            % (limit, len(rows))
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 # -- report -----------------------------------------------------------------
 
 def _fmt(v):
@@ -534,7 +439,7 @@ def _md_table(header, rows):
 
 def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                  rejected_examples, quarantine_reasons, no_w_devices,
-                 latency_png, delivery_png):
+                 latency_png, delivery_png, timeline_png=None):
     s = summary
     lines = ["# holdfast telemetry report", ""]
     lines.append("Generated %s UTC by tools/pipeline.py (%s mode) from `%s`."
@@ -563,8 +468,16 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
     else:
         lines.append("QoS 1/2 delivery: no reading lost (every sequence "
                      "number between each device's first and last arrived).")
+    if timeline_png:
+        lines += ["", "## Over time", "",
+                  "Per device, readings taken on the board and readings "
+                  "delivered to the collector, counted since the first "
+                  "reading; the shaded gap is what waited in the device's "
+                  "outbox. Dashed lines: the injected faults (a power cut "
+                  "on its own device's row).", "",
+                  "![timeline](%s)" % timeline_png]
     lines += ["", "## Per QoS", "",
-              "Devices grouped by the QoS they published with (`q`); "
+              "Devices grouped by the QoS they published with; "
               "`mixed`: devices that used several (a lost reading has no "
               "QoS of its own). Readings are distinct readings.", ""]
     lines.append(_md_table(
@@ -576,11 +489,11 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
           r["latency_p50_ms"], r["latency_p95_ms"], r["latency_p99_ms"]]
          for r in qos_rows]))
     lines += ["", "## Latency", "",
-              "End-to-end latency is `rx_ms - w` (collector receive time "
-              "minus the device's wall clock when the reading was taken), "
-              "for the kept (earliest) copy of each reading; percentiles are "
-              "exact, interpolated. It is only computed for readings that carry "
-              "`w`."]
+              "End-to-end latency: from the moment the board took the "
+              "reading (its own clock) to the moment the collector received "
+              "it, for the earliest copy of each reading; percentiles are "
+              "exact, interpolated. Readings without the board's clock "
+              "(field `w`) have none."]
     if no_w_devices:
         lines.append("Not computed for %d reading(s) without `w`, from "
                      "%d device(s): %s."
@@ -685,8 +598,9 @@ def _default_report(output):
 
 
 def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
-              write_readings=True, write_rejected=True, plots=True):
-    """The batch pipeline; returns a summary dict (counts, paths)."""
+              write_readings=True, write_rejected=True, plots=True, events=None):
+    """The batch pipeline; returns a summary dict (counts, paths). events:
+    [(wall-clock ms, what)] of injected faults, marked on the timeline."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     t0 = time.monotonic()
@@ -766,15 +680,20 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         rdir = os.path.dirname(os.path.abspath(report))
         os.makedirs(rdir, exist_ok=True)
         stem = os.path.splitext(os.path.basename(report))[0]
-        latency_png = delivery_png = None
+        latency_png = delivery_png = timeline_png = None
         if plots:
-            data = _latency_plot_data(dedup)
+            import plots as P
+            data = P.latency_data(dedup)
             if data is not None:
                 latency_png = stem + "-latency.png"
-                plot_latency(data, os.path.join(rdir, latency_png))
+                P.plot_latency(data, os.path.join(rdir, latency_png))
             if health_rows:
                 delivery_png = stem + "-delivery.png"
-                plot_delivery(health_rows, os.path.join(rdir, delivery_png))
+                P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
+            data = P.timeline_data(dedup)
+            if data is not None:
+                timeline_png = stem + "-timeline.png"
+                P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
         summary = {
             "mode": mode, "input": input_uri, "output": output_uri,
             "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
@@ -790,7 +709,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         }
         write_report(report, summary, health_rows, qos_rows, rej_reasons,
                      rej_examples, quarantine, no_w_devices, latency_png,
-                     delivery_png)
+                     delivery_png, timeline_png)
         log("report: %s" % report)
     for df in cached:
         df.unpersist()

@@ -1,0 +1,202 @@
+"""The report's plots (PNG, matplotlib): what a fleet owner reads first.
+
+    latency_data(dedup) / plot_latency(data, path)
+        how long readings took from the board to the collector, per QoS:
+        histogram on log axes (the tail is what matters) and the CDF
+    plot_delivery(health_rows, path)
+        per device: readings delivered, duplicates removed, readings lost
+    timeline_data(dedup) / plot_timeline(data, events, path)
+        per device over time: readings taken on the board and readings
+        delivered, the gap between them being what waits in its outbox,
+        with the injected faults marked
+
+The data functions run in Spark and return small Python structures; the
+plot functions only draw.
+"""
+import math
+
+LOST_COLOR = "#c0392b"
+DUP_COLOR = "#e0a030"
+OK_COLOR = "#4c9a2a"
+FAULT_COLORS = {"power cut": "#c0392b", "broker restart": "#8e44ad", "partition": "#2c3e50",
+                "reset": "#e67e22", "latency": "#7f8c8d"}
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def latency_data(dedup, nbins=40):
+    """CDF quantiles and log-spaced histogram counts per QoS, or None."""
+    from pyspark.sql import functions as F
+    lat = dedup.where(F.col("latency_ms").isNotNull())
+    qs = [i / 100.0 for i in range(1, 100)] + [0.995, 0.999]
+    cdf = {str(r["qos"]): (qs, r["v"]) for r in lat.groupBy("qos").agg(
+        F.percentile("latency_ms", qs).alias("v")).collect()}
+    if not cdf:
+        return None
+    top = lat.agg(F.max("latency_ms")).collect()[0][0]
+    # Log-spaced bins from 1 ms to the slowest reading: nothing clipped.
+    hi = math.log10(max(2.0, float(top) + 1))
+    width = hi / nbins
+    b = F.least(F.floor(F.log10(F.greatest(F.col("latency_ms"), F.lit(0)) + 1) / width),
+                F.lit(nbins - 1))
+    hist = {}
+    for r in lat.groupBy("qos", b.alias("bin")).count().collect():
+        hist.setdefault(str(r["qos"]), [0] * nbins)[int(r["bin"])] += r["count"]
+    edges = [10 ** (i * width) - 1 for i in range(nbins + 1)]
+    return {"cdf": cdf, "hist": hist, "edges": edges}
+
+
+def plot_latency(data, path):
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    edges = [max(e, 0.5) for e in data["edges"]]
+    for q in sorted(data["hist"]):
+        ax1.stairs(data["hist"][q], edges, label="QoS %s" % q)
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    ax1.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    ax1.yaxis.set_minor_formatter(NullFormatter())
+    ax1.set_xlabel("latency: received by the collector - taken on the board (ms)")
+    ax1.set_ylabel("readings (log scale)")
+    ax1.set_title("Latency histogram, every reading (log axes)")
+    ax1.legend()
+    for q in sorted(data["cdf"]):
+        qs, vals = data["cdf"][q]
+        ax2.plot(vals, qs, label="QoS %s" % q)
+    ax2.set_xscale("symlog")
+    ax2.set_xlabel("latency (ms, log scale)")
+    ax2.set_ylabel("fraction of readings")
+    ax2.set_title("Latency CDF (1st to 99.9th percentile)")
+    ax2.grid(True, alpha=0.3)
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_delivery(rows, path, limit=40):
+    """Per device: delivered (left), duplicates removed and lost (right),
+    each panel on its own scale: losses and duplicates are small next to
+    what was delivered. A zero is written out, not left as an empty bar."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+    rows = sorted(rows, key=lambda r: (-r["missing"], -r["duplicates"], r["device"]))
+    shown = sorted(rows[:limit], key=lambda r: r["device"], reverse=True)
+    names = ["%s (QoS %s)" % (r["device"], r["qos"]) for r in shown]
+    y = list(range(len(shown)))
+    fig, (ax1, ax2) = plt.subplots(
+        1, 2, sharey=True, figsize=(11, max(2.5, 0.3 * len(shown) + 1.5)),
+        gridspec_kw={"width_ratios": [1, 2]})
+    ax1.barh(y, [r["received"] for r in shown], color=OK_COLOR)
+    ax1.set_yticks(y)
+    ax1.set_yticklabels(names, fontsize="small")
+    ax1.set_xlabel("readings delivered")
+    ax1.xaxis.set_major_locator(MaxNLocator(integer=True))
+    h = 0.4
+    ax2.barh([i + h / 2 for i in y], [r["duplicates"] for r in shown],
+             height=h, color=DUP_COLOR, label="duplicates removed")
+    ax2.barh([i - h / 2 for i in y], [r["missing"] for r in shown],
+             height=h, color=LOST_COLOR, label="lost (never arrived)")
+    for i, r in zip(y, shown):
+        for dy, v in ((h / 2, r["duplicates"]), (-h / 2, r["missing"])):
+            if not v:
+                ax2.text(0, i + dy, " 0", va="center", fontsize="x-small")
+    ax2.set_xlabel("readings")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.set_xlim(left=0, right=max([1] + [max(r["duplicates"], r["missing"]) for r in shown]) * 1.15)
+    ax2.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    title = "Delivery per device: %d lost in all" % sum(r["missing"] for r in rows)
+    if len(rows) > limit:
+        title += " (the %d of %d devices with most loss, then duplicates)" % (limit, len(rows))
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def timeline_data(dedup, limit=8, step_s=1):
+    """Per device (the first `limit` by name), per step_s seconds (more when
+    the span needs more than 600 steps): readings taken on
+    the board (by their wall clock) and readings delivered (by the
+    collector's clock). {"t0_ms", "step_s", "devices": {device: (taken,
+    delivered)}} as cumulative counts, or None."""
+    from pyspark.sql import functions as F
+    rows = dedup.where(F.col("wall_ms").isNotNull()).select("device", "wall_ms", "rx_ms")
+    devices = [r["device"] for r in rows.select("device").distinct().orderBy("device")
+               .limit(limit).collect()]
+    if not devices:
+        return None
+    rows = rows.where(F.col("device").isin(devices))
+    t0, t1 = rows.agg(F.min("wall_ms"), F.max("rx_ms")).collect()[0]
+    # At most about 600 points per curve, whatever the span.
+    step_s = max(step_s, int(math.ceil((t1 - t0) / 600000.0)))
+    step = step_s * 1000
+    out = {}
+    for col, k in (("wall_ms", 0), ("rx_ms", 1)):
+        b = F.floor((F.col(col) - t0) / step).alias("b")
+        for r in rows.groupBy("device", b).count().collect():
+            out.setdefault(r["device"], ({}, {}))[k][int(r["b"])] = r["count"]
+    n = 1 + max(max(list(t) + list(d)) for t, d in out.values())
+    series = {}
+    for dev, (taken, delivered) in sorted(out.items()):
+        cum = []
+        for counts in (taken, delivered):
+            c, run = 0, []
+            for i in range(n):
+                c += counts.get(i, 0)
+                run.append(c)
+            cum.append(run)
+        series[dev] = tuple(cum)
+    return {"t0_ms": t0, "step_s": step_s, "devices": series}
+
+
+def _fault_kind(what):
+    for k in FAULT_COLORS:
+        if what.startswith(k):
+            return k
+    return None
+
+
+def plot_timeline(data, events, path):
+    """events: [(wall-clock ms, what)] of the injected faults; a power cut
+    names its device and is marked on that device's row only."""
+    plt = _pyplot()
+    devs = sorted(data["devices"])
+    fig, axes = plt.subplots(len(devs), 1, sharex=True, squeeze=False,
+                             figsize=(11, 1.6 * len(devs) + 1.2))
+    t0, step = data["t0_ms"], data["step_s"]
+    seen = set()
+    for ax, dev in zip(axes[:, 0], devs):
+        taken, delivered = data["devices"][dev]
+        x = [i * step for i in range(len(taken))]
+        ax.plot(x, taken, color="#34495e", lw=1, label="taken on the board")
+        ax.plot(x, delivered, color=OK_COLOR, lw=1.5, label="delivered to the collector")
+        ax.fill_between(x, delivered, taken, color=DUP_COLOR, alpha=0.3, label="waiting in the outbox")
+        for ms, what in events or ():
+            kind = _fault_kind(what)
+            if kind is None or kind == "power cut" and dev not in what:
+                continue  # not a fault (the fleet's own steps), or another device's
+            label = kind if kind not in seen else None
+            seen.add(kind)
+            ax.axvline((ms - t0) / 1000.0, color=FAULT_COLORS.get(kind, "#999999"), lw=1,
+                       ls="--", label=label)
+        ax.set_ylabel(dev, rotation=0, ha="right", fontsize="small")
+        ax.grid(True, alpha=0.2)
+    axes[-1, 0].set_xlabel("seconds since the first reading")
+    handles, labels = [], []
+    for ax in axes[:, 0]:
+        for hnd, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(hnd)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="upper right", fontsize="small", ncol=3)
+    fig.suptitle("Readings per device over time (cumulative), faults marked", x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
