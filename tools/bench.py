@@ -37,6 +37,7 @@ SECTIONS = [
     ("outbox", "bench_outbox"),
     ("board", "bench_board"),
     ("pipeline", "bench_pipeline"),
+    ("ingest", "bench_ingest"),
 ]
 
 
