@@ -197,6 +197,17 @@ def test_batch_counts(batch):
     assert s["no_w_readings"] == 6 + 5
 
 
+def test_duckdb_reference_counts_what_spark_counts(batch):
+    # make bench's reference row without Spark: on a landing with malformed
+    # lines, duplicates and reused sequence numbers, the same distinct
+    # readings per device.
+    import pipeline_duckdb
+    ref, _ = pipeline_duckdb.readings_per_device(batch["landing"])
+    spark = {r["device"]: r["received"] + r["reused_seq"] for r in batch["summary"]["health"]}
+    assert ref == spark
+    assert sum(ref.values()) == N_READINGS
+
+
 def test_batch_health_exact(batch, spark):
     rows = {r["device"]: r for r in
             spark.read.parquet(os.path.join(batch["out"], "health"))

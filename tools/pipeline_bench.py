@@ -122,8 +122,18 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                                  % (summary["missing"], truth["missing"],
                                     summary["duplicates"],
                                     truth["duplicates"]))
+            # The reference without Spark: the same distinct readings per
+            # device from DuckDB, checked equal.
+            import pipeline_duckdb
+            ref, ref_secs = pipeline_duckdb.readings_per_device(landing)
+            spark_counts = {r["device"]: r["received"] + r["reused_seq"] for r in summary["health"]}
+            if ref != spark_counts:
+                raise SystemExit("bench: DuckDB and Spark disagree on the readings per device "
+                                 "(%d vs %d devices, %d vs %d readings)"
+                                 % (len(ref), len(spark_counts), sum(ref.values()),
+                                    sum(spark_counts.values())))
             results.append({"records": truth["lines"], "mb": size / 1e6,
-                            "seconds": secs,
+                            "seconds": secs, "duckdb_seconds": ref_secs,
                             "cpu": None if c0 is None or c1 is None
                             else c1 - c0})
             _err("%d records: %.1fs" % (truth["lines"], secs))
