@@ -167,9 +167,11 @@ class _Bridge:
     def soft_reset_asked(self):
         return self.last == 4 and self.client is not None
 
-    def say(self, data):
-        self.console.write(data)
-        self.console.flush()
+    def say(self, data, console=True):
+        """To the console (unless told not to) and to the client."""
+        if console:
+            self.console.write(data)
+            self.console.flush()
         if self.client is not None:
             try:
                 self.client.sendall(data)
@@ -217,17 +219,9 @@ class _Bridge:
                     # Only now: before, the pty was not raw yet and the REPL not reading.
                     self._write_master(self.at_prompt)
                     self.at_prompt = b""
-                if not self.raw:
-                    # The raw REPL is mpremote's wire protocol (control bytes,
-                    # the tracebacks of its own probing): its business, not
-                    # the console's.
-                    self.console.write(data)
-                    self.console.flush()
-                if self.client is not None:
-                    try:
-                        self.client.sendall(data)
-                    except OSError:
-                        self._drop_client()
+                # The raw REPL is mpremote's wire protocol (control bytes, the
+                # tracebacks of its own probing): its business, not the console's.
+                self.say(data, console=not self.raw)
             if self.listener in ready:
                 conn, _ = self.listener.accept()
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
