@@ -31,6 +31,12 @@ def test_remaining_length_edges_encode():
 def test_remaining_length_above_maximum_refused():
     e = raises(ValueError, c._header, bytearray(8), 0x30, 268435456)
     assert "268435456" in str(e)
+    # The public encoder too, and it writes nothing: not 5 bytes of a length
+    # no decoder accepts.
+    buf = bytearray(8)
+    for n in (268435456, -1):
+        e = raises(ValueError, c.put_length, buf, 1, n)
+        assert str(n) in str(e) and buf == bytearray(8), (n, buf)
 
 
 def test_remaining_length_edges_decode():
