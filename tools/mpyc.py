@@ -177,10 +177,13 @@ class ModuleHeap:
             return self.runs[kb]
         env = dict(os.environ)
         # MICROPYPATH replaces sys.path; keep .frozen (asyncio lives there).
-        env["MICROPYPATH"] = os.path.join(self.outdir, "tools") + ":.frozen"
+        # Paths relative to the checkout: the same string lengths, so the same
+        # allocations, wherever the project is cloned.
+        out = os.path.relpath(self.outdir, ROOT)
+        env["MICROPYPATH"] = os.path.join(out, "tools") + ":.frozen"
         cmd = [self.exe, "-X", "heapsize=%dk" % kb, "-m", "mptest", "--mem",
                "--src", PORTABLE,
-               os.path.join(self.outdir, PORTABLE, self.module + ".mpy")]
+               os.path.join(out, PORTABLE, self.module + ".mpy")]
         try:
             proc = subprocess.run(cmd, cwd=ROOT, env=env,
                                   stdin=subprocess.DEVNULL,

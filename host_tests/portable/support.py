@@ -40,8 +40,11 @@ def tmpdir():
         return tempfile.mkdtemp(prefix="hf-")
     while True:
         _counter[0] += 1
-        path = "/tmp/hf-%d-%d-%d" % (time.time(), time.ticks_us() & 0xFFFFFF,
-                                     _counter[0])
+        # Fixed width: the same allocations on every run and machine, so
+        # the smallest-heap figures do not move with the name's length.
+        path = "/tmp/hf-%010d-%08d-%04d" % (time.time(),
+                                            time.ticks_us() & 0xFFFFFF,
+                                            _counter[0] % 10000)
         try:
             os.mkdir(path)
             return path
