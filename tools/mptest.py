@@ -56,12 +56,6 @@ def _norm(path):
     return s or "."
 
 
-def _abspath(path):
-    if not path.startswith("/"):
-        path = os.getcwd() + "/" + path
-    return _norm(path)
-
-
 def _dirname(path):
     i = path.rfind("/")
     if i < 0:
@@ -94,7 +88,9 @@ try:
     _SCRIPT = __file__
 except NameError:
     _SCRIPT = sys.argv[0]
-ROOT = _dirname(_dirname(_abspath(_SCRIPT)))
+# Kept relative when given relative: module __file__ and sys.path strings
+# then have the same length wherever the checkout is, and so does the heap.
+ROOT = _dirname(_dirname(_norm(_SCRIPT)))
 
 
 # --- reporting ---------------------------------------------------------------
@@ -247,7 +243,7 @@ def _test_files(target, src):
 
 def _resolve(arg):
     if _exists(arg):
-        return _abspath(arg)
+        return _norm(arg)
     alt = ROOT + "/" + arg
     if _exists(alt):
         return _norm(alt)
