@@ -4,9 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto java demo
+.PHONY: setup test bench clean mosquitto java wasm demo
 
-setup: $(STAMP) mosquitto java
+setup: $(STAMP) mosquitto java wasm
 
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
@@ -48,6 +48,30 @@ java:
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -q && \
 	apt-get install -y -q --no-install-recommends default-jre-headless </dev/null
+
+# The 32-bit runtime: MicroPython's WebAssembly port, run in Node by
+# tools/mpwasm.mjs (portable tests in make test, footprint rows in make bench).
+WASM_PKG     := @micropython/micropython-webassembly-pyscript
+WASM_VERSION := 1.27.0
+WASM_DIR     := build/wasm
+WASM_STAMP   := $(WASM_DIR)/.installed-$(WASM_VERSION)
+wasm: $(WASM_STAMP)
+$(WASM_STAMP):
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  if ! command -v apt-get >/dev/null 2>&1 || [ "$$(id -u)" != 0 ]; then \
+	    echo "error: Node.js 18 or newer with npm is needed for the 32-bit MicroPython port" \
+	         "and cannot be installed automatically (needs apt-get and root)." \
+	         "Install it, e.g. sudo apt-get install -y nodejs npm, then run make setup again." >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "installing Node.js and npm with apt-get (for the 32-bit MicroPython port)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q --no-install-recommends nodejs npm </dev/null; \
+	fi
+	@echo "installing $(WASM_PKG)@$(WASM_VERSION) (MicroPython, 32-bit WebAssembly) into $(WASM_DIR)"
+	mkdir -p $(WASM_DIR)
+	npm install --prefix $(WASM_DIR) --no-save --no-audit --no-fund $(WASM_PKG)@$(WASM_VERSION)
+	touch $@
 
 test: setup
 	$(PY) -m pytest host_tests -q

@@ -10,6 +10,10 @@ heap per module
                Checks: every module fits in HEAP_LIMIT_KB, and test_codec
                in CODEC_HEAP_KB.  The table goes to build/heap-per-module.txt.
 
+32-bit         the same precompiled modules on MicroPython's WebAssembly
+               port in Node (tools/mpwasm.mjs; sys.maxsize 2**31-1), all but
+               those that need sockets, which that port lacks.
+
 Each run's summary (and the table) is recorded on the pytest config;
 conftest.py shows it in the terminal summary next to the CPython count and
 writes all of it to build/test-counts.txt.
@@ -74,6 +78,53 @@ def test_portable_tests_under_micropython(variant, request):
         pytest.fail("%s under MicroPython (%s)\n$ %s\nexit status %d\n%s"
                     % (line, variant, " ".join(cmd), proc.returncode,
                        out[-20000:]), pytrace=False)
+
+
+# --- the 32-bit runtime (WebAssembly port in Node) ----------------------------
+
+# Modules that need the socket module, which the WebAssembly port lacks.
+NEEDS_SOCKETS = {"test_client_mock": "the blocking client over a mock socket"}
+
+
+def _wasm(args):
+    try:
+        cmd = mpyc.wasm_command(args)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", timeout=TIMEOUT)
+    return cmd, proc
+
+
+def test_portable_tests_on_the_32bit_webassembly_port(request, tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint(sys.implementation.name, sys.maxsize)\n")
+    rel = os.path.relpath(str(probe), ROOT)
+    cmd, proc = _wasm([rel])
+    assert proc.stdout.split() == ["micropython", str(2**31 - 1)], (cmd, proc.stdout)
+
+    try:
+        out = os.path.relpath(mpyc.build(), ROOT)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    modules = [m for m in mpyc.portable_modules() if m not in NEEDS_SOCKETS]
+    cmd, proc = _wasm(["--copy", out, "--copy", mpyc.PORTABLE,
+                       "--path", os.path.join(out, "tools"),
+                       "-m", "mptest", "--src", mpyc.PORTABLE]
+                      + [os.path.join(out, mpyc.PORTABLE, m + ".mpy")
+                         for m in modules])
+    found = SUMMARY.findall(proc.stdout)
+    line = ("mptest: %s passed, %s failed" % found[-1]) if found \
+        else "mptest: no summary line (exit %d)" % proc.returncode
+    _record(request, ["MicroPython 32-bit WebAssembly (%d modules; not %s): %s"
+                      % (len(modules), ", ".join(sorted(NEEDS_SOCKETS)), line)])
+    ok = bool(found) and proc.returncode == 0 \
+        and int(found[-1][1]) == 0 and int(found[-1][0]) > 0
+    if not ok:
+        pytest.fail("%s on the WebAssembly port\n$ %s\nexit status %d\n%s"
+                    % (line, " ".join(cmd), proc.returncode,
+                       _tail(proc.stdout)), pytrace=False)
 
 
 # --- smallest heap per module (precompiled, one process per module) ----------

@@ -127,6 +127,19 @@ def micropython_exe():
     return exe
 
 
+def wasm_command(args, heap_kb=None):
+    """Command list running the 32-bit WebAssembly port (tools/mpwasm.mjs in
+    Node) with args; run it with cwd=ROOT.  RuntimeError if it is missing."""
+    node = shutil.which("node")
+    port = os.path.join(ROOT, "build", "wasm", "node_modules", "@micropython",
+                        "micropython-webassembly-pyscript", "micropython.mjs")
+    if node is None or not os.path.exists(port):
+        raise RuntimeError("the WebAssembly port (Node.js and build/wasm) is "
+                           "missing: run `make setup`")
+    heap = ["-X", "heapsize=%dk" % heap_kb] if heap_kb else []
+    return [node, "tools/mpwasm.mjs"] + heap + list(args)
+
+
 def portable_modules():
     """Names of the portable test modules (test_*.py), sorted."""
     return sorted(n[:-3] for n in os.listdir(os.path.join(ROOT, PORTABLE))
