@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 SECTIONS = [
     ("codec", "bench_codec"),
     ("client", "bench_client"),
+    ("footprint", "bench_footprint"),
     ("outbox", "bench_outbox"),
     ("board", "bench_board"),
     ("pipeline", "bench_pipeline"),
