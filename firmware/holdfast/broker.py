@@ -1,8 +1,8 @@
 # The broker's half of the codec: what a broker sends (CONNACK, SUBACK) and
 # decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
 # needs it; test brokers and host tools do.
-from .codec import (Reader, CONNACK, SUBSCRIBE, UNSUBSCRIBE, SUBACK, check_filter, _fit, _header,
-                    _u16, _check_pid)
+from .codec import Reader, CONNACK, SUBSCRIBE, UNSUBSCRIBE, SUBACK, _fit, _header, _u16, _check_pid
+from .filters import check_filter
 from .errors import MQTTProtocolError
 from .reasons import NAMES
 

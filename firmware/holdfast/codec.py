@@ -23,7 +23,8 @@ DISCONNECT = const(14)
 MAX_REMAINING = const(268435455)
 SUBACK_FAILURE = const(0x80)
 
-# Error reasons, by number; their words are in reasons.py.
+# Error reasons, by number; their words are in reasons.py (filters.py and
+# inbound.py have the numbers of their own).
 _E_FIT = const(0)
 _E_RL_MAX = const(1)
 _E_STR_LONG = const(2)
@@ -36,11 +37,6 @@ _E_EMPTY_ID = const(8)
 _E_KEEPALIVE = const(9)
 _E_PW_NO_USER = const(10)
 _E_DUP_QOS0 = const(11)
-_E_NO_FILTER_SUB = const(12)
-_E_NO_FILTER_UNSUB = const(13)
-_E_FILTER_EMPTY = const(14)
-_E_FILTER_UTF8 = const(15)
-_E_FILTER_WILD = const(16)
 _E_PID_ZERO = const(17)
 _E_LEN_PAST = const(18)
 _E_STR_PAST = const(19)
@@ -50,18 +46,11 @@ _E_DUP0 = const(22)
 _E_FLAGS2 = const(23)
 _E_FLAGS0 = const(24)
 _E_FIFTH = const(25)
-_E_PUB_EMPTY = const(26)
-_E_PUB_UTF8 = const(27)
-_E_PUB_WILD = const(28)
-_E_PUB_PID_PAST = const(29)
 _E_RL2 = const(30)
 _E_RL0 = const(31)
 _E_CONNACK_FLAGS = const(32)
 _E_CONNACK_CODE = const(33)
-_E_SUBACK_EMPTY = const(34)
-_E_SUBACK_CODE = const(35)
 _E_FROM_CLIENT = const(36)
-_E_TOO_LARGE = const(37)
 
 # Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
 _FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
@@ -70,6 +59,36 @@ _FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
 def _why(code, *args):
     from .reasons import text  # loaded only when there is an error to explain
     return text(code, args)
+
+
+# The parts a publish-only client never needs load on first use: filters.py
+# (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filter checks) and inbound.py (inbound
+# PUBLISH, oversize packets). Cached here so a later use allocates nothing.
+_filters = None
+_inbound = None
+
+
+def filters():
+    global _filters
+    if _filters is None:
+        import holdfast.filters as m
+        _filters = m
+    return _filters
+
+
+def inbound():
+    global _inbound
+    if _inbound is None:
+        import holdfast.inbound as m
+        _inbound = m
+    return _inbound
+
+
+def __getattr__(name):
+    # codec.subscribe, codec.unsubscribe, codec.check_filter: in filters.py.
+    if name in ("subscribe", "unsubscribe", "check_filter"):
+        return getattr(filters(), name)
+    raise AttributeError(name)
 
 
 def _b(s):
@@ -244,95 +263,12 @@ def ack(buf, type, pid, dup=False, off=0):
     return _u16(buf, off + 2, pid)
 
 
-def subscribe(buf, pid, filters, off=0):
-    """filters: a sequence of (topic filter, QoS) pairs."""
-    _check_pid(pid)
-    if not filters:
-        raise ValueError(_why(_E_NO_FILTER_SUB))
-    rl = 2
-    for f, q in filters:
-        _check_qos(q)
-        f = _b(f)
-        check_filter(f, 0, len(f))
-        rl += 3 + len(f)
-    i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
-    for f, q in filters:
-        i = _str(buf, i, _b(f))
-        buf[i] = q
-        i += 1
-    return i
-
-
-def unsubscribe(buf, pid, topics, off=0):
-    _check_pid(pid)
-    if not topics:
-        raise ValueError(_why(_E_NO_FILTER_UNSUB))
-    rl = 2
-    for f in topics:
-        f = _b(f)
-        check_filter(f, 0, len(f))
-        rl += 2 + len(f)
-    i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
-    for f in topics:
-        i = _str(buf, i, _b(f))
-    return i
-
-
 def empty(buf, type, off=0):
     """PINGREQ, PINGRESP or DISCONNECT."""
     _fit(buf, off, 2)
     buf[off] = type << 4
     buf[off + 1] = 0
     return off + 2
-
-
-def _utf8_ok(b, i, end):
-    # Well-formed UTF-8 without U+0000 (3.1.1 section 1.5.3), checked in place.
-    while i < end:
-        c = b[i]
-        if c < 0x80:
-            if not c:
-                return False
-            i += 1
-            continue
-        if 0xC2 <= c <= 0xDF:
-            n = 1
-            lo = 0x80
-            hi = 0xBF
-        elif 0xE0 <= c <= 0xEF:
-            n = 2
-            lo = 0xA0 if c == 0xE0 else 0x80
-            hi = 0x9F if c == 0xED else 0xBF
-        elif 0xF0 <= c <= 0xF4:
-            n = 3
-            lo = 0x90 if c == 0xF0 else 0x80
-            hi = 0x8F if c == 0xF4 else 0xBF
-        else:
-            return False
-        if i + n >= end:
-            return False
-        if not lo <= b[i + 1] <= hi:
-            return False
-        for k in range(2, n + 1):
-            if not 0x80 <= b[i + k] <= 0xBF:
-                return False
-        i += n + 1
-    return True
-
-
-def check_filter(b, i, end):
-    """Raise ValueError unless b[i:end] is a valid topic filter."""
-    if i >= end:
-        raise ValueError(_why(_E_FILTER_EMPTY))
-    if not _utf8_ok(b, i, end):
-        raise ValueError(_why(_E_FILTER_UTF8))
-    start = i
-    while i < end:
-        c = b[i]
-        if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
-            if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError(_why(_E_FILTER_WILD))
-        i += 1
 
 
 def shift(buf, start, end):
@@ -422,7 +358,7 @@ class Reader:
 
     def next(self):
         if self._big:
-            return self._skip_big()
+            return inbound().skip_big(self)
         if self.skip:
             k = min(self.skip, self.end - self.start)
             self.start += k
@@ -471,7 +407,7 @@ class Reader:
             self._big = (type, total, qos)
             self.skip = total
             self._pid_at = i + 2 + self._u16(i) - s if qos else -1
-            return self._skip_big()
+            return inbound().skip_big(self)
         if end - s < total:
             return 0
         self.start = s + total
@@ -482,48 +418,10 @@ class Reader:
         self._parse(type, flags, i, s + total, rl)
         return type
 
-    def _skip_big(self):
-        # Passes over an oversize packet up to its packet id, whatever the
-        # read sizes, then raises; next() discards the rest as it arrives.
-        if self._pid_at >= 0:
-            k = min(self._pid_at, self.end - self.start)
-            self.start += k
-            self.skip -= k
-            self._pid_at -= k
-            if self._pid_at or self.end - self.start < 2:
-                return 0
-            pid = self._u16(self.start)
-            self._pid_at = -1
-        else:
-            pid = 0
-        type, total, qos = self._big
-        self._big = None
-        k = min(self.skip, self.end - self.start)
-        self.start += k
-        self.skip -= k
-        raise PacketTooLarge(_why(_E_TOO_LARGE, type, total, len(self.buf)), type, total, pid, qos)
-
     def _parse(self, type, flags, i, end, rl):
         b = self.buf
-        mv = self.mv
         if type == PUBLISH:
-            j = self._string(i, end, "PUBLISH topic")
-            if j == i + 2:
-                self._err(_E_PUB_EMPTY)
-            if not _utf8_ok(b, i + 2, j):
-                self._err(_E_PUB_UTF8)
-            for k in range(i + 2, j):
-                if b[k] == 43 or b[k] == 35:
-                    self._err(_E_PUB_WILD)
-            self.topic = mv[i + 2:j]
-            if flags & 6:
-                if j + 2 > end:
-                    self._err(_E_PUB_PID_PAST)
-                self.pid = self._pid(j)
-                j += 2
-            else:
-                self.pid = 0
-            self.payload = mv[j:end]
+            inbound().parse_publish(self, flags, i, end)
         elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP or type == UNSUBACK:
             if rl != 2:
                 self._err(_E_RL2, type, rl)
@@ -541,14 +439,7 @@ class Reader:
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
         elif type == SUBACK:
-            if rl < 3:
-                self._err(_E_SUBACK_EMPTY)
-            self.pid = self._pid(i)
-            for k in range(i + 2, end):
-                c = b[k]
-                if c > 2 and c != SUBACK_FAILURE:
-                    self._err(_E_SUBACK_CODE, c)
-            self.payload = mv[i + 2:end]
+            filters().parse_suback(self, i, end, rl)
         else:
             self._from_client(type, i, end)
 

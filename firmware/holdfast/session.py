@@ -3,8 +3,8 @@
 # passes the current tick (ms) in. The engine never touches a socket or a
 # clock, and never calls application code: receive() returns what happened
 # and the shell hands it on once the engine's state is consistent.
-# The subscribe side (subs.py) and the drop policies (policy.py) load on
-# first use.
+# The subscribe side (subs.py), inbound messages (inbound.py) and the drop
+# policies (policy.py) load on first use.
 from array import array
 from .compat import ticks_diff, const
 from . import codec as c
@@ -302,22 +302,12 @@ class Session:
     def subscribe(self, filters):
         """Queue SUBSCRIBE for [(filter, qos), ...]; returns its message id.
         ValueError if a filter could not be restored alone in the send buffer."""
-        for f in filters:
-            if 9 + len(f[0]) > len(self.tx) - _ACK_ROOM:
-                raise ValueError("a %d-byte filter does not fit the %d-byte send buffer"
-                                 % (len(f[0]), len(self.tx)))
-        self.room()
-        pid = self.new_pid()
-        self.t1 = c.subscribe(self.tx, pid, filters, self.t1)
-        self.sub_pid = pid
-        return pid
+        from .subs import subscribe
+        return subscribe(self, filters)
 
     def unsubscribe(self, topics):
-        self.room()
-        pid = self.new_pid()
-        self.t1 = c.unsubscribe(self.tx, pid, topics, self.t1)
-        self.sub_pid = pid
-        return pid
+        from .subs import unsubscribe
+        return unsubscribe(self, topics)
 
     def add_sub(self, flt, qos, handler):
         """Registers a filter the broker granted: restored on a new session,
@@ -351,7 +341,7 @@ class Session:
                     raise MQTTProtocolError("%s before CONNACK" % _name(t))
                 ev = self._handle(t, now)
             except PacketTooLarge as e:
-                self._too_large(e)
+                c.inbound().too_large(self, e)
                 continue
             except (MQTTProtocolError, ConnectError) as e:
                 self._fail(e)
@@ -359,17 +349,10 @@ class Session:
                 return ev
         return 0
 
-    def _too_large(self, e):
-        # Skipped whole; acknowledge it so the broker does not re-send it
-        # forever (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP).
-        self.dropped += 1
-        if e.pid:
-            self._ack(c.PUBREC if e.type == c.PUBLISH and e.qos == 2 else c.PUBACK, e.pid)
-
     def _handle(self, t, now):
         r = self.rx
         if t == c.PUBLISH:
-            return self._deliver()
+            return c.inbound().deliver(self)
         if t == c.PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
@@ -390,11 +373,7 @@ class Session:
             if i >= 0:
                 return self._done(i, now)
         elif t == c.PUBREL:
-            try:
-                self.store.drop(r.pid)
-            except OutboxFull:
-                return 0  # flash full: no PUBCOMP yet; the broker repeats PUBREL
-            self._ack(c.PUBCOMP, r.pid)
+            c.inbound().pubrel(self, r.pid)
         elif t == c.SUBACK or t == c.UNSUBACK:
             a = t == c.SUBACK and self.subs and self.subs.acked(r.pid, r.payload)
             if a:  # a restore packet's: send the next
@@ -424,39 +403,9 @@ class Session:
             raise MQTTProtocolError("unexpected %s from the broker" % _name(t))
         return 0
 
-    def _deliver(self):
-        r = self.rx
-        f = r.flags
-        qos = (f >> 1) & 3
-        pid = r.pid
-        if qos == 2 and self.store.held(pid):
-            self._ack(c.PUBREC, pid)  # a re-sent copy of one already delivered
-            return 0
-        self.retained = bool(f & 1)
-        self.qos = qos
-        self.dup = bool(f & 8)
-        self._mpid = pid
-        self._unacked = True
-        if self.views:
-            self.topic = r.topic
-            self.msg = r.payload
-        else:
-            self.topic = bytes(r.topic)
-            self.msg = bytes(r.payload)
-        return MESSAGE
-
     def handled(self):
         """The application has the message receive() returned: acknowledge it."""
-        self._unacked = False
-        qos = self.qos
-        if qos == 1:
-            self._ack(c.PUBACK, self._mpid)
-        elif qos == 2:
-            try:
-                self.store.hold(self._mpid)
-            except OutboxFull:
-                return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
-            self._ack(c.PUBREC, self._mpid)
+        c.inbound().handled(self)
 
     # -- timers ----------------------------------------------------------------
 

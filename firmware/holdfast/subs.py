@@ -9,6 +9,29 @@ _OUT = 4  # restore SUBSCRIBE packets awaiting SUBACK at once
 _ACK_ROOM = 16  # send buffer bytes left for acknowledgements (as session.py)
 
 
+def subscribe(s, filters):
+    """Session s queues SUBSCRIBE for [(filter, qos), ...]; returns its
+    message id. ValueError if a filter could not be restored alone in the
+    send buffer."""
+    for f in filters:
+        if 9 + len(f[0]) > len(s.tx) - _ACK_ROOM:
+            raise ValueError("a %d-byte filter does not fit the %d-byte send buffer"
+                             % (len(f[0]), len(s.tx)))
+    s.room()
+    pid = s.new_pid()
+    s.t1 = c.filters().subscribe(s.tx, pid, filters, s.t1)
+    s.sub_pid = pid
+    return pid
+
+
+def unsubscribe(s, topics):
+    s.room()
+    pid = s.new_pid()
+    s.t1 = c.filters().unsubscribe(s.tx, pid, topics, s.t1)
+    s.sub_pid = pid
+    return pid
+
+
 def match(f, t):
     """True if topic t matches topic filter f (both bytes-like, no allocation)."""
     nf = len(f)
@@ -110,7 +133,7 @@ class Subs:
             if end == first:
                 return  # no room now: the rest once tx drains
             pid = s.new_pid()
-            s.t1 = c.subscribe(s.tx, pid, [(x[0], x[1]) for x in lst[first:end]], s.t1)
+            s.t1 = c.filters().subscribe(s.tx, pid, [(x[0], x[1]) for x in lst[first:end]], s.t1)
             self._pid[slot] = pid
             self._first[slot] = first
             self.todo = end if end < len(lst) else -1

@@ -1,0 +1,111 @@
+# The subscription side of the codec: SUBSCRIBE and UNSUBSCRIBE encoders,
+# the SUBACK decoder, topic filter and UTF-8 checks. Loaded on first use (a
+# subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
+# never carries it. codec.subscribe and friends still find these names.
+from .compat import const
+from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, _b, _why, _check_pid, _check_qos, _header, _u16, _str
+
+# Error reasons (reasons.py has the words).
+_E_NO_FILTER_SUB = const(12)
+_E_NO_FILTER_UNSUB = const(13)
+_E_FILTER_EMPTY = const(14)
+_E_FILTER_UTF8 = const(15)
+_E_FILTER_WILD = const(16)
+_E_SUBACK_EMPTY = const(34)
+_E_SUBACK_CODE = const(35)
+
+
+def subscribe(buf, pid, filters, off=0):
+    """filters: a sequence of (topic filter, QoS) pairs."""
+    _check_pid(pid)
+    if not filters:
+        raise ValueError(_why(_E_NO_FILTER_SUB))
+    rl = 2
+    for f, q in filters:
+        _check_qos(q)
+        f = _b(f)
+        check_filter(f, 0, len(f))
+        rl += 3 + len(f)
+    i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
+    for f, q in filters:
+        i = _str(buf, i, _b(f))
+        buf[i] = q
+        i += 1
+    return i
+
+
+def unsubscribe(buf, pid, topics, off=0):
+    _check_pid(pid)
+    if not topics:
+        raise ValueError(_why(_E_NO_FILTER_UNSUB))
+    rl = 2
+    for f in topics:
+        f = _b(f)
+        check_filter(f, 0, len(f))
+        rl += 2 + len(f)
+    i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    for f in topics:
+        i = _str(buf, i, _b(f))
+    return i
+
+
+def utf8_ok(b, i, end):
+    """Well-formed UTF-8 without U+0000 (3.1.1 section 1.5.3), checked in place."""
+    while i < end:
+        c = b[i]
+        if c < 0x80:
+            if not c:
+                return False
+            i += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+            lo = 0x80
+            hi = 0xBF
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if i + n >= end:
+            return False
+        if not lo <= b[i + 1] <= hi:
+            return False
+        for k in range(2, n + 1):
+            if not 0x80 <= b[i + k] <= 0xBF:
+                return False
+        i += n + 1
+    return True
+
+
+def check_filter(b, i, end):
+    """Raise ValueError unless b[i:end] is a valid topic filter."""
+    if i >= end:
+        raise ValueError(_why(_E_FILTER_EMPTY))
+    if not utf8_ok(b, i, end):
+        raise ValueError(_why(_E_FILTER_UTF8))
+    start = i
+    while i < end:
+        c = b[i]
+        if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
+            if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
+                raise ValueError(_why(_E_FILTER_WILD))
+        i += 1
+
+
+def parse_suback(r, i, end, rl):
+    """Reader r's SUBACK at buf[i:end]: pid and payload (the return codes)."""
+    if rl < 3:
+        r._err(_E_SUBACK_EMPTY)
+    r.pid = r._pid(i)
+    b = r.buf
+    for k in range(i + 2, end):
+        c = b[k]
+        if c > 2 and c != SUBACK_FAILURE:
+            r._err(_E_SUBACK_CODE, c)
+    r.payload = r.mv[i + 2:end]

@@ -1,0 +1,121 @@
+# What the broker sends unasked: inbound PUBLISH packets (parsed, handed to
+# the application, acknowledged; QoS 2 held until PUBREL) and packets too
+# large for the receive buffer (skipped, and acknowledged so the broker does
+# not re-send them forever). Loaded when the first such packet arrives: a
+# sensor that only publishes never carries it.
+from .compat import const
+from . import codec as c
+from .errors import OutboxFull, PacketTooLarge
+from .filters import utf8_ok
+from .session import MESSAGE
+
+# Error reasons (reasons.py has the words).
+_E_PUB_EMPTY = const(26)
+_E_PUB_UTF8 = const(27)
+_E_PUB_WILD = const(28)
+_E_PUB_PID_PAST = const(29)
+_E_TOO_LARGE = const(37)
+
+
+# -- the codec's part: reader r's buffer --------------------------------------
+
+def parse_publish(r, flags, i, end):
+    """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
+    b = r.buf
+    j = r._string(i, end, "PUBLISH topic")
+    if j == i + 2:
+        r._err(_E_PUB_EMPTY)
+    if not utf8_ok(b, i + 2, j):
+        r._err(_E_PUB_UTF8)
+    for k in range(i + 2, j):
+        if b[k] == 43 or b[k] == 35:
+            r._err(_E_PUB_WILD)
+    r.topic = r.mv[i + 2:j]
+    if flags & 6:
+        if j + 2 > end:
+            r._err(_E_PUB_PID_PAST)
+        r.pid = r._pid(j)
+        j += 2
+    else:
+        r.pid = 0
+    r.payload = r.mv[j:end]
+
+
+def skip_big(r):
+    """Passes over reader r's oversize packet up to its packet id, whatever
+    the read sizes, then raises PacketTooLarge; r.next() discards the rest
+    as it arrives."""
+    if r._pid_at >= 0:
+        k = min(r._pid_at, r.end - r.start)
+        r.start += k
+        r.skip -= k
+        r._pid_at -= k
+        if r._pid_at or r.end - r.start < 2:
+            return 0
+        pid = r._u16(r.start)
+        r._pid_at = -1
+    else:
+        pid = 0
+    type, total, qos = r._big
+    r._big = None
+    k = min(r.skip, r.end - r.start)
+    r.start += k
+    r.skip -= k
+    raise PacketTooLarge(c._why(_E_TOO_LARGE, type, total, len(r.buf)), type, total, pid, qos)
+
+
+# -- the session's part: session s -------------------------------------------
+
+def deliver(s):
+    """The PUBLISH in s.rx, as the message receive() returns (MESSAGE), or
+    0 for a re-sent copy of a QoS 2 message already delivered."""
+    r = s.rx
+    f = r.flags
+    qos = (f >> 1) & 3
+    pid = r.pid
+    if qos == 2 and s.store.held(pid):
+        s._ack(c.PUBREC, pid)
+        return 0
+    s.retained = bool(f & 1)
+    s.qos = qos
+    s.dup = bool(f & 8)
+    s._mpid = pid
+    s._unacked = True
+    if s.views:
+        s.topic = r.topic
+        s.msg = r.payload
+    else:
+        s.topic = bytes(r.topic)
+        s.msg = bytes(r.payload)
+    return MESSAGE
+
+
+def handled(s):
+    """The application has the message: acknowledge it."""
+    s._unacked = False
+    qos = s.qos
+    if qos == 1:
+        s._ack(c.PUBACK, s._mpid)
+    elif qos == 2:
+        try:
+            s.store.hold(s._mpid)
+        except OutboxFull:
+            return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
+        s._ack(c.PUBREC, s._mpid)
+
+
+def pubrel(s, pid):
+    """The broker released an inbound QoS 2 message: forget its id, PUBCOMP."""
+    try:
+        s.store.drop(pid)
+    except OutboxFull:
+        return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
+    s._ack(c.PUBCOMP, pid)
+
+
+def too_large(s, e):
+    """Skipped whole; acknowledged so the broker does not re-send it forever
+    (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP)."""
+    s.dropped += 1
+    if e.pid:
+        s._ack(c.PUBREC if e.type == c.PUBLISH and e.qos == 2 else c.PUBACK, e.pid)
