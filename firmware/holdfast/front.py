@@ -8,6 +8,8 @@ from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeErro
 from .session import Session, MESSAGE, DELIVERED
 from .backoff import Backoff
 
+_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced")
+
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, MQTTError)
 
@@ -58,17 +60,14 @@ class Front:
         1..65535; ids still in use are skipped. For tests of id wrap-around."""
         self.s.set_next_pid(pid)
 
-    @property
-    def retained(self):
-        return self.s.retained
-
-    @property
-    def qos(self):
-        return self.s.qos
-
-    @property
-    def dup(self):
-        return self.s.dup
+    def __getattr__(self, name):
+        # retained, qos, dup: the message a callback is given; overflowed,
+        # expired, replaced: messages dropped unsent (when_full="drop_oldest",
+        # expiry, latest=True). Read from the session; one method costs less
+        # heap than six properties.
+        if name in _SESSION_VIEWS:
+            return getattr(self.s, name)
+        raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.s.will = (_b(topic), _b(msg), qos, retain)
@@ -79,21 +78,6 @@ class Front:
     def pending(self):
         """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
         return len(self.s.store)
-
-    @property
-    def overflowed(self):
-        """Messages dropped unsent to make room (when_full="drop_oldest")."""
-        return self.s.overflowed
-
-    @property
-    def expired(self):
-        """Messages dropped unsent because their expiry passed."""
-        return self.s.expired
-
-    @property
-    def replaced(self):
-        """Messages dropped unsent because a newer one (latest=True) took their place."""
-        return self.s.replaced
 
     def _queue(self, topic, msg, retain, qos, expiry, latest, now):
         # A QoS 1/2 message into the session; expiry in seconds from now.
