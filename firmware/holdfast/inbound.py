@@ -7,7 +7,6 @@ from .compat import const
 from . import codec as c
 from .errors import OutboxFull, PacketTooLarge
 from .filters import utf8_ok
-from .session import MESSAGE
 
 # Error reasons (reasons.py has the words).
 _E_PUB_EMPTY = const(26)
@@ -67,15 +66,15 @@ def skip_big(r):
 # -- the session's part: session s -------------------------------------------
 
 def deliver(s):
-    """The PUBLISH in s.rx, as the message receive() returns (MESSAGE), or
-    0 for a re-sent copy of a QoS 2 message already delivered."""
+    """Takes the PUBLISH in s.rx as the message receive() returns: True, or
+    False for a re-sent copy of a QoS 2 message already delivered."""
     r = s.rx
     f = r.flags
     qos = (f >> 1) & 3
     pid = r.pid
     if qos == 2 and s.store.held(pid):
         s._ack(c.PUBREC, pid)
-        return 0
+        return False
     s.retained = bool(f & 1)
     s.qos = qos
     s.dup = bool(f & 8)
@@ -87,7 +86,7 @@ def deliver(s):
     else:
         s.topic = bytes(r.topic)
         s.msg = bytes(r.payload)
-    return MESSAGE
+    return True
 
 
 def handled(s):

@@ -352,7 +352,7 @@ class Session:
     def _handle(self, t, now):
         r = self.rx
         if t == c.PUBLISH:
-            return c.inbound().deliver(self)
+            return MESSAGE if c.inbound().deliver(self) else 0
         if t == c.PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
