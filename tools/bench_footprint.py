@@ -19,7 +19,7 @@ import tempfile
 import bench_client
 import bench_peers
 import mpyc
-from broker import Mosquitto
+from broker import Mosquitto, free_port
 
 TITLE = "Footprint per configuration (unix port and 32-bit WebAssembly port)"
 MP_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "mp")
@@ -31,11 +31,13 @@ CONFIGS = [
     ("qos2", "+ QoS 2 publishes", True),
     ("file", "+ FileStore outbox", True),
     ("flash", "+ FlashStore outbox (RAM flash 8 x 512 B, made before the reading)", True),
+    ("tls", "+ TLS (ssl=True, the CA from a file, mosquitto's TLS listener)", False),
     ("async", "holdfast AsyncClient (asyncio)", False),
     ("umqtt_simple", "umqtt.simple (peer)", True),
     ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", False),
 ]
-NOT_ON_WASM = "the port's asyncio runs on the JavaScript event loop (no asyncio.run)"
+NOT_ON_WASM = ("the port has no ssl module, and its asyncio runs on the JavaScript event loop "
+               "(no asyncio.run)")
 TARGETS = {"total": 20 * 1024, "mpy": 10 * 1024, "minheap": 40}
 HEAP_LO, HEAP_HI = 8, 256
 
@@ -66,6 +68,7 @@ class Runner:
                 self.peers[name] = (None, str(e))
         self.exe = bench_client.micropython_exe()
         self.tmp = tempfile.mkdtemp(prefix="hf-fp-")
+        self.ca, self.tls_conf = _pki(self.tmp)
 
     def libdirs(self, cfg, fw="fw"):
         if cfg in self.peers:
@@ -75,14 +78,16 @@ class Runner:
             return [d, self.dirs["shim"]] if cfg == "mqtt_async" else [d]
         return [self.dirs[fw]]
 
-    def unix(self, cfg, port, kb=None, fw="fw"):
+    def unix(self, cfg, ports, kb=None, fw="fw"):
         d = os.path.join(self.tmp, "ob")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         env = dict(os.environ, MICROPYPATH=":".join(
             [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))
+        port = ports[1] if cfg == "tls" else ports[0]
         cmd = [self.exe] + (["-X", "heapsize=%dk" % kb] if kb else []) + [
-            "-m", "footprint", cfg, "127.0.0.1", str(port), str(self.n), "dir=" + d]
+            "-m", "footprint", cfg, "127.0.0.1", str(port), str(self.n), "dir=" + d,
+            "ca=" + self.ca]
         return _run(cmd, env, None)
 
     def wasm(self, cfg):
@@ -95,9 +100,9 @@ class Runner:
                                         "dir=/tmp"])
         return _run(cmd, None, self.ctx.root)
 
-    def smallest(self, cfg, port):
+    def smallest(self, cfg, ports):
         """Smallest heap (KB) in which connect + n publishes completes."""
-        ok = lambda kb: self.unix(cfg, port, kb)[1]
+        ok = lambda kb: self.unix(cfg, ports, kb)[1]
         lo, hi = HEAP_LO, HEAP_HI
         if not ok(hi):
             return None
@@ -108,6 +113,22 @@ class Runner:
             else:
                 lo = mid
         return hi
+
+
+def _pki(d):
+    """A CA file and the mosquitto lines of a TLS listener ({port}) whose
+    certificate it signs, for 127.0.0.1 (trustme, made per run)."""
+    import trustme
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    paths = {}
+    for name, blob in (("ca.pem", ca.cert_pem), ("server.pem", leaf.cert_chain_pems[0]),
+                       ("server.key", leaf.private_key_pem)):
+        paths[name] = os.path.join(d, name)
+        blob.write_to_path(paths[name])
+    conf = "\n".join(["listener {port} 127.0.0.1", "cafile " + paths["ca.pem"],
+                      "certfile " + paths["server.pem"], "keyfile " + paths["server.key"], ""])
+    return paths["ca.pem"], conf
 
 
 def compile_o3(src, dst):
@@ -151,17 +172,19 @@ def run(ctx):
     n = 50 if ctx.quick else 200
     ctx.log("compiling the probe, holdfast (-O0 and -O3) and the peers")
     r = Runner(ctx, n)
-    broker = Mosquitto()
+    tls_port = free_port()
+    broker = Mosquitto(extra_conf=r.tls_conf.format(port=tls_port))
     broker.start()
+    ports = (broker.port, tls_port)
     rows = {}
     try:
         for cfg, label, on_wasm in CONFIGS:
             row = rows[cfg] = {"label": label}
             try:
-                res, ok, last = r.unix(cfg, broker.port)
+                res, ok, last = r.unix(cfg, ports)
                 row["unix"] = res if ok else {"error": last}
                 if ok:
-                    row["unix"]["minheap"] = r.smallest(cfg, broker.port)
+                    row["unix"]["minheap"] = r.smallest(cfg, ports)
             except RuntimeError as e:
                 row["unix"] = {"error": str(e)}
             if on_wasm:
@@ -173,7 +196,7 @@ def run(ctx):
             else:
                 row["wasm"] = {"na": NOT_ON_WASM}
             ctx.log("%s: unix %s; wasm %s" % (cfg, _brief(row["unix"]), _brief(row["wasm"])))
-        res, ok, last = r.unix("pub", broker.port, fw="fw3")
+        res, ok, last = r.unix("pub", ports, fw="fw3")
         o3 = res if ok else {"error": last}
     finally:
         broker.close()

@@ -6,8 +6,9 @@
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), sub (+ a subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
-# RAM flash of 8 x 512 B, made before the first reading), async
-# (AsyncClient); or a peer's adapter: umqtt_simple, mqtt_async (lib_*.py).
+# RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
+# the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
+# peer's adapter: umqtt_simple, mqtt_async (lib_*.py).
 # Prints "RESULT {json}": code (heap taken by the import), total (heap held
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
@@ -87,6 +88,10 @@ def holdfast(cfg, host, port, n, o, report):
     elif cfg == "flash":
         from holdfast.flashoutbox import FlashStore
         kw["outbox"] = FlashStore(dev)
+    elif cfg == "tls":
+        import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
+        kw["ssl"] = True
+        kw["ssl_params"] = {"cafile": o["ca"]}
     code = used() - base
     c = MQTTClient(b"fp-" + cfg, host, port, **kw)
     c.connect()
@@ -153,7 +158,7 @@ def main(a):
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
-    if cfg in ("pub", "sub", "qos2", "file", "flash", "async"):
+    if cfg in ("pub", "sub", "qos2", "file", "flash", "tls", "async"):
         holdfast(cfg, host, port, n, o, report)
     else:
         peer(cfg, host, port, n, report)
