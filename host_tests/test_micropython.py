@@ -1,11 +1,12 @@
-"""Run the portable tests under the MicroPython unix port (tools/mptest.py).
+"""Run the portable tests under the MicroPython unix port
+(tools/runtimes/mptest.py).
 
-default-heap   micropython tools/mptest.py host_tests/portable (from .py),
-               all modules in one process.
+default-heap   micropython tools/runtimes/mptest.py host_tests/portable
+               (from .py), all modules in one process.
 heap per module
                the firmware, the tests and the runner precompiled with
-               mpy-cross (tools/mpyc.py), as on a board; each test module run
-               alone, in its own process, and bisected for the smallest
+               mpy-cross (tools/runtimes/mpyc.py), as on a board; each test
+               module run alone, in its own process, and bisected for the smallest
                -X heapsize in which all its tests pass (mpyc.heap_report).
                Checks: every module fits in HEAP_LIMIT_KB, and test_codec
                in CODEC_HEAP_KB.  The table goes to build/heap-per-module.txt.
@@ -24,7 +25,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import mpyc  # noqa: E402
+from runtimes import mpyc  # noqa: E402
 
 SUMMARY = re.compile(r"^mptest: (\d+) passed, (\d+) failed$", re.M)
 TIMEOUT = 600
@@ -52,7 +53,7 @@ def _record(request, lines):
 
 @pytest.mark.parametrize("variant", ["default-heap"])
 def test_portable_tests_under_micropython(variant, request):
-    cmd = [micropython_exe(), "tools/mptest.py", "host_tests/portable"]
+    cmd = [micropython_exe(), "tools/runtimes/mptest.py", "host_tests/portable"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -10,7 +10,7 @@ import threading
 import time
 
 import deploy
-import mpyc
+from runtimes import mpyc
 from broker import Mosquitto
 from emulator import Emulator
 from fleet import provision

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-import mpyc
+from runtimes import mpyc
 
 BOOT_SLOTS = 1024
 

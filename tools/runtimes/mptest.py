@@ -1,18 +1,19 @@
 """Tiny test runner for portable tests; runs under MicroPython and CPython.
 
 Usage:
-    micropython tools/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
-    python3     tools/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
+    micropython tools/runtimes/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
+    python3     tools/runtimes/mptest.py [-k SUBSTRING] [--mem] [DIR-OR-FILE ...]
 
 Default: host_tests/portable.  Puts <repo>/firmware and each test directory
 on sys.path, imports every test_*.py (or test_*.mpy) module, sorted by name,
 and calls every module-level function named test_* that takes no arguments,
 in definition order.
 
-Precompiled run (see tools/mpyc.py): --src DIR names where the .py sources
-of .mpy test modules are, for definition order and signatures; run as
-`MICROPYPATH=build/mpy/tools micropython -m mptest --src host_tests/portable
-build/mpy/host_tests/portable` and <root>/firmware is then build/mpy/firmware.
+Precompiled run (see tools/runtimes/mpyc.py): --src DIR names where the .py
+sources of .mpy test modules are, for definition order and signatures; run as
+`MICROPYPATH=build/mpy/tools/runtimes micropython -m mptest --src
+host_tests/portable build/mpy/host_tests/portable` and <root>/firmware is then
+build/mpy/firmware (<root>: three levels up from this file, as in the checkout).
 Prints PASS/FAIL per test and ends with exactly one line
 "mptest: N passed, M failed".  Exit status is 1 if anything failed or no
 test ran.
@@ -21,7 +22,7 @@ test ran.
 "MEM <module>: <bytes> allocated after import", the heap its import took
 (test module, helpers, firmware), counted from the runner's start.  The
 smallest heap each module needs is found from outside, one process per
-module: `python tools/mpyc.py --heap-report`.
+module: `PYTHONPATH=tools python -m runtimes.mpyc --heap-report`.
 
 Only sys, os, gc and time are used, so the same file runs on both runtimes
 (MicroPython has no os.path, inspect, traceback or argparse).
@@ -90,7 +91,8 @@ except NameError:
     _SCRIPT = sys.argv[0]
 # Kept relative when given relative: module __file__ and sys.path strings
 # then have the same length wherever the checkout is, and so does the heap.
-ROOT = _dirname(_dirname(_norm(_SCRIPT)))
+# <root>/tools/runtimes/mptest.py (or build/mpy/tools/runtimes/mptest.mpy).
+ROOT = _dirname(_dirname(_dirname(_norm(_SCRIPT))))
 
 
 # --- reporting ---------------------------------------------------------------

@@ -1,15 +1,15 @@
 """Precompile firmware, portable tests and the test runner to .mpy (CPython).
 
-    .venv/bin/python tools/mpyc.py [OUTDIR]        (default: build/mpy)
-    .venv/bin/python tools/mpyc.py --heap-report [MODULE ...]
+    PYTHONPATH=tools .venv/bin/python -m runtimes.mpyc [OUTDIR]   (default: build/mpy)
+    PYTHONPATH=tools .venv/bin/python -m runtimes.mpyc --heap-report [MODULE ...]
 
 Mirrors the repo layout under OUTDIR (firmware/, host_tests/portable/,
-tools/mptest.mpy) with mpy-cross, as code is deployed to a board.  Used for
+tools/runtimes/mptest.mpy) with mpy-cross, as code is deployed to a board.  Used for
 the small-heap MicroPython run: compiling source needs far more heap than
 loading bytecode, so `-X heapsize=32k` cannot compile our modules from .py.
 Then run:
 
-    MICROPYPATH=OUTDIR/tools:.frozen .venv/bin/micropython -X heapsize=32k \\
+    MICROPYPATH=OUTDIR/tools/runtimes:.frozen .venv/bin/micropython -X heapsize=32k \\
         -m mptest --src host_tests/portable OUTDIR/host_tests/portable
 
 --heap-report: for each portable test module (default: all of them), run
@@ -27,7 +27,8 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNNER = "tools/runtimes/mptest.py"
 SOURCES = ("firmware", "host_tests/portable")
 
 
@@ -47,7 +48,7 @@ def _mpy_cross():
 
 def _sources():
     """Yield repo-relative paths of the .py files to precompile."""
-    yield "tools/mptest.py"
+    yield RUNNER
     for top in SOURCES:
         for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -180,7 +181,7 @@ class ModuleHeap:
         # Paths relative to the checkout: the same string lengths, so the same
         # allocations, wherever the project is cloned.
         out = os.path.relpath(self.outdir, ROOT)
-        env["MICROPYPATH"] = os.path.join(out, "tools") + ":.frozen"
+        env["MICROPYPATH"] = os.path.join(out, os.path.dirname(RUNNER)) + ":.frozen"
         cmd = [self.exe, "-X", "heapsize=%dk" % kb, "-m", "mptest", "--mem",
                "--src", PORTABLE,
                os.path.join(out, PORTABLE, self.module + ".mpy")]
