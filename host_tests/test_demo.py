@@ -3,8 +3,8 @@
 # be lost, and the readings table must hold each reading once.
 import os
 
-import demo
 import pipeline
+from fleet import demo
 
 
 def test_short_demo_with_faults_loses_nothing_and_dedups(tmp_path):

@@ -128,7 +128,7 @@ def render(report):
         "client table's columns, `--docs` also rewrites this file. Each section is a "
         "tools/bench_<name>.py with a run(ctx), listed in SECTIONS in tools/bench.py. The "
         "peers are downloaded with pip into build/peers/ at bench time and never committed. "
-        "tools/proxy.py (latency, jitter, random resets, black-hole partitions; a class and a "
+        "tools/fleet/proxy.py (latency, jitter, random resets, black-hole partitions; a class and a "
         "CLI) is the same proxy the fault-injection tests use.", ""])
     return "\n".join(out) + "\n"
 

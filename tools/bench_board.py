@@ -9,11 +9,11 @@ import tempfile
 import threading
 import time
 
-import deploy
+from board import deploy
+from board.emulator import Emulator
+from fleet.fleet import provision
+from fleet.mosquitto import Mosquitto
 from runtimes import mpyc
-from broker import Mosquitto
-from emulator import Emulator
-from fleet import provision
 
 TITLE = "Board: library size and the application's heap"
 READINGS = 500

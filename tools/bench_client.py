@@ -3,7 +3,7 @@
 Everything runs under the MicroPython unix port (.venv/bin/micropython), each
 figure from its own process (bench/mp/bench_mp.py and bench/mp/minheap.py,
 with one adapter per library, bench/mp/lib_*.py), against one mosquitto on
-loopback started here, directly and through tools/proxy.py adding 20 ms of
+loopback started here, directly and through tools/fleet/proxy.py adding 20 ms of
 round trip. The peers are fetched from PyPI at bench time (tools/bench_peers.py)
 and every library is loaded as .mpy (mpy-cross), as on a board. The "floor"
 row is no library at all: pre-encoded packets, one write each, TCP_NODELAY,
@@ -24,8 +24,8 @@ import time
 
 import bench_peers
 from bench_sub import Counter
-from broker import Mosquitto
-from proxy import Proxy
+from fleet.mosquitto import Mosquitto
+from fleet.proxy import Proxy
 
 TITLE = "MQTT clients on the MicroPython unix port"
 
@@ -596,7 +596,7 @@ def report(rows, plan, rtt_lo, rtt_px, peers):
     lines = []
     lines.append("Every client runs under the MicroPython unix port (%s), each figure from its own "
                  "process, against one mosquitto on loopback; 64-byte payloads, 8-byte topics, "
-                 "libraries loaded as .mpy. The proxy rows go through tools/proxy.py adding 10 ms "
+                 "libraries loaded as .mpy. The proxy rows go through tools/fleet/proxy.py adding 10 ms "
                  "each way (MQTT ping measured from CPython: %.2f ms direct, %.1f ms through the "
                  "proxy)." % (micropython_version(), rtt_lo, rtt_px))
     lines.append("")

@@ -126,7 +126,7 @@ def collector_rate(broker, devices, n, qos, log, workdir):
 
 
 def measure(quick, log):
-    from broker import Mosquitto
+    from fleet.mosquitto import Mosquitto
     devices, n = (20, 250) if quick else (100, 500)
     work = tempfile.mkdtemp(prefix="hf-ingest-")
     # A burst from many devices: let the broker queue it all (its default

@@ -1,7 +1,7 @@
 """Deploy holdfast and a board's application to a MicroPython board.
 
-    python tools/deploy.py --board esp32 --port /dev/ttyUSB0 [--config my.json]
-    python tools/deploy.py --board unix --port socket://127.0.0.1:PORT   (emulator)
+    PYTHONPATH=tools python -m board.deploy --board esp32 --port /dev/ttyUSB0 [--config my.json]
+    PYTHONPATH=tools python -m board.deploy --board unix --port socket://127.0.0.1:PORT   (emulator)
     make deploy BOARD=esp32 PORT=/dev/ttyUSB0 [CONFIG=my.json]
 
 What it does, with mpremote (see docs/boards.md):
@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/board/..
 BOARDS = ("esp32", "rp2040", "unix")
 LIB_SRC = os.path.join(ROOT, "firmware", "holdfast")
 LIB_DST = "/lib/holdfast"

@@ -2,7 +2,7 @@
 collector, an emulated fleet with faults for about a minute, then the PySpark
 pipeline and its delivery report.
 
-    python tools/demo.py [--boards 5] [--duration 60] [--seed 7] [--out build/demo]
+    PYTHONPATH=tools python -m fleet.demo [--boards 5] [--duration 60] [--seed 7] [--out build/demo]
 
 Exit status 0 only if nothing published at QoS 1 or 2 was lost: no gap in any
 device's sequence numbers, and every device's last reading (as the board
@@ -17,12 +17,9 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from broker import Mosquitto  # noqa: E402
-from collector import Collector  # noqa: E402
-from fleet import Fleet, FAULTS  # noqa: E402
+from collector import Collector
+from fleet.fleet import Fleet, FAULTS
+from fleet.mosquitto import Mosquitto
 
 
 class Counts:

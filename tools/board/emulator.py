@@ -1,8 +1,8 @@
 """An emulated board: the MicroPython unix port with its own flash, and its
 REPL served on a loopback TCP port so the real mpremote can drive it.
 
-    python tools/emulator.py FLASH_DIR [--port N] [--run] [--heap 256k]
-                             [--uid HEX] [--console FILE] [--port-file FILE]
+    PYTHONPATH=tools python -m board.emulator FLASH_DIR [--port N] [--run] [--heap 256k]
+                                              [--uid HEX] [--console FILE] [--port-file FILE]
 
     mpremote connect socket://127.0.0.1:N resume exec "import os; print(os.listdir())"
     mpremote connect socket://127.0.0.1:N resume fs cp main.py :main.py

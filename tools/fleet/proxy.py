@@ -1,6 +1,6 @@
 """A TCP proxy that adds latency and injects faults (CPython, asyncio).
 
-    from proxy import Proxy
+    from fleet.proxy import Proxy
     with Proxy(0, ("127.0.0.1", broker_port), delay_ms=10) as p:   # 20 ms RTT
         connect("127.0.0.1", p.port)
         p.set_blackhole(True)     # partition: nothing passes either way
@@ -31,7 +31,7 @@ is at the byte-stream level, not the packet level.
 CLI (for shells and other processes); SIGUSR1 toggles the black hole,
 SIGUSR2 resets every connection, SIGINT/SIGTERM stop:
 
-    python tools/proxy.py --target 127.0.0.1:1883 [--listen 127.0.0.1:0]
+    PYTHONPATH=tools python -m fleet.proxy --target 127.0.0.1:1883 [--listen 127.0.0.1:0]
         [--delay-ms 10] [--jitter-ms 0] [--reset-prob 0] [--seed N]
 """
 

@@ -2,9 +2,9 @@
 publishing through a fault-injecting proxy to a broker, with power cuts, on a
 seeded (reproducible) schedule.
 
-    python tools/fleet.py --boards 5 --duration 60 --seed 7 --broker-port 1883
+    PYTHONPATH=tools python -m fleet.fleet --boards 5 --duration 60 --seed 7 --broker-port 1883
 
-    from fleet import Fleet
+    from fleet.fleet import Fleet
     with Fleet(workdir, broker, boards=5, seed=7) as f:
         f.run(60)                 # faults while running, progress every few s
         last = f.drain()          # heal, stop readings, wait for empty outboxes
@@ -25,17 +25,13 @@ import os
 import random
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import deploy  # noqa: E402
-from emulator import Emulator  # noqa: E402
-from proxy import Proxy  # noqa: E402
+from board import deploy
+from board.emulator import Emulator
+from fleet.proxy import Proxy
 
 FAULTS = ("latency", "reset", "partition", "broker", "power")
 DRAINED = re.compile(r"holdfast: drained, last s=(-?\d+)")
@@ -182,7 +178,7 @@ class Fleet:
 
 
 def main(argv=None):
-    from broker import Mosquitto
+    from fleet.mosquitto import Mosquitto
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--boards", type=int, default=5)
