@@ -103,7 +103,7 @@ def mosquitto_rate(broker, devices, n, qos, log):
 
 
 def collector_rate(broker, devices, n, qos, log, workdir):
-    from collector import Collector
+    from pipeline.collector import Collector
     landing = os.path.join(workdir, "landing-q%d" % qos)
     col = Collector(broker.host, broker.port, landing, client_id="ingest-collector-%d" % qos,
                     sub_qos=2, progress_s=0, log=lambda line: None).start()

@@ -23,8 +23,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import gen_landing  # noqa: E402
-import pipeline  # noqa: E402
+from pipeline import gen_landing  # noqa: E402
+from pipeline.batch import run_batch  # noqa: E402
+from pipeline.session import spark_session  # noqa: E402
 
 
 def _err(msg):
@@ -86,8 +87,8 @@ def du(path):
 
 def run(sizes, master, devices, workdir, keep, driver_memory):
     _err("starting Spark (%s)" % master)
-    spark = pipeline.spark_session(master, app="holdfast-pipeline-bench",
-                                   driver_memory=driver_memory)
+    spark = spark_session(master, app="holdfast-pipeline-bench",
+                          driver_memory=driver_memory)
     jvm = jvm_pid()
     results = []
     try:
@@ -95,8 +96,8 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
         gen_landing.generate(os.path.join(warm, "landing"), 20000,
                              devices=devices, seed=99)
         _err("warm-up run (20000 records, not timed)")
-        pipeline.run_batch(spark, os.path.join(warm, "landing"),
-                           os.path.join(warm, "out"))
+        run_batch(spark, os.path.join(warm, "landing"),
+                  os.path.join(warm, "out"))
         shutil.rmtree(warm, ignore_errors=True)
         for n in sizes:
             d = os.path.join(workdir, "n%d" % n)
@@ -110,8 +111,8 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
             size = du(landing)
             c0 = cpu_seconds(jvm)
             t = time.monotonic()
-            summary = pipeline.run_batch(spark, landing,
-                                         os.path.join(d, "out"))
+            summary = run_batch(spark, landing,
+                                os.path.join(d, "out"))
             secs = time.monotonic() - t
             c1 = cpu_seconds(jvm)
             if summary["missing"] != truth["missing"] or \
@@ -124,8 +125,8 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                                     truth["duplicates"]))
             # The reference without Spark: the same distinct readings per
             # device from DuckDB, checked equal.
-            import pipeline_duckdb
-            ref, ref_secs = pipeline_duckdb.readings_per_device(landing)
+            from pipeline import duckdb_ref
+            ref, ref_secs = duckdb_ref.readings_per_device(landing)
             spark_counts = {r["device"]: r["received"] + r["reused_seq"] for r in summary["health"]}
             if ref != spark_counts:
                 raise SystemExit("bench: DuckDB and Spark disagree on the readings per device "

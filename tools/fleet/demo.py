@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 
-from collector import Collector
 from fleet.fleet import Fleet, FAULTS
 from fleet.mosquitto import Mosquitto
+from pipeline.collector import Collector
 
 
 class Counts:
@@ -85,12 +85,13 @@ def run(boards=5, duration=60, seed=7, out="build/demo", interval_ms=200, master
     print("demo: fleet done in %.0f s, faults %s; collector %s" % (
         time.monotonic() - t0, summary["faults"], json.dumps(collector.stats())), flush=True)
 
-    import pipeline
-    spark = pipeline.spark_session(master)
+    from pipeline.batch import run_batch
+    from pipeline.session import spark_session
+    spark = spark_session(master)
     try:
         events = [(int((summary["t0_wall"] + t) * 1000), what) for t, what in summary["events"]]
-        res = pipeline.run_batch(spark, landing, os.path.join(out, "tables"),
-                                 report=os.path.join(out, "report.md"), events=events)
+        res = run_batch(spark, landing, os.path.join(out, "tables"),
+                        report=os.path.join(out, "report.md"), events=events)
     finally:
         spark.stop()
     return check(res, last, summary, out)

@@ -1,6 +1,6 @@
 """Synthetic landing files, as the collector writes them, with known truth.
 
-    python tools/gen_landing.py --out DIR --records 100000 [--devices 50]
+    PYTHONPATH=tools python -m pipeline.gen_landing --out DIR --records 100000 [--devices 50]
 
 Writes `DIR/date=YYYY-MM-DD/hour=HH/part-<n>-<k>.jsonl` (docs/telemetry.md)
 for a fleet whose devices publish one reading every `period_ms`, with:

@@ -1,6 +1,6 @@
 """Collector: MQTT telemetry -> landing files (JSON lines), losing nothing.
 
-    python tools/collector.py --host H --port P --landing DIR \\
+    PYTHONPATH=tools python -m pipeline.collector --host H --port P --landing DIR \\
         [--prefix holdfast] [--client-id ID] [--sub-qos 2] [--duration S]
 
 Subscribes `<prefix>/+/telemetry` with a persistent session (clean_session

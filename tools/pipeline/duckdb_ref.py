@@ -2,7 +2,7 @@
 DuckDB over the same landing gives the distinct readings per device (valid
 payloads, (device, boot, seq) de-duplicated), which must equal Spark's.
 
-    python tools/pipeline_duckdb.py LANDING_DIR
+    PYTHONPATH=tools python -m pipeline.duckdb_ref LANDING_DIR
 """
 import sys
 import time
