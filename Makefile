@@ -56,7 +56,7 @@ test: setup
 
 # BENCH_ARGS: e.g. --only client, --quick, --docs (also writes docs/bench.md)
 bench: setup
-	$(PY) tools/bench.py $(BENCH_ARGS)
+	$(TOOL) bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis .mypy_cache

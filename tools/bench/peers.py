@@ -1,6 +1,6 @@
 """Fetch the peer MQTT libraries the bench compares holdfast with (CPython).
 
-    .venv/bin/python tools/bench_peers.py [NAME ...]     (default: all)
+    PYTHONPATH=tools .venv/bin/python -m bench.peers [NAME ...]     (default: all)
 
 Each peer is downloaded from PyPI with pip at bench time into build/peers/
 (never committed) and its MicroPython modules are copied to
@@ -22,7 +22,7 @@ import sys
 import tarfile
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, "build", "peers")
 
 # name -> label, pip requirements, files to take (paths inside the

@@ -1,9 +1,9 @@
 """`make bench`: holdfast's figures, section by section (CPython).
 
-    .venv/bin/python tools/bench.py [--only client] [--skip client] [--quick]
-                                    [--out bench/results] [--docs]
+    PYTHONPATH=tools .venv/bin/python -m bench [--only client] [--skip client] [--quick]
+                                               [--out build/bench/results] [--docs]
 
-Each section is a module tools/bench_<name>.py with
+Each section is a module tools/bench/<name>.py with
 
     TITLE = "..."
     def run(ctx) -> dict   {"markdown": str, "data": json-able,
@@ -13,7 +13,7 @@ and one line in SECTIONS below. ctx gives the repo root, the build dir, the
 options (ctx.quick, ctx.args) and ctx.log(...) for progress lines. A section
 that raises is reported as failed; the others still run.
 
-Writes bench/results/latest.md and latest.json (git-ignored); --docs also
+Writes build/bench/results/latest.md and latest.json; --docs also
 copies the Markdown to docs/bench.md (the copy the README links to).
 """
 
@@ -27,17 +27,16 @@ import sys
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (name, module): run in this order. Add a section here.
 SECTIONS = [
-    ("codec", "bench_codec"),
-    ("client", "bench_client"),
-    ("outbox", "bench_outbox"),
-    ("board", "bench_board"),
-    ("pipeline", "bench_pipeline"),
-    ("ingest", "bench_ingest"),
+    ("codec", "bench.codec"),
+    ("client", "bench.client"),
+    ("outbox", "bench.outbox"),
+    ("board", "bench.board"),
+    ("pipeline", "bench.pipeline"),
+    ("ingest", "bench.ingest"),
 ]
 
 
@@ -98,7 +97,7 @@ def render(report):
     out = ["# holdfast benchmarks", "",
            "Run %s, %.0f s, on %d CPUs (%s), %s, commit %s; load average %s at the start, "
            "%s at the end (other work on the machine shows in the spread of the rates). "
-           "Produced by `make bench` (tools/bench.py); figures vary from run to run, compare "
+           "Produced by `make bench` (tools/bench); figures vary from run to run, compare "
            "ratios rather than absolute rates."
            % (report["date"], report["duration_s"], m["nproc"], m["cpu"], m["os"], report["commit"],
               report["load"][0], report["load"][-1]), ""]
@@ -123,10 +122,10 @@ def render(report):
     out.extend([
         "## Running it", "",
         "`make bench` runs every section (about 10 minutes on 2 CPUs, half of it the pipeline's 4M records) and writes "
-        "bench/results/latest.md and latest.json; `make bench BENCH_ARGS=\"--only client "
+        "build/bench/results/latest.md and latest.json; `make bench BENCH_ARGS=\"--only client "
         "--quick\"` is a one-minute smoke run, `--peers holdfast,floor,umqtt_simple` limits the "
         "client table's columns, `--docs` also rewrites this file. Each section is a "
-        "tools/bench_<name>.py with a run(ctx), listed in SECTIONS in tools/bench.py. The "
+        "tools/bench/<name>.py with a run(ctx), listed in SECTIONS in tools/bench/__main__.py. The "
         "peers are downloaded with pip into build/peers/ at bench time and never committed. "
         "tools/fleet/proxy.py (latency, jitter, random resets, black-hole partitions; a class and a "
         "CLI) is the same proxy the fault-injection tests use.", ""])
@@ -134,13 +133,13 @@ def render(report):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     names = [n for n, _ in SECTIONS]
     ap.add_argument("--only", default="", help="comma-separated sections to run (%s)" % ",".join(names))
     ap.add_argument("--skip", default="", help="comma-separated sections to skip")
     ap.add_argument("--quick", action="store_true", help="shorter runs (a smoke test, not figures)")
     ap.add_argument("--peers", default="", help="client section: comma-separated rows to run")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "results"))
     ap.add_argument("--docs", action="store_true", help="also write docs/bench.md")
     args = ap.parse_args(argv)
     only = [s for s in args.only.split(",") if s]

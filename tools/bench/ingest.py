@@ -2,7 +2,7 @@
 acknowledging only what is on disk), with many devices publishing at once,
 beside mosquitto's delivery rate to a subscriber that does nothing.
 
-    .venv/bin/python tools/bench_ingest.py [--quick]
+    PYTHONPATH=tools .venv/bin/python -m bench.ingest [--quick]
 
 Devices are paho clients in 4 processes, each device publishing its readings
 as fast as the broker takes them (QoS 1 or 2, up to 100 in flight). The
@@ -20,8 +20,6 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 TITLE = "Ingest: collector ceiling vs mosquitto"
 PROCS = 4

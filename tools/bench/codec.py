@@ -1,5 +1,5 @@
 """Bench section: heap bytes per codec operation on the unix port
-(tools/codec_alloc.py, gc disabled, gc.mem_alloc() deltas)."""
+(codec_alloc.py here, gc disabled, gc.mem_alloc() deltas)."""
 
 import json
 import os
@@ -12,7 +12,7 @@ TITLE = "Codec: heap bytes per operation (unix port)"
 def run(ctx):
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
     ctx.log("measuring codec allocations under %s" % os.path.basename(exe))
-    p = subprocess.run([exe, os.path.join(ctx.root, "tools", "codec_alloc.py")], capture_output=True,
+    p = subprocess.run([exe, os.path.join(ctx.root, "tools", "bench", "codec_alloc.py")], capture_output=True,
                        text=True, timeout=120)
     lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode or not lines:

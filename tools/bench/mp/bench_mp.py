@@ -1,4 +1,4 @@
-# MicroPython side of `make bench` (tools/bench_client.py runs it): one figure
+# MicroPython side of `make bench` (tools/bench/client.py runs it): one figure
 # per process. Usage, under the unix port, with MICROPYPATH holding this
 # directory, the library under test and .frozen (for asyncio):
 #

@@ -1,9 +1,9 @@
 """Benchmark of the batch pipeline: records/s at 1M and 4M landing records.
 
-    python tools/pipeline_bench.py [--sizes 1000000,4000000] [--master local[2]]
+    PYTHONPATH=tools python -m bench.pipeline_timing [--sizes 1000000,4000000] [--master local[2]]
 
-For each size: generate a landing with tools/gen_landing.py (duplicates,
-gaps, late data; not timed), run the batch pipeline (tools/pipeline.py
+For each size: generate a landing with pipeline.gen_landing (duplicates,
+gaps, late data; not timed), run the batch pipeline (pipeline.batch
 run_batch: parse, reject, de-duplicate, write readings, health, report and
 plots) on one SparkSession, and time it.  A small warm-up run first keeps
 JVM start and JIT out of the first measurement.  Prints a Markdown table
@@ -20,12 +20,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from pipeline import gen_landing  # noqa: E402
-from pipeline.batch import run_batch  # noqa: E402
-from pipeline.session import spark_session  # noqa: E402
+from pipeline import gen_landing
+from pipeline.batch import run_batch
+from pipeline.session import spark_session
 
 
 def _err(msg):

@@ -1,11 +1,11 @@
 # Heap bytes allocated per codec operation, measured on the MicroPython unix
 # port with gc disabled (run by `make bench`):
-#     micropython tools/codec_alloc.py   -> one JSON line
+#     micropython tools/bench/codec_alloc.py   -> one JSON line
 import sys
 import gc
 import json
 
-sys.path.insert(0, (sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else ".") + "/../firmware")
+sys.path.insert(0, (sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else ".") + "/../../firmware")
 from holdfast import codec  # noqa: E402
 
 N = 1000

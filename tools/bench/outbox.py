@@ -1,5 +1,5 @@
 """Bench section: flash wear and RAM of the persistent outboxes
-(tools/outbox_wear.py under the unix port: 1000 acknowledged QoS 1 messages,
+(outbox_wear.py here, under the unix port: 1000 acknowledged QoS 1 messages,
 64-byte payload, on a simulated 256 KB NOR flash), and the smallest heap in
 which a store with a backlog reopens (host_tests/backlog_boot.py, .mpy)."""
 
@@ -20,7 +20,7 @@ def run(ctx):
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
     n = "200" if ctx.quick else "1000"
     ctx.log("outbox_wear.py with %s messages under the unix port" % n)
-    p = subprocess.run([exe, os.path.join(ctx.root, "tools", "outbox_wear.py"), n], capture_output=True,
+    p = subprocess.run([exe, os.path.join(ctx.root, "tools", "bench", "outbox_wear.py"), n], capture_output=True,
                        text=True, timeout=600, cwd=ctx.root)
     rows = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode or not rows:

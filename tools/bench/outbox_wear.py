@@ -1,8 +1,8 @@
 # Write amplification and RAM of the persistent outboxes, on a simulated NOR
 # flash (host_tests/portable/flashsim.py):
-#     micropython tools/outbox_wear.py [N]   FlashStore; FileStore on LittleFS
-#                                            and on a directory (build/)
-#     python3 tools/outbox_wear.py [N]       FlashStore; FileStore on a directory
+#     micropython tools/bench/outbox_wear.py [N]   FlashStore; FileStore on LittleFS
+#                                                  and on a directory (build/)
+#     python3 tools/bench/outbox_wear.py [N]       FlashStore; FileStore on a directory
 # N messages (default 1000) of a 64-byte payload at QoS 1, each acknowledged
 # (done) before the next, as a sensor that reaches its broker does, counted
 # after a warm-up that has cycled every block of the 256 KB partition once
@@ -37,8 +37,8 @@ import os
 import time
 
 _here = sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else "."
-sys.path.insert(0, _here + "/../firmware")
-sys.path.insert(0, _here + "/../host_tests/portable")
+sys.path.insert(0, _here + "/../../firmware")
+sys.path.insert(0, _here + "/../../host_tests/portable")
 from flashsim import Flash  # noqa: E402
 from holdfast.flashoutbox import FlashStore  # noqa: E402
 from holdfast.fileoutbox import FileStore  # noqa: E402

@@ -1,12 +1,12 @@
 """Bench section: the PySpark pipeline on local[1] and local[2] at 1M and 4M
-generated landing records (tools/pipeline_bench.py), with a reference
-computed without Spark (DuckDB, tools/pipeline_duckdb.py) on the same
+generated landing records (pipeline_timing.py here), with a reference
+computed without Spark (DuckDB, tools/pipeline/duckdb_ref.py) on the same
 landing, so Spark's cost reads as a ratio."""
 
 import shutil
 import tempfile
 
-import pipeline_bench
+from bench import pipeline_timing
 
 TITLE = "Pipeline: Spark on local[1] and local[2] against DuckDB on one machine"
 
@@ -19,7 +19,7 @@ def run(ctx):
         ctx.log("%s: generating and running %s records (checked against the generator's truth "
                 "and against DuckDB)" % (master, " and ".join(str(n) for n in sizes)))
         try:
-            runs[master] = pipeline_bench.run(sizes, master, 100, work, False, "3g")
+            runs[master] = pipeline_timing.run(sizes, master, 100, work, False, "3g")
         finally:
             shutil.rmtree(work, ignore_errors=True)
     one, two = runs["local[1]"], runs["local[2]"]
