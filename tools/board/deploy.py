@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/board/..
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOARDS = ("esp32", "rp2040", "unix")
 LIB_SRC = os.path.join(ROOT, "firmware", "holdfast")
 LIB_DST = "/lib/holdfast"
