@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# The host tools are packages under tools/ (tools/README.md), run as modules.
+TOOL   := PYTHONPATH=tools $(PY) -m
 STAMP  := $(VENV)/.requirements.stamp
 
 .PHONY: setup test bench clean mosquitto java wasm demo
@@ -78,7 +80,7 @@ test: setup
 
 # BENCH_ARGS: e.g. --only client, --quick, --docs (also writes docs/bench.md)
 bench: setup
-	$(PY) tools/bench.py $(BENCH_ARGS)
+	$(TOOL) bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis .mypy_cache
@@ -92,13 +94,13 @@ BOARD ?= esp32
 deploy: $(STAMP)
 	@test -n "$(PORT)" || { echo "usage: make deploy BOARD=esp32|rp2040|unix" \
 	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file]" >&2; exit 2; }
-	$(PY) tools/deploy.py --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG))
+	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).
 FLASH ?= build/emulated/flash
 emulate: $(STAMP)
-	$(PY) tools/emulator.py $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
+	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
 	  $(if $(RUN),--run) $(if $(HEAP),--heap $(HEAP))
 
 # mypy over firmware/ and boards/ once per port, each against its own
@@ -125,4 +127,4 @@ typecheck: $(STAMP)
 # The main job: mosquitto, collector, 5 emulated boards with faults for a
 # minute, then the PySpark pipeline and its report (build/demo/report.md).
 demo: setup
-	$(PY) tools/demo.py
+	$(TOOL) fleet.demo

@@ -6,7 +6,7 @@
 # PATH. open: reopen it (the boot scan), print "pending N first F last L pid
 # P" for the oldest and newest pending keys, then put one more message and
 # acknowledge it, so the backlog is as filled for the next run. SLOTS: the
-# index size (default N + 8). make bench runs it too (tools/bench_outbox.py).
+# index size (default N + 8). make bench runs it too (tools/bench/outbox.py).
 import sys
 
 sys.path.insert(0, sys.argv[1])

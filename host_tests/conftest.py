@@ -1,7 +1,8 @@
 """Shared pytest setup for host tests (CPython only).
 
 - puts firmware/, host_tests/portable/ and tools/ on sys.path;
-- `mosquitto` fixture: a real broker on a free loopback port (tools/broker.py);
+- `mosquitto` fixture: a real broker on a free loopback port
+  (tools/fleet/mosquitto.py);
 - prints per-runtime counts (CPython portable tests, MicroPython runs) at the
   end of the run, also kept in build/test-counts.txt.
 """
@@ -18,7 +19,7 @@ for _p in (os.path.join(HERE, "portable"), os.path.join(ROOT, "tools"),
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from broker import BrokerError, Mosquitto  # noqa: E402
+from fleet.mosquitto import BrokerError, Mosquitto  # noqa: E402
 
 COUNTS = os.path.join(ROOT, "build", "test-counts.txt")
 

@@ -190,7 +190,7 @@ def test_app_logic_under_micropython(tmp_path):
 
 
 def test_hold_file_skips_one_boot(tmp_path, monkeypatch, capsys):
-    """tools/deploy.py's /hf_hold: the app starts nothing (no watchdog) for one boot."""
+    """tools/board/deploy.py's /hf_hold: the app starts nothing (no watchdog) for one boot."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / app.HOLD).write_text("")
 

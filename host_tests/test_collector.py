@@ -1,4 +1,4 @@
-"""tools/collector.py against a real mosquitto (the `mosquitto` fixture).
+"""tools/pipeline/collector.py against a real mosquitto (the `mosquitto` fixture).
 
 - every published message lands (QoS 0, 1, 2), malformed payloads go to
   quarantine with a reason, and everything is acknowledged (a second
@@ -24,10 +24,10 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from collector import Collector, recover_inprogress, validate_payload
+from pipeline.collector import Collector, recover_inprogress, validate_payload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTOR = os.path.join(ROOT, "tools", "collector.py")
+TOOLS = os.path.join(ROOT, "tools")
 LANDING_KEYS = {"topic", "qos", "retain", "dup", "rx_ms", "payload"}
 
 
@@ -190,12 +190,12 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
 def _start_collector(mosquitto, landing, cid, sub_qos, log_path):
     log = open(log_path, "ab")
     proc = subprocess.Popen(
-        [sys.executable, COLLECTOR, "--host", mosquitto.host,
+        [sys.executable, "-m", "pipeline.collector", "--host", mosquitto.host,
          "--port", str(mosquitto.port), "--landing", landing,
          "--client-id", cid, "--sub-qos", str(sub_qos),
          "--batch-max", "50", "--batch-ms", "300", "--batch-idle-ms", "100",
          "--progress-s", "0.5"],
-        stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=TOOLS))
     log.close()
     return proc
 
@@ -271,7 +271,7 @@ def test_collector_crash_loses_nothing(mosquitto, tmp_path, sub_qos):
 
 @pytest.mark.parametrize("sub_qos", [2, 1])
 def test_an_ack_never_precedes_the_fsync_of_its_message(mosquitto, tmp_path, monkeypatch, sub_qos):
-    import collector
+    from pipeline import collector
     events = []
     real_fsync, real_ack = collector.os.fsync, collector._Client.ack
     real_on_message = collector.Collector._on_message
@@ -328,7 +328,7 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
     open(log_path, "w").close()
     cid = "test-crash-between"
     driver = (
-        "import os, sys; sys.path.insert(0, %r); import collector\n"
+        "import os, sys; sys.path.insert(0, %r); from pipeline import collector\n"
         "batches = []\n"
         "real_flush = collector.Collector._flush\n"
         "def flush(self, ack):\n"
@@ -342,7 +342,7 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
         "            self._client.ack = die\n"
         "    return real_flush(self, ack)\n"
         "collector.Collector._flush = flush\n"
-        "collector.main(sys.argv[1:])\n" % os.path.join(ROOT, "tools"))
+        "collector.main(sys.argv[1:])\n" % TOOLS)
     pub = publisher(mosquitto, "test-crash-between-pub", clean=False)
     log = open(log_path, "ab")
     p1 = subprocess.Popen([sys.executable, "-c", driver, "--host", mosquitto.host,

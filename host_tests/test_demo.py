@@ -3,8 +3,8 @@
 # be lost, and the readings table must hold each reading once.
 import os
 
-import demo
-import pipeline
+from fleet import demo
+from pipeline.session import spark_session
 
 
 def test_short_demo_with_faults_loses_nothing_and_dedups(tmp_path):
@@ -14,7 +14,7 @@ def test_short_demo_with_faults_loses_nothing_and_dedups(tmp_path):
     assert v["lost"] == 0
     assert sum(v["faults"].values()) >= 2, v["faults"]
     assert v["readings"] > 3 * 100
-    spark = pipeline.spark_session("local[2]")
+    spark = spark_session("local[2]")
     try:
         r = spark.read.parquet(os.path.join(out, "tables", "readings"))
         total = r.count()

@@ -1,4 +1,4 @@
-"""tools/deploy.py without a board (the emulated board runs it for real in
+"""tools/board/deploy.py without a board (the emulated board runs it for real in
 test_emulator.py), firmware/manifest.py, package.json, and `make typecheck`."""
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import deploy
+from board import deploy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,7 +96,7 @@ def test_package_json_for_mip():
     with open(os.path.join(ROOT, "package.json")) as f:
         text = f.read()
     assert text == deploy.package_json(json.loads(text)["version"]), \
-        "package.json is stale: run `python tools/deploy.py --package-json`"
+        "package.json is stale: run `PYTHONPATH=tools python -m board.deploy --package-json`"
     for dest, src in json.loads(text)["urls"]:
         assert dest.startswith("holdfast/") and os.path.isfile(os.path.join(ROOT, src)), src
 

@@ -1,5 +1,5 @@
-"""The emulated board end to end (CPython): tools/emulator.py driven by the
-real mpremote, tools/deploy.py onto it, and the board's app (boards/unix +
+"""The emulated board end to end (CPython): tools/board/emulator.py driven by
+the real mpremote, tools/board/deploy.py onto it, and the board's app (boards/unix +
 boards/common) publishing readings to a private mosquitto, across power cuts.
 """
 
@@ -15,10 +15,10 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from emulator import Emulator
+from board.emulator import Emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEPLOY = os.path.join(ROOT, "tools", "deploy.py")
+TOOLS = os.path.join(ROOT, "tools")
 HEAP = "256k"
 # The heap the app needs for 500 readings with the flash outbox: it runs in
 # 104k, not in 102k (docs/boards.md); this test holds it, with 4 KB of margin.
@@ -37,10 +37,11 @@ def mpremote(emu, *args, timeout=60, resume=True):
 
 
 def deploy(emu, config=None):
-    cmd = [sys.executable, DEPLOY, "--board", "unix", "--port", emu.url]
+    cmd = [sys.executable, "-m", "board.deploy", "--board", "unix", "--port", emu.url]
     if config:
         cmd += ["--config", config]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=TOOLS))
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0, out
     return out

@@ -1,17 +1,18 @@
-"""Run the portable tests under the MicroPython unix port (tools/mptest.py).
+"""Run the portable tests under the MicroPython unix port
+(tools/runtimes/mptest.py).
 
-default-heap   micropython tools/mptest.py host_tests/portable (from .py),
-               all modules in one process.
+default-heap   micropython tools/runtimes/mptest.py host_tests/portable
+               (from .py), all modules in one process.
 heap per module
                the firmware, the tests and the runner precompiled with
-               mpy-cross (tools/mpyc.py), as on a board; each test module run
-               alone, in its own process, and bisected for the smallest
+               mpy-cross (tools/runtimes/mpyc.py), as on a board; each test
+               module run alone, in its own process, and bisected for the smallest
                -X heapsize in which all its tests pass (mpyc.heap_report).
                Checks: every module fits in HEAP_LIMIT_KB, and test_codec
                in CODEC_HEAP_KB.  The table goes to build/heap-per-module.txt.
 
 32-bit         the same precompiled modules on MicroPython's WebAssembly
-               port in Node (tools/mpwasm.mjs; sys.maxsize 2**31-1). That
+               port in Node (tools/runtimes/mpwasm.mjs; sys.maxsize 2**31-1). That
                port has no socket or select module: in-memory stand-ins
                (WASM_SHIM) let the client modules import; the tests that
                use them replace the network with their mock anyway.
@@ -30,7 +31,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import mpyc  # noqa: E402
+from runtimes import mpyc  # noqa: E402
 
 SUMMARY = re.compile(r"^mptest: (\d+) passed, (\d+) failed$", re.M)
 TIMEOUT = 600
@@ -58,7 +59,7 @@ def _record(request, lines):
 
 @pytest.mark.parametrize("variant", ["default-heap"])
 def test_portable_tests_under_micropython(variant, request):
-    cmd = [micropython_exe(), "tools/mptest.py", "host_tests/portable"]
+    cmd = [micropython_exe(), "tools/runtimes/mptest.py", "host_tests/portable"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -84,7 +85,7 @@ def test_portable_tests_under_micropython(variant, request):
 
 # --- the 32-bit runtime (WebAssembly port in Node) ----------------------------
 
-WASM_SHIM = "bench/mp/shim/wasm"
+WASM_SHIM = "tools/runtimes/wasm"
 
 
 def _wasm(args):

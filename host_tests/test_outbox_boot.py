@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import mpyc  # noqa: E402
+from runtimes import mpyc  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "host_tests", "backlog_boot.py")
 BACKLOG = 1000

@@ -1,4 +1,4 @@
-"""tools/pipeline.py on small landing data with known answers.
+"""tools/pipeline on small landing data with known answers.
 
 One SparkSession (local[2]) for the whole module: Spark takes ~10-20 s to
 start.  The landing below has duplicates (one with the earlier copy in a
@@ -17,8 +17,11 @@ import pytest
 
 import pyspark  # noqa: E402,F401  (requirements.txt; a missing one fails)
 
-import gen_landing  # noqa: E402
-import pipeline  # noqa: E402
+from pipeline import gen_landing  # noqa: E402
+from pipeline.batch import run_batch  # noqa: E402
+from pipeline.dedup import READING_COLS  # noqa: E402
+from pipeline.session import spark_session  # noqa: E402
+from pipeline.stream import run_stream  # noqa: E402
 
 H0 = 1767225600000                      # 2026-01-01T00:00:00Z
 HOUR = 3600 * 1000
@@ -30,8 +33,8 @@ def spark():
         pytest.fail("PySpark needs Java 17+: no `java` on PATH and no "
                     "JAVA_HOME (Debian: apt-get install -y "
                     "openjdk-17-jre-headless)", pytrace=False)
-    s = pipeline.spark_session("local[2]", app="holdfast-tests",
-                               driver_memory="1g", shuffle_partitions=1)
+    s = spark_session("local[2]", app="holdfast-tests",
+                      driver_memory="1g", shuffle_partitions=1)
     yield s
     s.stop()
 
@@ -181,7 +184,7 @@ def batch(spark, tmp_path_factory):
     landing = str(root / "landing")
     out = str(root / "out")
     write_files(landing, build_landing())
-    summary = pipeline.run_batch(spark, landing, out)
+    summary = run_batch(spark, landing, out)
     return {"landing": landing, "out": out, "summary": summary}
 
 
@@ -201,8 +204,8 @@ def test_duckdb_reference_counts_what_spark_counts(batch):
     # make bench's reference row without Spark: on a landing with malformed
     # lines, duplicates and reused sequence numbers, the same distinct
     # readings per device.
-    import pipeline_duckdb
-    ref, _ = pipeline_duckdb.readings_per_device(batch["landing"])
+    from pipeline import duckdb_ref
+    ref, _ = duckdb_ref.readings_per_device(batch["landing"])
     spark = {r["device"]: r["received"] + r["reused_seq"] for r in batch["summary"]["health"]}
     assert ref == spark
     assert sum(ref.values()) == N_READINGS
@@ -313,7 +316,7 @@ def test_report(batch):
 def test_timeline_counts_taken_and_delivered_per_second(spark, tmp_path):
     # dev-a takes 3 readings in second 0 and 1 in second 2; two of them wait
     # in its outbox until second 3. The gap between the curves is the outbox.
-    import plots
+    from pipeline import plots
     t0 = 1_700_000_000_000
     rows = [("dev-a", t0, t0 + 100), ("dev-a", t0 + 300, t0 + 3100),
             ("dev-a", t0 + 600, t0 + 3200), ("dev-a", t0 + 2000, t0 + 2100),
@@ -339,11 +342,11 @@ def test_stream_two_batches_matches_batch(batch, spark, tmp_path):
     second = [k for k in files if k not in first]
     assert second
     write_files(landing, files, only=first)
-    pipeline.run_stream(spark, landing, out)
+    run_stream(spark, landing, out)
     n1 = spark.read.parquet(os.path.join(out, "readings")).count()
     write_files(landing, files, only=second)
-    pipeline.run_stream(spark, landing, out)
-    cols = pipeline.READING_COLS
+    run_stream(spark, landing, out)
+    cols = READING_COLS
 
     def rows(path):
         return sorted(tuple(r) for r in spark.read.parquet(path)
@@ -357,7 +360,7 @@ def test_stream_two_batches_matches_batch(batch, spark, tmp_path):
     assert rej.count() == len(MALFORMED)
     assert "batch" in rej.columns
     # Replaying is harmless: a third run finds nothing new.
-    pipeline.run_stream(spark, landing, out)
+    run_stream(spark, landing, out)
     assert rows(os.path.join(out, "readings")) == want
     # (The health of stream mode is run_batch's over the same landing.)
 
@@ -368,8 +371,8 @@ def test_generated_landing_matches_truth(spark, tmp_path):
                                  loss_rate=0.01, dup_rate=0.02,
                                  late_rate=0.01, reboot_every=400,
                                  malformed=4, per_file=1000)
-    s = pipeline.run_batch(spark, landing, str(tmp_path / "out"),
-                           plots=False)
+    s = run_batch(spark, landing, str(tmp_path / "out"),
+                  plots=False)
     assert s["lines"] == truth["lines"]
     assert s["rejected"] == truth["malformed"] == 4
     assert s["duplicates"] == truth["duplicates"]
@@ -388,5 +391,5 @@ def test_no_landing_files(tmp_path, spark):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(SystemExit) as e:
-        pipeline.run_batch(spark, str(empty), str(tmp_path / "out"))
+        run_batch(spark, str(empty), str(tmp_path / "out"))
     assert "no landing files" in str(e.value)

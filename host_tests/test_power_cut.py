@@ -12,8 +12,8 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
-from emulator import Emulator
-from fleet import provision, DRAINED
+from board.emulator import Emulator
+from fleet.fleet import provision, DRAINED
 
 CUTS = 12
 

@@ -19,7 +19,7 @@ import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from broker import BrokerError, Mosquitto, free_port
+from fleet.mosquitto import BrokerError, Mosquitto, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCEN = os.path.join(HERE, "tls_scenarios.py")
@@ -365,7 +365,7 @@ def test_tls_writes_that_block_lose_no_bytes(runtime, pki, tls_broker):
     import threading
 
     import paho.mqtt.client as paho
-    from proxy import Proxy
+    from fleet.proxy import Proxy
 
     size = 1000
     topic = "burst/%s-burst" % runtime

@@ -16,7 +16,7 @@ except ImportError:  # CPython (host tests)
         return x
 
 STATE = "hfstate.json"  # boot counter and sequence bookkeeping
-HOLD = "hf_hold"  # written by tools/deploy.py: skip the app for one boot
+HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
 _BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes

@@ -1,11 +1,11 @@
 # config.json on the board: read and checked at boot (app.main), then this
-# module is unloaded again. tools/deploy.py checks a config on the host with
-# the same rules. Error messages name the key, never its value.
+# module is unloaded again. tools/board/deploy.py checks a config on the host
+# with the same rules. Error messages name the key, never its value.
 import json
 
 try:
     from time import ticks_ms, ticks_diff, sleep_ms
-except ImportError:  # CPython (tools/deploy.py)
+except ImportError:  # CPython (tools/board/deploy.py)
     import time
     from holdfast.compat import ticks_ms, ticks_diff  # type: ignore
 
@@ -54,7 +54,7 @@ def load(name=CONFIG):
         with open(name) as f:
             raw = json.load(f)
     except OSError:
-        raise ConfigError("no %s on the board (deploy one: tools/deploy.py --config)" % name)
+        raise ConfigError("no %s on the board (deploy one: make deploy CONFIG=file)" % name)
     except ValueError:
         raise ConfigError("%s is not valid JSON" % name)
     if not isinstance(raw, dict):

@@ -1,4 +1,4 @@
-# The emulated board (MicroPython unix port under tools/emulator.py): what
+# The emulated board (MicroPython unix port under tools/board/emulator.py): what
 # differs from a real board. The host's network is always up, there is no LED
 # and no hardware watchdog, and the sensor is simulated.
 import os

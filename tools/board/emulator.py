@@ -1,0 +1,447 @@
+"""An emulated board: the MicroPython unix port with its own flash, and its
+REPL served on a loopback TCP port so the real mpremote can drive it.
+
+    PYTHONPATH=tools python -m board.emulator FLASH_DIR [--port N] [--run] [--heap 256k]
+                                              [--uid HEX] [--console FILE] [--port-file FILE]
+
+    mpremote connect socket://127.0.0.1:N resume exec "import os; print(os.listdir())"
+    mpremote connect socket://127.0.0.1:N resume fs cp main.py :main.py
+
+What the board sees:
+
+- its filesystem is FLASH_DIR: the directory is mounted at "/" (a VfsPosix),
+  and the current directory is "/", as on a board after boot. "/lib" is on
+  sys.path (MICROPYPATH points at FLASH_DIR/lib too, for the moment before
+  the mount). Nothing outside FLASH_DIR is reachable through open()/os.*.
+- the REPL is `micropython -i` on a pseudo-terminal in raw mode (no newline
+  translation, so mpremote's raw REPL and raw-paste mode work byte for
+  byte); ctrl-C still interrupts (ISIG is left on).
+- ctrl-D soft-resets it as it does a board: the unix port would exit, so the
+  emulator starts a new one on the same flash, keeps the REPL socket (and
+  the connected mpremote), prints "soft reboot", and, when the reset came
+  from the raw REPL (mpremote without `resume`), enters the raw REPL again.
+- with --run, /main.py (or main.mpy) is imported at start, as a board does
+  at boot; ctrl-C from mpremote interrupts it and leaves the REPL.
+- a factory "unique id": FLASH_DIR/unique_id is created once with 8 random
+  bytes (hex) unless --uid gives one (then HOLDFAST_UID is set instead).
+
+Power cut: SIGKILL this process. The micropython child is tied to it
+(PR_SET_PDEATHSIG), so it dies at once too; whatever the board had written
+to its files stays, as on flash. Start again on the same FLASH_DIR to
+"power on". When the board's program ends by itself (sys.exit, or main
+returns without --run's REPL), the emulator exits with its status.
+
+Console output goes to stdout (or --console FILE, appended) and, while an
+mpremote (or any TCP client) is connected, to it as well; what the board says
+in the raw REPL (mpremote's protocol) goes to the client only. One client at a
+time; a new connection replaces the old one.
+
+From Python (tests, the fleet tool), `Emulator` runs this as a separate
+process:
+
+    with Emulator(flash_dir, run=True) as emu:
+        emu.url         # socket://127.0.0.1:PORT
+        emu.wait_console("connected", timeout=10)
+        emu.kill()      # power cut
+        emu.start()     # power on, same flash and port
+"""
+
+import argparse
+import ctypes
+import errno
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import termios
+import time
+import tty
+
+HOST = "127.0.0.1"
+DEFAULT_HEAP = "256k"
+HERE = os.path.dirname(os.path.abspath(__file__))
+_PR_SET_PDEATHSIG = 1
+
+
+def micropython_exe():
+    """The unix-port micropython next to this Python, or on PATH."""
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    if os.path.isfile(exe) and os.access(exe, os.X_OK):
+        return exe
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d, "micropython")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    raise SystemExit("emulator: micropython (unix port) not found: run `make setup`")
+
+
+# Runs in the board before its REPL: flash at "/", sys.path as on a board,
+# then main if asked. Kept short: it is compiled from source on the board.
+_BOOT = """\
+import sys,os,vfs
+vfs.umount('/')
+vfs.mount(vfs.VfsPosix(%r),'/')
+os.chdir('/')
+sys.path[:]=['','.frozen','/lib']
+del vfs
+if %r:
+ try:
+  import main
+ except KeyboardInterrupt:
+  print('main: interrupted')
+"""
+
+
+def _boot_code(flash, run):
+    return _BOOT % (flash, bool(run))
+
+
+def ensure_flash(flash, uid=None):
+    """Create the flash directory (and its unique_id) if new."""
+    os.makedirs(os.path.join(flash, "lib"), exist_ok=True)
+    path = os.path.join(flash, "unique_id")
+    if uid is None and not os.path.exists(path):
+        with open(path + ".tmp", "w") as f:
+            f.write(os.urandom(8).hex() + "\n")
+        os.replace(path + ".tmp", path)
+
+
+def _spawn_board(flash, heap, run, uid):
+    """Fork micropython on a new pty; returns (pid, master_fd)."""
+    exe = micropython_exe()
+    env = dict(os.environ)
+    env["MICROPYPATH"] = os.path.join(flash, "lib") + ":.frozen"
+    if uid:
+        env["HOLDFAST_UID"] = uid
+    argv = [exe, "-X", "heapsize=" + heap, "-i", "-c", _boot_code(flash, run)]
+    master, slave = os.openpty()
+    pid = os.fork()
+    if pid == 0:  # child: the board
+        try:
+            os.setsid()
+            os.close(master)
+            for fd in (0, 1, 2):
+                os.dup2(slave, fd)
+            if slave > 2:
+                os.close(slave)
+            import fcntl
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            tty.setraw(0)
+            attrs = termios.tcgetattr(0)
+            attrs[3] |= termios.ISIG  # ctrl-C still raises KeyboardInterrupt
+            termios.tcsetattr(0, termios.TCSANOW, attrs)
+            try:  # die with the emulator: SIGKILL on it is a power cut
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
+            os.chdir(flash)
+            os.execve(exe, argv, env)
+        finally:
+            os._exit(127)
+    os.close(slave)
+    return pid, master
+
+
+class _Bridge:
+    """pty <-> one TCP client, console copied to a file or stdout."""
+
+    def __init__(self, master, listener, console):
+        self.master = master
+        self.listener = listener
+        self.console = console
+        self.client = None
+        self.last = 0  # the client's last byte: ctrl-D before an exit is a soft reset
+        self.raw = False  # the client put the REPL in raw mode (ctrl-A, left with ctrl-B)
+        self.at_prompt = b""  # sent to the board once its REPL prompt is out
+
+    def _from_client(self, data):
+        self.last = data[-1]
+        a, b = data.rfind(b"\x01"), data.rfind(b"\x02")
+        if a != b:
+            self.raw = a > b
+        self._write_master(data)
+
+    def soft_reset_asked(self):
+        return self.last == 4 and self.client is not None
+
+    def say(self, data, console=True):
+        """To the console (unless told not to) and to the client."""
+        if console:
+            self.console.write(data)
+            self.console.flush()
+        if self.client is not None:
+            try:
+                self.client.sendall(data)
+            except OSError:
+                self._drop_client()
+
+    def _drop_client(self):
+        self.raw = False
+        if self.client is not None:
+            try:
+                self.client.close()
+            except OSError:
+                pass
+            self.client = None
+
+    def _write_master(self, data):
+        while data:
+            try:
+                n = os.write(self.master, data)
+            except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    select.select([], [self.master], [], 1.0)
+                    continue
+                raise
+            data = data[n:]
+
+    def serve(self, pid):
+        """Until the board process ends; returns its exit status."""
+        while True:
+            fds = [self.master, self.listener]
+            if self.client is not None:
+                fds.append(self.client)
+            try:
+                ready, _, _ = select.select(fds, [], [], 0.5)
+            except InterruptedError:
+                continue
+            if self.master in ready:
+                try:
+                    data = os.read(self.master, 4096)
+                except OSError:
+                    data = b""
+                if not data:  # the board's side of the pty is gone
+                    return _reap(pid)
+                if self.at_prompt and data.endswith(b">>> "):
+                    # Only now: before, the pty was not raw yet and the REPL not reading.
+                    self._write_master(self.at_prompt)
+                    self.at_prompt = b""
+                # The raw REPL is mpremote's wire protocol (control bytes, the
+                # tracebacks of its own probing): its business, not the console's.
+                self.say(data, console=not self.raw)
+            if self.listener in ready:
+                conn, _ = self.listener.accept()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._drop_client()
+                self.client = conn
+            if self.client is not None and self.client in ready:
+                try:
+                    data = self.client.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._drop_client()
+                else:
+                    self._from_client(data)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                # Give the last output a moment, then report.
+                try:
+                    while select.select([self.master], [], [], 0.1)[0]:
+                        data = os.read(self.master, 4096)
+                        if not data:
+                            break
+                        self.console.write(data)
+                except OSError:
+                    pass
+                self.console.flush()
+                return os.waitstatus_to_exitcode(status)
+
+
+def _reap(pid):
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
+          port_file=None):
+    """Run one emulated board until its program ends; returns its status."""
+    flash = os.path.abspath(flash)
+    ensure_flash(flash, uid)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((HOST, port))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    out = open(console, "ab") if console else sys.stdout.buffer
+    board = list(_spawn_board(flash, heap, run, uid))  # [pid, pty master]
+
+    def stop(signum, frame):
+        try:
+            os.kill(board[0], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if port_file:
+        with open(port_file + ".tmp", "w") as f:
+            f.write("%d %d\n" % (port, board[0]))
+        os.replace(port_file + ".tmp", port_file)
+    sys.stderr.write("emulator: board pid %d, flash %s, REPL on socket://%s:%d\n"
+                     % (board[0], flash, HOST, port))
+    sys.stderr.flush()
+    bridge = _Bridge(board[1], listener, out)
+    try:
+        while True:
+            status = bridge.serve(board[0])
+            if not bridge.soft_reset_asked():
+                return status
+            # ctrl-D: a board reboots its VM and keeps its flash; so do we.
+            os.close(board[1])
+            bridge.say(b"soft reboot\r\n")
+            board[:] = _spawn_board(flash, heap, run and not bridge.raw, uid)
+            bridge.master = board[1]
+            bridge.last = 0
+            if bridge.raw:
+                bridge.at_prompt = b"\x01"
+    finally:
+        try:
+            os.kill(board[0], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if console:
+            out.close()
+
+
+class Emulator:
+    """An emulated board run as its own process (see the module doc).
+
+    flash: its flash directory. run: start main at power-on. heap: the
+    MicroPython heap (e.g. "32k"). port: fixed REPL port, or 0 for a free one
+    (chosen at the first start and kept across restarts). console: file the
+    board's output is appended to (default: FLASH/../<name>.console.log).
+    """
+
+    def __init__(self, flash, run=False, heap=DEFAULT_HEAP, port=0, uid=None,
+                 console=None):
+        self.flash = os.path.abspath(flash)
+        self.run = run
+        self.heap = heap
+        self.port = port
+        self.uid = uid
+        self.console = os.path.abspath(console) if console else \
+            self.flash.rstrip("/") + ".console.log"
+        self.proc = None
+        self.board_pid = None
+
+    @property
+    def url(self):
+        return "socket://%s:%d" % (HOST, self.port)
+
+    def start(self, run=None, timeout=20.0):
+        """Power on; returns once the REPL port accepts connections."""
+        if run is not None:
+            self.run = run
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        port_file = self.flash.rstrip("/") + ".port"
+        try:
+            os.remove(port_file)
+        except OSError:
+            pass
+        self._console_mark = os.path.getsize(self.console) \
+            if os.path.exists(self.console) else 0
+        cmd = [sys.executable, os.path.abspath(__file__), self.flash,
+               "--port", str(self.port), "--heap", self.heap,
+               "--console", self.console, "--port-file", port_file]
+        if self.run:
+            cmd.append("--run")
+        if self.uid:
+            cmd += ["--uid", self.uid]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None:
+                raise RuntimeError("emulator exited with %s: %s" % (
+                    self.proc.returncode, self.proc.stderr.read().decode(errors="replace")))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("emulator did not start within %.0f s" % timeout)
+            time.sleep(0.02)
+        with open(port_file) as f:
+            port, pid = f.read().split()
+        self.port = int(port)
+        self.board_pid = int(pid)  # the micropython process
+        return self
+
+    def kill(self):
+        """Power cut: SIGKILL, the board dies with it."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc.stderr.close()
+            self.proc = None
+
+    def stop(self, timeout=10.0):
+        """Orderly stop (SIGTERM); the board is killed all the same."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+            self.kill()
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def console_text(self, since_start=True):
+        """The board's console output (since the last start, by default)."""
+        try:
+            with open(self.console, "rb") as f:
+                if since_start:
+                    f.seek(getattr(self, "_console_mark", 0))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_console(self, pattern, timeout=10.0):
+        """Wait until the console (since the last start) matches the regex
+        pattern; returns the match. RuntimeError on timeout or exit."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.console_text())
+            if m:
+                return m
+            if not self.running:
+                raise RuntimeError("emulator exited; console:\n" + self.console_text())
+            if time.monotonic() > deadline:
+                raise RuntimeError("no %r on the console within %.0f s; console:\n%s"
+                                   % (pattern, timeout, self.console_text()))
+            time.sleep(0.05)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("flash", help="the board's flash directory (created if missing)")
+    ap.add_argument("--port", type=int, default=0, help="REPL TCP port (0: a free one)")
+    ap.add_argument("--run", action="store_true", help="import main at power-on")
+    ap.add_argument("--heap", default=DEFAULT_HEAP,
+                    help="MicroPython heap size, e.g. 32k (default %s)" % DEFAULT_HEAP)
+    ap.add_argument("--uid", help="the board's unique id (hex); default: FLASH/unique_id")
+    ap.add_argument("--console", help="append the board's output here instead of stdout")
+    ap.add_argument("--port-file",
+                    help="write '<REPL port> <board pid>' here once listening")
+    a = ap.parse_args(argv)
+    return serve(a.flash, a.port, a.run, a.heap, a.uid, a.console, a.port_file)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""PySpark pipeline: landing files -> readings, delivery health, report.
+
+Input: the collector's landing (docs/telemetry.md), any URI Spark reads; the
+files read are `<input>/date=*/hour=*/*.jsonl` (hidden in-progress files are
+skipped).  Output, under OUT_URI:
+
+    readings/   Parquet, partitioned by day (UTC date of rx_ms) and device:
+                one row per (device, boot, seq), the earliest received copy
+    health/     Parquet, one row per device: expected/received/missing,
+                gaps, duplicates, reboots, latency percentiles
+    qos/        Parquet, the same per QoS
+    rejected/   Parquet, landing lines that are not valid readings, with a
+                reason in words (nothing is dropped silently)
+
+and a Markdown report with PNG plots (default OUT/report.md when OUT is a
+local path).  `--mode stream` runs Structured Streaming over the landing
+(checkpointed; each micro-batch de-duplicates against the readings already
+written and appends), then computes health and the report with a batch pass.
+See docs/pipeline.md and README.md here.
+
+One module a step: session (Spark, URIs, progress), landing (read and
+parse the landing, rejected lines), dedup, health, report, batch and stream
+(the two ways to run them), __main__ (the command line); beside them the
+collector that writes the landing, gen_landing (synthetic landings), plots,
+duckdb_ref (the result without Spark, for the bench).
+"""

@@ -1,0 +1,145 @@
+"""Delivery health from the de-duplicated readings: per device (expected,
+received, missing, gaps, duplicates, reboots, latency percentiles) and per
+QoS."""
+
+
+def _gaps(readings):
+    """(device, gap_ranges array<struct<lo,hi>>) for devices missing seqs.
+
+    lag() over the s values in order; an s seen under two boots repeats
+    (difference 0), which is no gap, so no distinct() is needed.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    w = Window.partitionBy("device").orderBy("seq")
+    g = (readings.select("device", "seq")
+         .withColumn("prev", F.lag("seq").over(w))
+         .where(F.col("seq") - F.col("prev") > 1)
+         .select("device", F.struct((F.col("prev") + 1).alias("lo"),
+                                    (F.col("seq") - 1).alias("hi"))
+                 .alias("g")))
+    return g.groupBy("device").agg(F.array_sort(F.collect_list("g"))
+                                   .alias("gap_ranges"))
+
+
+def _ranges_text(col):
+    from pyspark.sql import functions as F
+    return F.array_join(F.transform(col, lambda r: F.when(
+        r["lo"] == r["hi"], r["lo"].cast("string")).otherwise(
+        F.concat(r["lo"].cast("string"), F.lit("-"), r["hi"].cast("string")))),
+        ", ")
+
+
+def _percentiles(col):
+    """p50, p95, p99, exact with linear interpolation (like numpy's default).
+
+    Spark's exact percentile keeps a count per distinct value, and latencies
+    in ms have few distinct values, so it is cheaper than the approximate one.
+    """
+    from pyspark.sql import functions as F
+    return F.percentile(col, [0.5, 0.95, 0.99])
+
+
+def device_health(dedup):
+    """Per-device delivery health from de-duplicated readings (+copies).
+
+    received = distinct s.  (d, b, s) is unique after de-duplication, so the
+    count of readings is the count of distinct s unless the device re-used
+    sequence numbers under another boot: only devices whose per-boot s
+    ranges overlap get an exact distinct count.  The gap ranges need the
+    s values in order (a window sort): only devices that miss some.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    h = dedup.groupBy("device").agg(
+        F.expr("bit_or(shiftleft(1, qos))").alias("qos_mask"),
+        F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq"),
+        F.count("*").alias("readings"),
+        F.sum(F.col("copies") - 1).alias("duplicates"),
+        F.count("latency_ms").alias("latency_samples"),
+        F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
+        _percentiles("latency_ms").alias("lat"),
+        F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"))
+    boots = dedup.groupBy("device", "boot").agg(
+        F.min("seq").alias("lo"), F.max("seq").alias("hi"))
+    w = Window.partitionBy("device").orderBy("lo", "hi").rowsBetween(
+        Window.unboundedPreceding, -1)
+    boots = boots.withColumn("prev_hi", F.max("hi").over(w))
+    per_dev = boots.groupBy("device").agg(
+        F.count("*").alias("boots"),
+        F.max(F.when(F.col("lo") <= F.col("prev_hi"), 1).otherwise(0))
+        .alias("overlap"))
+    overlap = [r["device"] for r in per_dev.where("overlap = 1")
+               .select("device").collect()]
+    h = h.join(F.broadcast(per_dev), "device")
+    if overlap:
+        exact = (dedup.where(F.col("device").isin(overlap))
+                 .groupBy("device").agg(F.countDistinct("seq")
+                                        .alias("distinct_seq")))
+        h = h.join(F.broadcast(exact), "device", "left")
+        received = F.coalesce("distinct_seq", "readings")
+    else:
+        received = F.col("readings")
+    h = h.withColumn("received", received)
+    h = h.withColumn("qos", F.concat_ws(",", *[
+        F.when(F.col("qos_mask").bitwiseAND(1 << q) != 0, F.lit(str(q)))
+        for q in (0, 1, 2)]))
+    h = h.withColumn("expected", F.col("last_seq") - F.col("first_seq") + 1)
+    h = h.withColumn("missing", F.col("expected") - F.col("received"))
+    h = h.persist()
+    lossy = [r["device"] for r in h.where("missing > 0").select("device")
+             .collect()]
+    gap_type = "array<struct<lo:bigint,hi:bigint>>"
+    if lossy:
+        gaps = _gaps(dedup.where(F.col("device").isin(lossy)))
+        h2 = h.join(F.broadcast(gaps), "device", "left")
+        h2 = h2.withColumn("gap_ranges", F.coalesce(
+            "gap_ranges", F.array().cast(gap_type)))
+    else:
+        h2 = h.withColumn("gap_ranges", F.array().cast(gap_type))
+    return h2.select(
+        "device", "qos", "first_seq", "last_seq", "expected", "received",
+        "missing", F.size("gap_ranges").alias("gap_count"),
+        _ranges_text(F.col("gap_ranges")).alias("gaps"), "gap_ranges",
+        F.col("duplicates").cast("long").alias("duplicates"),
+        (F.col("readings") - F.col("received")).alias("reused_seq"),
+        (F.col("boots") - 1).alias("reboots"),
+        "latency_samples",
+        F.col("lat")[0].alias("latency_p50_ms"),
+        F.col("lat")[1].alias("latency_p95_ms"),
+        F.col("lat")[2].alias("latency_p99_ms"),
+        "negative_latency", "first_rx_ms", "last_rx_ms")
+
+
+def qos_health(dedup, health):
+    """Delivery health per QoS: one row per QoS a device published with.
+
+    Devices are grouped by the QoS their readings carry (`q`); a device that
+    used several is in the row "mixed" (a missing reading has no QoS of its
+    own, so its loss cannot be split).  Every number in a row is about the
+    same devices.
+    """
+    from pyspark.sql import functions as F
+    cls = health.select("device", F.when(F.col("qos").contains(","),
+                                         F.lit("mixed"))
+                        .otherwise(F.col("qos")).alias("qos_class"))
+    per = (dedup.join(F.broadcast(cls), "device")
+           .groupBy(F.col("qos_class").alias("qos")).agg(
+               F.countDistinct("device").alias("devices"),
+               F.count("*").alias("readings"),
+               F.sum(F.col("copies") - 1).cast("long").alias("duplicates"),
+               F.count("latency_ms").alias("latency_samples"),
+               _percentiles("latency_ms").alias("lat")))
+    loss = (health.join(cls, "device").groupBy(F.col("qos_class")
+                                               .alias("qos")).agg(
+        F.sum("missing").cast("long").alias("missing"),
+        F.sum("expected").cast("long").alias("expected"),
+        F.sum(F.when(F.col("missing") > 0, 1).otherwise(0))
+        .cast("long").alias("devices_with_loss")))
+    out = per.join(loss, "qos")
+    return out.select(
+        "qos", "devices", "readings", "expected", "missing",
+        "devices_with_loss", "duplicates", "latency_samples",
+        F.col("lat")[0].alias("latency_p50_ms"),
+        F.col("lat")[1].alias("latency_p95_ms"),
+        F.col("lat")[2].alias("latency_p99_ms")).orderBy("qos")

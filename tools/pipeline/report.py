@@ -1,0 +1,172 @@
+"""The Markdown report: summary, per QoS, latency, per device, rejected lines,
+the collector's quarantine (the plots are drawn by plots.py)."""
+
+import os
+import time
+
+REPORT_DEVICE_ROWS = 50
+REPORT_GAP_RANGES = 8
+
+
+def _fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "%.0f" % v if abs(v) >= 10 else "%.1f" % v
+    return str(v)
+
+
+def _gap_text(ranges, limit=REPORT_GAP_RANGES):
+    if not ranges:
+        return ""
+    parts = [str(r["lo"]) if r["lo"] == r["hi"] else "%d-%d" % (r["lo"],
+                                                               r["hi"])
+             for r in ranges[:limit]]
+    more = len(ranges) - limit
+    return ", ".join(parts) + (" ... (+%d more)" % more if more > 0 else "")
+
+
+def _md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(_fmt(c).replace("|", "\\|")
+                                     for c in r) + " |")
+    return "\n".join(out)
+
+
+def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
+                 rejected_examples, quarantine_reasons, no_w_devices,
+                 latency_png, delivery_png, timeline_png=None):
+    s = summary
+    lines = ["# holdfast telemetry report", ""]
+    lines.append("Generated %s UTC by tools/pipeline (%s mode) from `%s`."
+                 % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                    s["mode"], s["input"]))
+    lines += ["", "## Summary", ""]
+    lines.append(_md_table(
+        ["landing lines", "valid", "rejected", "duplicates removed",
+         "readings", "devices", "quarantined by collector"],
+        [[s["lines"], s["valid"], s["rejected"], s["duplicates"],
+          s["readings"], s["devices"], _fmt(s["quarantined"])]]))
+    lines.append("")
+    lossy = [r for r in health_rows if r["missing"] > 0
+             and any(q in ("1", "2") for q in r["qos"].split(","))]
+    if lossy:
+        lines.append("**QoS 1/2 delivery: %d reading(s) lost on %d "
+                     "device(s)** (QoS 1 and 2 must not lose):"
+                     % (sum(r["missing"] for r in lossy), len(lossy)))
+        lines.append("")
+        for r in lossy[:20]:
+            lines.append("- `%s` (QoS %s): %d missing: %s"
+                         % (r["device"], r["qos"], r["missing"],
+                            _gap_text(r["gap_ranges"])))
+        if len(lossy) > 20:
+            lines.append("- ... and %d more device(s)" % (len(lossy) - 20))
+    else:
+        lines.append("QoS 1/2 delivery: no reading lost (every sequence "
+                     "number between each device's first and last arrived).")
+    if timeline_png:
+        lines += ["", "## Over time", "",
+                  "Per device, readings taken on the board and readings "
+                  "delivered to the collector, counted since the first "
+                  "reading; the shaded gap is what waited in the device's "
+                  "outbox. Dashed lines: the injected faults (a power cut "
+                  "on its own device's row).", "",
+                  "![timeline](%s)" % timeline_png]
+    lines += ["", "## Per QoS", "",
+              "Devices grouped by the QoS they published with; "
+              "`mixed`: devices that used several (a lost reading has no "
+              "QoS of its own). Readings are distinct readings.", ""]
+    lines.append(_md_table(
+        ["QoS", "devices", "readings", "expected", "missing",
+         "devices with loss", "duplicates removed", "latency samples",
+         "p50 ms", "p95 ms", "p99 ms"],
+        [[r["qos"], r["devices"], r["readings"], r["expected"], r["missing"],
+          r["devices_with_loss"], r["duplicates"], r["latency_samples"],
+          r["latency_p50_ms"], r["latency_p95_ms"], r["latency_p99_ms"]]
+         for r in qos_rows]))
+    lines += ["", "## Latency", "",
+              "End-to-end latency: from the moment the board took the "
+              "reading (its own clock) to the moment the collector received "
+              "it, for the earliest copy of each reading; percentiles are "
+              "exact, interpolated. Readings without the board's clock "
+              "(field `w`) have none."]
+    if no_w_devices:
+        lines.append("Not computed for %d reading(s) without `w`, from "
+                     "%d device(s): %s."
+                     % (s["no_w_readings"], len(no_w_devices),
+                        ", ".join("`%s`" % d for d in no_w_devices[:20])
+                        + (" ..." if len(no_w_devices) > 20 else "")))
+    if s.get("negative_latency"):
+        lines.append("%d reading(s) have a negative latency (device clock "
+                     "ahead of the collector's)." % s["negative_latency"])
+    if latency_png:
+        lines += ["", "![latency](%s)" % latency_png]
+    else:
+        lines += ["", "No reading carries `w`: no latency plot."]
+    lines += ["", "## Per device", ""]
+    shown = sorted(health_rows, key=lambda r: (-r["missing"],
+                                               -r["duplicates"], r["device"]))
+    if len(shown) > REPORT_DEVICE_ROWS:
+        lines.append("The %d devices with the most missing, then duplicated, "
+                     "readings of %d (all in the `health` table)."
+                     % (REPORT_DEVICE_ROWS, len(shown)))
+        lines.append("")
+        shown = shown[:REPORT_DEVICE_ROWS]
+    lines.append(_md_table(
+        ["device", "QoS", "seq", "expected", "received", "missing", "gaps",
+         "duplicates", "reboots", "p50/p95/p99 ms"],
+        [[r["device"], r["qos"], "%d-%d" % (r["first_seq"], r["last_seq"]),
+          r["expected"], r["received"], r["missing"],
+          _gap_text(r["gap_ranges"]), r["duplicates"], r["reboots"],
+          "/".join(_fmt(r[k]) for k in ("latency_p50_ms", "latency_p95_ms",
+                                         "latency_p99_ms"))
+          if r["latency_samples"] else "-"]
+         for r in shown]))
+    reused = [r for r in health_rows if r["reused_seq"]]
+    if reused:
+        lines.append("")
+        lines.append("Sequence numbers seen under more than one boot (the "
+                     "device re-used s after a reboot): %s."
+                     % ", ".join("`%s` (%d)" % (r["device"], r["reused_seq"])
+                                 for r in reused[:20]))
+    if delivery_png:
+        lines += ["", "![delivery](%s)" % delivery_png]
+    lines += ["", "## Rejected landing lines", ""]
+    if rejected_reasons:
+        lines.append("Lines that are not valid readings; they are in the "
+                     "`rejected` table with the file, the line and the "
+                     "reason.")
+        lines.append("")
+        lines.append(_md_table(["reason", "lines"], rejected_reasons))
+        lines.append("")
+        lines.append("Examples:")
+        lines.append("")
+        for r in rejected_examples:
+            # The payload says more than the landing line around it, when
+            # the landing record itself was fine.
+            line = r["payload"] if r["payload"] is not None and \
+                not r["reason"].startswith("landing") else r["line"]
+            line = line or ""
+            line = line if len(line) <= 120 else line[:117] + "..."
+            lines.append("- %s: `%s` (%s)" % (
+                r["reason"], line.replace("`", "'"),
+                os.path.basename(r["file"] or "?")))
+    else:
+        lines.append("None.")
+    lines += ["", "## Collector quarantine", ""]
+    if quarantine_reasons is None:
+        lines.append("No quarantine files under the landing.")
+    elif quarantine_reasons:
+        lines.append("Messages the collector refused as readings (in "
+                     "`quarantine/` of the landing, with their reason):")
+        lines.append("")
+        lines.append(_md_table(["reason", "messages"], quarantine_reasons))
+    else:
+        lines.append("Quarantine is empty.")
+    lines += ["", "## Tables", "",
+              "Under `%s`: `readings/` (Parquet, partitioned by `day` and "
+              "`device`), `health/`, `qos/`, `rejected/`." % s["output"], ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))

@@ -1,0 +1,70 @@
+"""What every pipeline step runs in: the SparkSession, URIs and paths of the
+input and output, and the progress log on stderr."""
+
+import sys
+import time
+import urllib.parse
+
+
+def log(msg):
+    print("pipeline: " + msg, file=sys.stderr, flush=True)
+
+
+class Step:
+    """Times a step and prints it: `with Step("parsing"): ...`."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __enter__(self):
+        self.t = time.monotonic()
+        log(self.what + " ...")
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            log("%s done (%.1fs)" % (self.what, time.monotonic() - self.t))
+
+
+def spark_session(master="local[*]", app="holdfast-pipeline",
+                  driver_memory="2g", shuffle_partitions=None,
+                  log_level="ERROR"):
+    """A SparkSession set up for the pipeline (UTC, quiet, no UI)."""
+    from pyspark.sql import SparkSession
+    if shuffle_partitions is None:
+        shuffle_partitions = 8 if master.startswith("local") else 200
+    b = SparkSession.builder.master(master).appName(app)
+    if master.startswith("local"):
+        # Local mode talks to itself only: bind loopback, not the machine's
+        # network address (and no warning about which one it picked).
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    spark = (b.config("spark.driver.memory", driver_memory)
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def join(uri, *parts):
+    return "/".join([uri.rstrip("/")] + list(parts))
+
+
+def local_path(uri):
+    """The local path of a file: URI or plain path, else None."""
+    u = urllib.parse.urlparse(uri)
+    if u.scheme in ("", "file"):
+        return u.path if u.scheme else uri
+    if len(u.scheme) == 1:        # a Windows drive letter
+        return uri
+    return None
+
+
+def path_exists(spark, uri):
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    found = path.getFileSystem(conf).globStatus(path)
+    return found is not None and len(found) > 0
