@@ -52,7 +52,7 @@ java:
 	apt-get install -y -q --no-install-recommends default-jre-headless </dev/null
 
 # The 32-bit runtime: MicroPython's WebAssembly port, run in Node by
-# tools/mpwasm.mjs (portable tests in make test, footprint rows in make bench).
+# tools/runtimes/mpwasm.mjs (portable tests in make test, footprint rows in make bench).
 WASM_PKG     := @micropython/micropython-webassembly-pyscript
 WASM_VERSION := 1.27.0
 WASM_DIR     := build/wasm
