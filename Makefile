@@ -91,10 +91,12 @@ clean:
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
+#   [MPY_OPT=3]: mpy-cross -O3, smaller bytecode, tracebacks without line numbers
 deploy: $(STAMP)
 	@test -n "$(PORT)" || { echo "usage: make deploy BOARD=esp32|rp2040|unix" \
 	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file]" >&2; exit 2; }
-	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG))
+	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
+	  $(if $(MPY_OPT),-O $(MPY_OPT))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).

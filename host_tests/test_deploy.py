@@ -52,6 +52,18 @@ def test_compile_for_the_board(tmp_path):
     assert data["/main.py"].startswith(b"#")
 
 
+def test_mpy_opt_3_makes_smaller_bytecode(tmp_path):
+    # make deploy MPY_OPT=3: the same modules, smaller (no line-number table).
+    files = [f for f in deploy.plan("esp32") if f[0].startswith("/lib/holdfast/")]
+    plain = deploy.compile_all(files, str(tmp_path / "o0"))
+    small = deploy.compile_all(files, str(tmp_path / "o3"), opt=3)
+    assert sorted(plain) == sorted(small)
+    assert sum(map(len, small.values())) < sum(map(len, plain.values()))
+    for name in plain:
+        assert small[name][:2] == b"M\x06", name
+        assert len(small[name]) <= len(plain[name]), name
+
+
 def test_check_config_masks_and_names(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"broker": "b", "user": "u", "password": "pw1",

@@ -119,8 +119,10 @@ def plan(board, source=False, extra=()):
     return files
 
 
-def compile_all(files, outdir, march=None):
-    """Compile what needs it into outdir; returns {device path: bytes}."""
+def compile_all(files, outdir, march=None, opt=0):
+    """Compile what needs it into outdir; returns {device path: bytes}.
+    opt: mpy-cross -O level; 3 makes smaller bytecode without line numbers
+    (tracebacks then name the file only) and drops assert statements."""
     cmd = mpy_cross_cmd()
     out = {}
     for dst, src, comp in files:
@@ -133,6 +135,8 @@ def compile_all(files, outdir, march=None):
         args = cmd + ["-s", os.path.basename(src), "-o", target]
         if march:
             args.append("-march=" + march)
+        if opt:
+            args.append("-O%d" % opt)
         proc = subprocess.run(args + [src], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
         if proc.returncode:
@@ -288,7 +292,7 @@ def _twin(path):
 
 
 def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=None,
-           verbose=False, out=print):
+           verbose=False, out=print, opt=0):
     """Returns (copied, skipped, removed)."""
     secrets = []
     cfg_bytes = None
@@ -322,15 +326,15 @@ def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=No
     work = tempfile.mkdtemp(prefix="hf-deploy-")  # per run: deploys may run side by side
     try:
         return _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes,
-                       reset, hold, source, work, out)
+                       reset, hold, source, work, out, opt)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # nothing (secret) stays behind on the host
 
 
 def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, reset, hold,
-            source, work, out):
+            source, work, out, opt):
     targets = [d for d, _, _ in files]
-    data = compile_all(files, os.path.join(work, "mpy"), march)
+    data = compile_all(files, os.path.join(work, "mpy"), march, opt)
     template = False
     if cfg_bytes is None and hashes.get("/config.json", "-") == "-":
         # A new board: the template (no secrets in it) tells the app, and the
@@ -487,10 +491,14 @@ def main(argv=None):
     ap.add_argument("--no-reset", dest="reset", action="store_false")
     ap.add_argument("--no-hold", dest="hold", action="store_false", default=None,
                     help="do not hold the app (and its watchdog) across a reset before copying")
+    ap.add_argument("-O", dest="opt", type=int, choices=(0, 1, 2, 3), default=0,
+                    help="mpy-cross optimisation level: 3 gives smaller bytecode (less heap "
+                         "once loaded, see docs/bench.md) but tracebacks without line numbers")
     ap.add_argument("-v", "--verbose", action="store_true", help="show mpremote's output")
     a = ap.parse_args(argv)
     try:
-        deploy(a.board, a.port, a.config, a.source, a.extra, a.reset, a.hold, a.verbose)
+        deploy(a.board, a.port, a.config, a.source, a.extra, a.reset, a.hold, a.verbose,
+               opt=a.opt)
     except DeployError as e:
         sys.stderr.write("deploy: error: %s\n" % e)
         return 1
