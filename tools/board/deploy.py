@@ -429,7 +429,11 @@ def package_json(version="0.1.0"):
 
 
 # How the library's .mpy bytes split (docs/boards.md); any other module is core.
-GROUPS = (("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
+# "core client" is what a publish-only blocking client loads; the rest loads
+# on first use.
+GROUPS = (("on first use: subscribe, inbound, policies, words",
+           ("filters", "inbound", "subs", "policy", "reasons")),
+          ("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (imported only with TLS on)", ("tls",)))
 
