@@ -17,17 +17,18 @@ def subscribe(s, filters):
         if 9 + len(f[0]) > len(s.tx) - _ACK_ROOM:
             raise ValueError("a %d-byte filter does not fit the %d-byte send buffer"
                              % (len(f[0]), len(s.tx)))
-    s.room()
-    pid = s.new_pid()
-    s.t1 = c.filters().subscribe(s.tx, pid, filters, s.t1)
-    s.sub_pid = pid
-    return pid
+    return _queue(s, c.filters().subscribe, filters)
 
 
 def unsubscribe(s, topics):
+    return _queue(s, c.filters().unsubscribe, topics)
+
+
+def _queue(s, encode, items):
+    # The (UN)SUBSCRIBE the shell waits for: its id is s.sub_pid until acked.
     s.room()
     pid = s.new_pid()
-    s.t1 = c.filters().unsubscribe(s.tx, pid, topics, s.t1)
+    s.t1 = encode(s.tx, pid, items, s.t1)
     s.sub_pid = pid
     return pid
 
