@@ -112,7 +112,8 @@ def test_portable_tests_on_the_32bit_webassembly_port(request, tmp_path):
         pytest.fail(str(e), pytrace=False)
     modules = mpyc.portable_modules()
     cmd, proc = _wasm(["--copy", out, "--copy", mpyc.PORTABLE, "--copy", WASM_SHIM,
-                       "--path", WASM_SHIM, "--path", os.path.join(out, "tools"),
+                       "--path", WASM_SHIM,
+                       "--path", os.path.join(out, os.path.dirname(mpyc.RUNNER)),
                        "-m", "mptest", "--src", mpyc.PORTABLE]
                       + [os.path.join(out, mpyc.PORTABLE, m + ".mpy")
                          for m in modules])
