@@ -20,7 +20,14 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError("when_full=%r: use 'refuse' or 'drop_oldest'" % (when_full,))
         self.server = server
-        self.tls = net.tls_context(ssl, ssl_params)
+        # What open_socket wraps with: None without TLS, else a tls.Context
+        # (tls.py loads only then).
+        self.tls = None
+        if ssl:
+            from .tls import context
+            self.tls = context(ssl, ssl_params or {})
+        elif ssl_params:
+            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
                          when_full == "drop_oldest")
@@ -161,7 +168,7 @@ class Front:
                 raise MQTTTimeout("no TCP connection to %s:%d within %d ms"
                                   % (self.server, self.port, self.timeout_ms))
             return False
-        self.sock = net.secure(sock, self.tls, self.server, self.timeout_ms)
+        self.sock = self.tls.secure(sock, self.server, self.timeout_ms) if self.tls else sock
         self.links += 1
         return True
 
