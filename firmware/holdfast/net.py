@@ -3,14 +3,17 @@
 # data yet" is reported, and in write with an offset.
 import socket
 import select
+from .compat import const
+from .codec import _why
 
 _MP = hasattr(socket.socket, "readinto")
-_IPPROTO_TCP = 6
-_TCP_NODELAY = 1
+_IPPROTO_TCP = const(6)
+_TCP_NODELAY = const(1)
 _WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
 _EALREADY = (114, 37)  # a connect under way: Linux and lwIP, BSD
 _EISCONN = (106, 56)  # Linux and lwIP, BSD
-_ETIMEDOUT = 110
+_ETIMEDOUT = const(110)
+_E_NO_TCP = const(56)  # reasons.py has the words
 
 
 def _blocked(e):
@@ -78,7 +81,7 @@ def open_socket(host, port, timeout_ms, tls=None):
     finally:
         c.close()
     if s is None:
-        raise OSError(_ETIMEDOUT, "no TCP connection to %s:%d within %d ms" % (host, port, timeout_ms))
+        raise OSError(_ETIMEDOUT, _why(_E_NO_TCP, host, port, timeout_ms))
     return tls.secure(s, host, timeout_ms) if tls else s
 
 
