@@ -64,7 +64,8 @@ class MQTTClient(Front):
         self._started = True
         self._close()
         try:
-            self._open(ticks_ms())
+            self._connect_socket()
+            self._linked(ticks_ms())
         except LINK_ERRORS as e:
             self._drop(e)  # schedules the automatic retries too
             raise
@@ -156,23 +157,20 @@ class MQTTClient(Front):
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
         self._raising = True
         try:
-            self._wait_msg(deadline)
+            while True:
+                self._service()
+                now = ticks_ms()
+                if self.sock and self._pump(now, True):
+                    return
+                left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
+                if left <= 0:
+                    return
+                if self.sock:
+                    self.poller.wait(left, self.s.t1 > self.s.t0)
+                else:
+                    _sleep_ms(min(left, self.backoff.wait_ms(now)))
         finally:
             self._raising = False
-
-    def _wait_msg(self, deadline):
-        while True:
-            self._service()
-            now = ticks_ms()
-            if self.sock and self._pump(now, True):
-                return
-            left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
-            if left <= 0:
-                return
-            if self.sock:
-                self.poller.wait(left, self.s.t1 > self.s.t0)
-            else:
-                _sleep_ms(min(left, self.backoff.wait_ms(now)))
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -188,10 +186,6 @@ class MQTTClient(Front):
     def _need_link(self):
         self._service()
         Front._need_link(self)
-
-    def _open(self, now):
-        self._connect_socket()
-        self._linked(now)
 
     def _linked(self, now):
         self.poller = net.Poller(self.sock)
