@@ -2,11 +2,18 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import _b
+from .codec import _b, _why
 from .errors import ConnectError, MQTTTimeout, MQTTError
 from .front import Front, LINK_ERRORS
+
+# Error reasons (reasons.py has the words).
+_E_EMPTY_ID_CLEAN = const(45)
+_E_NO_CONNACK = const(46)
+_E_NO_CONNACK_WHY = const(47)
+_E_NO_UNSUBACK = const(48)
+_E_IN_CALLBACK = const(50)
 
 _MP = hasattr(asyncio, "core")
 
@@ -58,7 +65,7 @@ class AsyncClient(Front):
         """Connects and waits for CONNACK; afterwards the link is kept up in
         the background. Raises ConnectError, MQTTTimeout or OSError."""
         if not self.s.client_id and not clean_session:
-            raise ValueError("an empty client id needs clean_session=True [MQTT-3.1.3-7]")
+            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
         self.s.clean = clean_session
         self._close()
         self._open()
@@ -70,7 +77,7 @@ class AsyncClient(Front):
                 self._stop()
                 raise err
             self._stop()
-            raise MQTTTimeout("no CONNACK within %d ms (%s)" % (self.timeout_ms, err))
+            raise MQTTTimeout(_why(_E_NO_CONNACK_WHY, self.timeout_ms, err))
         self.backoff.reset()
         return self.s.session_present
 
@@ -110,7 +117,7 @@ class AsyncClient(Front):
         self.s.remove_sub(topic)
         self._write()
         if not await self._until(lambda: self.s.ack_pid == pid, self.timeout_ms):
-            raise MQTTTimeout("no UNSUBACK within %d ms" % self.timeout_ms)
+            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
@@ -186,7 +193,7 @@ class AsyncClient(Front):
 
     async def _until(self, cond, timeout_ms):
         if self._busy:
-            raise MQTTError("this call waits for the broker: not from inside a callback")
+            raise MQTTError(_why(_E_IN_CALLBACK))
         deadline = ticks_add(ticks_ms(), timeout_ms)
         while not cond():
             left = ticks_diff(deadline, ticks_ms())
@@ -265,7 +272,7 @@ class AsyncClient(Front):
             return
         s = self.s
         if not s.connected and ticks_diff(ticks_ms(), s.last_rx) > self.timeout_ms:
-            self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+            self._drop(MQTTTimeout(_why(_E_NO_CONNACK, self.timeout_ms)))
             return
         s.tick(ticks_ms())
         self._write()

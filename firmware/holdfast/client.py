@@ -1,10 +1,27 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import _b
+from .codec import _b, _why
 from .errors import MQTTTimeout, ConnectError, MQTTError
 from .front import Front, LINK_ERRORS
+
+_TICK_MS = const(20)  # timers run at most this often
+
+# What _wait() waits for.
+_WINDOW = const(1)
+_ROOM = const(2)
+_CONNACK = const(3)
+_ACK = const(4)
+_EMPTY = const(5)
+
+# Error reasons (reasons.py has the words).
+_E_EMPTY_ID_CLEAN = const(45)
+_E_NO_CONNACK = const(46)
+_E_NO_CONNACK_WHY = const(47)
+_E_NO_UNSUBACK = const(48)
+_E_TX_STUCK = const(49)
+_E_IN_CALLBACK = const(50)
 
 
 class MQTTClient(Front):
@@ -42,22 +59,23 @@ class MQTTClient(Front):
         """Connects and waits for CONNACK. Returns the session-present flag.
         Raises ConnectError (refused, with the reason), MQTTTimeout or OSError."""
         if not self.s.client_id and not clean_session:
-            raise ValueError("an empty client id needs clean_session=True [MQTT-3.1.3-7]")
+            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
         self.s.clean = clean_session
         self._started = True
         self._close()
         try:
-            self._open(ticks_ms())
+            self._connect_socket()
+            self._linked(ticks_ms())
         except LINK_ERRORS as e:
             self._drop(e)  # schedules the automatic retries too
             raise
         if not self._wait(_CONNACK, 0, timeout_ms):
             err = self.last_error
             if self.sock is not None:
-                self._drop(MQTTTimeout("no CONNACK within %d ms" % (timeout_ms or self.timeout_ms)))
+                self._drop(MQTTTimeout(_why(_E_NO_CONNACK, timeout_ms or self.timeout_ms)))
             if isinstance(err, ConnectError):
                 raise err
-            raise MQTTTimeout("no CONNACK within %d ms (%s)" % (timeout_ms or self.timeout_ms, err))
+            raise MQTTTimeout(_why(_E_NO_CONNACK_WHY, timeout_ms or self.timeout_ms, err))
         self.backoff.reset()
         return self.s.session_present
 
@@ -121,7 +139,7 @@ class MQTTClient(Front):
         pid = self.s.unsubscribe([topic])
         self.s.remove_sub(topic)
         if not self._wait(_ACK, pid, None):
-            raise MQTTTimeout("no UNSUBACK within %d ms" % self.timeout_ms)
+            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
@@ -139,23 +157,20 @@ class MQTTClient(Front):
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
         self._raising = True
         try:
-            self._wait_msg(deadline)
+            while True:
+                self._service()
+                now = ticks_ms()
+                if self.sock and self._pump(now, True):
+                    return
+                left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
+                if left <= 0:
+                    return
+                if self.sock:
+                    self.poller.wait(left, self.s.t1 > self.s.t0)
+                else:
+                    _sleep_ms(min(left, self.backoff.wait_ms(now)))
         finally:
             self._raising = False
-
-    def _wait_msg(self, deadline):
-        while True:
-            self._service()
-            now = ticks_ms()
-            if self.sock and self._pump(now, True):
-                return
-            left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
-            if left <= 0:
-                return
-            if self.sock:
-                self.poller.wait(left, self.s.t1 > self.s.t0)
-            else:
-                _sleep_ms(min(left, self.backoff.wait_ms(now)))
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -171,10 +186,6 @@ class MQTTClient(Front):
     def _need_link(self):
         self._service()
         Front._need_link(self)
-
-    def _open(self, now):
-        self._connect_socket()
-        self._linked(now)
 
     def _linked(self, now):
         self.poller = net.Poller(self.sock)
@@ -203,7 +214,7 @@ class MQTTClient(Front):
                     self._dialing = self._dialer()
                     self._dial(now)
             elif not self.s.connected and ticks_diff(now, self._opened_at) > self.timeout_ms:
-                self._drop(MQTTTimeout("no CONNACK within %d ms" % self.timeout_ms))
+                self._drop(MQTTTimeout(_why(_E_NO_CONNACK, self.timeout_ms)))
         except LINK_ERRORS as e:
             self._drop(e)
 
@@ -222,7 +233,7 @@ class MQTTClient(Front):
             if n:
                 s.sent(n, ticks_ms())
             elif not self.poller.wait(max(0, ticks_diff(deadline, ticks_ms())), True):
-                raise MQTTTimeout("socket did not take data for %d ms" % timeout_ms)
+                raise MQTTTimeout(_why(_E_TX_STUCK, timeout_ms))
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is
@@ -267,7 +278,7 @@ class MQTTClient(Front):
 
     def _wait(self, what, arg, timeout_ms):
         if self._busy:
-            raise MQTTError("this call waits for the broker: not from inside a callback")
+            raise MQTTError(_why(_E_IN_CALLBACK))
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
         while True:
             now = ticks_ms()
@@ -309,13 +320,6 @@ class MQTTClient(Front):
             raise x
         print_exception(x)
 
-
-_TICK_MS = 20
-_WINDOW = 1
-_ROOM = 2
-_CONNACK = 3
-_ACK = 4
-_EMPTY = 5
 
 
 def _sleep_ms(ms):

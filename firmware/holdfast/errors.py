@@ -20,22 +20,12 @@ class PacketTooLarge(MQTTProtocolError):
         self.qos = qos
 
 
-_CONNACK = (
-    None,
-    "unacceptable protocol version",
-    "client identifier rejected",
-    "server unavailable",
-    "bad user name or password",
-    "not authorized",
-)
-
-
 class ConnectError(MQTTError):
     """The broker refused the connection (CONNACK return code 1..5)."""
 
     def __init__(self, code):
-        reason = _CONNACK[code] if 0 < code < len(_CONNACK) else "unknown return code"
-        super().__init__("connection refused: " + reason + " (code " + str(code) + ")")
+        from .reasons import refused  # the words load only with a refusal
+        super().__init__(refused(code))
         self.code = code
 
 

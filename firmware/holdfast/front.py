@@ -1,9 +1,9 @@
 # What the blocking and the asyncio client share, their one contract: the
 # session they wrap, where the broker is, how the engine's events reach the
 # application, what happens when the link goes down, and the counters.
-from .compat import ticks_ms, ticks_diff, wall
+from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
-from .codec import SUBACK_FAILURE, _b
+from .codec import SUBACK_FAILURE, _b, _why
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
 from .session import Session, MESSAGE, DELIVERED
 from .backoff import Backoff
@@ -13,14 +13,29 @@ _SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced")
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, MQTTError)
 
+# Error reasons (reasons.py has the words).
+_E_WHEN_FULL = const(51)
+_E_OFFLINE = const(52)
+_E_RESTORE_REFUSED = const(53)
+_E_SUB_REFUSED = const(54)
+_E_NO_SUBACK = const(55)
+_E_NO_TCP = const(56)
+
 
 class Front:
     def __init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, level,
                  size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full):
         if when_full not in ("refuse", "drop_oldest"):
-            raise ValueError("when_full=%r: use 'refuse' or 'drop_oldest'" % (when_full,))
+            raise ValueError(_why(_E_WHEN_FULL, when_full))
         self.server = server
-        self.tls = net.tls_context(ssl, ssl_params)
+        # What open_socket wraps with: None without TLS, else a tls.Context
+        # (tls.py loads only then).
+        self.tls = None
+        if ssl:
+            from .tls import context
+            self.tls = context(ssl, ssl_params or {})
+        elif ssl_params:
+            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
                          when_full == "drop_oldest")
@@ -91,7 +106,7 @@ class Front:
 
     def _need_link(self):
         if not self.isconnected():
-            raise LinkDown("not connected to the broker (%s)" % self.last_error)
+            raise LinkDown(_why(_E_OFFLINE, self.last_error))
 
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
@@ -120,8 +135,7 @@ class Front:
                         self._on_delivered(s.done_pid)
                 else:  # REFUSED
                     self.restore_refused += 1
-                    self.last_error = SubscribeError("subscription to %r refused by the broker when "
-                                                     "restored" % (s.subs.refused,))
+                    self.last_error = SubscribeError(_why(_E_RESTORE_REFUSED, s.subs.refused))
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
@@ -135,10 +149,10 @@ class Front:
     def _suback(self, arrived, topic, qos, handler):
         # After the wait for SUBACK: the granted QoS, or why there is none.
         if not arrived:
-            raise MQTTTimeout("no SUBACK within %d ms" % self.timeout_ms)
+            raise MQTTTimeout(_why(_E_NO_SUBACK, self.timeout_ms))
         g = self.s.granted[0]
         if g == SUBACK_FAILURE:
-            raise SubscribeError("subscription to %r refused by the broker" % topic)
+            raise SubscribeError(_why(_E_SUB_REFUSED, topic))
         self.s.add_sub(topic, qos, handler)
         return g
 
@@ -158,10 +172,9 @@ class Front:
         # False while pending; MQTTTimeout after timeout_ms.
         if sock is None:
             if ticks_diff(now, since) > self.timeout_ms:
-                raise MQTTTimeout("no TCP connection to %s:%d within %d ms"
-                                  % (self.server, self.port, self.timeout_ms))
+                raise MQTTTimeout(_why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
-        self.sock = net.secure(sock, self.tls, self.server, self.timeout_ms)
+        self.sock = self.tls.secure(sock, self.server, self.timeout_ms) if self.tls else sock
         self.links += 1
         return True
 

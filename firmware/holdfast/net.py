@@ -3,14 +3,17 @@
 # data yet" is reported, and in write with an offset.
 import socket
 import select
+from .compat import const
+from .codec import _why
 
 _MP = hasattr(socket.socket, "readinto")
-_IPPROTO_TCP = 6
-_TCP_NODELAY = 1
+_IPPROTO_TCP = const(6)
+_TCP_NODELAY = const(1)
 _WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
 _EALREADY = (114, 37)  # a connect under way: Linux and lwIP, BSD
 _EISCONN = (106, 56)  # Linux and lwIP, BSD
-_ETIMEDOUT = 110
+_ETIMEDOUT = const(110)
+_E_NO_TCP = const(56)  # reasons.py has the words
 
 
 def _blocked(e):
@@ -66,26 +69,9 @@ class Connector:
             self.sock = None
 
 
-def secure(s, tls, host, timeout_ms):
-    """Wraps a connected socket in TLS when tls is an SSLContext. The
-    handshake blocks, bounded by timeout_ms; a TLS failure comes out as
-    tls.TLSError with the cause in words. Closes s on failure."""
-    if tls is None:
-        return s
-    try:
-        s.settimeout(timeout_ms / 1000)
-        from .tls import wrap
-        s = wrap(tls, s, host)
-        s.setblocking(False)
-    except BaseException:
-        s.close()
-        raise
-    return s
-
-
 def open_socket(host, port, timeout_ms, tls=None):
     """Connects (resolving host anew each time), waiting up to timeout_ms,
-    wraps in TLS when tls is an SSLContext, and returns the socket in
+    wraps in TLS when tls is a tls.Context, and returns the socket in
     non-blocking mode."""
     c = Connector(host, port)
     try:
@@ -95,8 +81,8 @@ def open_socket(host, port, timeout_ms, tls=None):
     finally:
         c.close()
     if s is None:
-        raise OSError(_ETIMEDOUT, "no TCP connection to %s:%d within %d ms" % (host, port, timeout_ms))
-    return secure(s, tls, host, timeout_ms)
+        raise OSError(_ETIMEDOUT, _why(_E_NO_TCP, host, port, timeout_ms))
+    return tls.secure(s, host, timeout_ms) if tls else s
 
 
 def read_into(s, buf):
@@ -122,18 +108,6 @@ def flush(sock, s):
     n = write(sock, s.tx, s.t0, end)
     s.offered = end - s.t0 - n
     return n
-
-
-def tls_context(ssl, params):
-    """What open_socket wraps with: None without TLS; for ssl=True a verifying
-    context built from ssl_params; an SSLContext as given. See tls.py."""
-    if not ssl:
-        if params:
-            from .errors import TLSError
-            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
-        return None
-    from .tls import context
-    return context(ssl, params or {})
 
 
 def write(s, buf, start, end):

@@ -1,5 +1,6 @@
-# The words of every codec error, by the number codec.py raises with. Kept
-# apart so the text takes heap only once an error has to be explained.
+# The words of every error the core raises (codec, session, store, the
+# clients), by the number it raises with. Kept apart so the text takes heap
+# only once an error has to be explained.
 NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
          "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT",
          "reserved")
@@ -43,13 +44,50 @@ TEXT = (
     'SUBACK return code 0x%02x is not 0, 1, 2 or 0x80',  # SUBACK_CODE
     '@ is sent by clients, not by a broker',  # FROM_CLIENT
     '@ of %d bytes is larger than the %d-byte receive buffer',  # TOO_LARGE
+    'connection closed by the broker',  # 38 session: CLOSED
+    'packet id %d: must be 1..65535',  # PID_SET
+    'a %d-byte PUBLISH does not fit the %d-byte send buffer',  # 40 TX_FIT
+    '@ before CONNACK',  # EARLY
+    'unexpected @ from the broker',  # UNEXPECTED
+    'a second CONNACK on one connection',  # CONNACK2
+    'no answer from the broker for %d ms after PINGREQ',  # NO_PINGRESP
+    'an empty client id needs clean_session=True [MQTT-3.1.3-7]',  # 45 client: EMPTY_ID_CLEAN
+    'no CONNACK within %d ms',  # NO_CONNACK
+    'no CONNACK within %d ms (%s)',  # NO_CONNACK_WHY
+    'no UNSUBACK within %d ms',  # NO_UNSUBACK
+    'socket did not take data for %d ms',  # TX_STUCK
+    'this call waits for the broker: not from inside a callback',  # 50 IN_CALLBACK
+    "when_full=%r: use 'refuse' or 'drop_oldest'",  # front: WHEN_FULL
+    'not connected to the broker (%s)',  # OFFLINE
+    'subscription to %r refused by the broker when restored',  # RESTORE_REFUSED
+    'subscription to %r refused by the broker',  # SUB_REFUSED
+    'no SUBACK within %d ms',  # 55 NO_SUBACK
+    'no TCP connection to %s:%d within %d ms',  # NO_TCP
+    'outbox full: %d messages pending',  # store: FULL_SLOTS
+    'outbox full: no room for a %d-byte message in %d bytes (%d messages pending)',  # FULL_BYTES
+)
+
+# ConnectError's reason, by CONNACK return code.
+CONNACK = (
+    None,
+    "unacceptable protocol version",
+    "client identifier rejected",
+    "server unavailable",
+    "bad user name or password",
+    "not authorized",
 )
 
 
 def text(code, args):
     """The reason in words; "@" in a text stands for the packet type in args[0]."""
     t = TEXT[code]
-    if t[0] == "@":
-        t = NAMES[args[0]] + t[1:]
+    if "@" in t:
+        t = t.replace("@", NAMES[args[0]])
         args = args[1:]
     return t % args if args else t
+
+
+def refused(code):
+    """ConnectError's message for a CONNACK return code."""
+    reason = CONNACK[code] if 0 < code < len(CONNACK) else "unknown return code"
+    return "connection refused: " + reason + " (code " + str(code) + ")"

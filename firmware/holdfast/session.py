@@ -24,10 +24,14 @@ MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then h
 DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 REFUSED = const(3)  # the broker refused a filter while restoring: subs.refused
 
-
-def _name(t):
-    from .reasons import NAMES
-    return NAMES[t]
+# Error reasons (reasons.py has the words).
+_E_CLOSED = const(38)
+_E_PID_SET = const(39)
+_E_TX_FIT = const(40)
+_E_EARLY = const(41)
+_E_UNEXPECTED = const(42)
+_E_CONNACK2 = const(43)
+_E_NO_PINGRESP = const(44)
 
 
 class Session:
@@ -160,7 +164,7 @@ class Session:
 
     def eof(self):
         """The peer closed the stream: the link is over (LinkDown, sticky)."""
-        self._fail(LinkDown("connection closed by the broker"))
+        self._fail(LinkDown(c._why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
@@ -184,7 +188,7 @@ class Session:
         """The id the next QoS 1/2 message or (UN)SUBSCRIBE tries first, 1..65535
         (ids still in use are skipped). For tests of id wrap-around."""
         if not 0 < pid < 65536:
-            raise ValueError("packet id %d: must be 1..65535" % pid)
+            raise ValueError(c._why(_E_PID_SET, pid))
         self.next_pid = pid
 
     def new_pid(self):
@@ -206,7 +210,7 @@ class Session:
             return True
         n = c.publish_size(topic, len(payload), qos)
         if n > len(self.tx) - _ACK_ROOM:
-            raise ValueError("a %d-byte PUBLISH does not fit the %d-byte send buffer" % (n, len(self.tx)))
+            raise ValueError(c._why(_E_TX_FIT, n, len(self.tx)))
         st = self.store
         if latest:
             from .policy import replace
@@ -338,7 +342,7 @@ class Session:
                 self.last_rx = now
                 self.ping_at = -1
                 if not self.connected and t != c.CONNACK:
-                    raise MQTTProtocolError("%s before CONNACK" % _name(t))
+                    raise MQTTProtocolError(c._why(_E_EARLY, t))
                 ev = self._handle(t, now)
             except PacketTooLarge as e:
                 c.inbound().too_large(self, e)
@@ -386,7 +390,7 @@ class Session:
             self.granted = bytes(r.payload) if t == c.SUBACK else b""
         elif t == c.CONNACK:
             if self.connected:
-                raise MQTTProtocolError("a second CONNACK on one connection")
+                raise MQTTProtocolError(c._why(_E_CONNACK2))
             if r.code:
                 raise ConnectError(r.code)
             self.connected = True
@@ -400,7 +404,7 @@ class Session:
                     self.subs.todo = 0  # it forgot our subscriptions too: restore them
             self._fill(now)
         elif t != c.PINGRESP:
-            raise MQTTProtocolError("unexpected %s from the broker" % _name(t))
+            raise MQTTProtocolError(c._why(_E_UNEXPECTED, t))
         return 0
 
     def handled(self):
@@ -415,8 +419,7 @@ class Session:
         if not self.connected:
             return
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(LinkDown("no answer from the broker for %d ms after PINGREQ"
-                                % ticks_diff(now, self.ping_at)))
+            self._fail(LinkDown(c._why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
         if (self.keepalive and self.ping_at < 0 and ticks_diff(now, self.last_tx) >= self.keepalive * 1000
                 and self.room() >= _ACK_ROOM):
             self.ping(now)

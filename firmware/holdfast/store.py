@@ -2,12 +2,17 @@
 # plus a fixed table of slots, so storing and acknowledging a message never
 # allocates. Every outbox backend (file, raw flash) offers the same methods.
 from array import array
+from .compat import const
 from . import codec
 from .errors import OutboxFull
 
-_FREE = 0
-_PENDING = 1
-_RELEASED = 2  # QoS 2 message that reached PUBREC: resume with PUBREL
+_FREE = const(0)
+_PENDING = const(1)
+_RELEASED = const(2)  # QoS 2 message that reached PUBREC: resume with PUBREL
+
+# Error reasons (reasons.py has the words).
+_E_FULL_SLOTS = const(57)
+_E_FULL_BYTES = const(58)
 
 
 class MemoryStore:
@@ -91,11 +96,10 @@ class MemoryStore:
         while self._state[k % self.slots]:
             k += 1
             if k - self.tail == self.slots:
-                raise OutboxFull("outbox full: %d messages pending" % self.slots)
+                raise OutboxFull(codec._why(_E_FULL_SLOTS, self.slots))
         o = self._place(n)
         if o < 0:
-            raise OutboxFull("outbox full: no room for a %d-byte message in %d bytes (%d messages pending)"
-                             % (n, len(self.ring), len(self)))
+            raise OutboxFull(codec._why(_E_FULL_BYTES, n, len(self.ring), len(self)))
         end = codec.publish(self.ring, topic, payload, qos, retain, False, pid, o)
         s = k % self.slots
         self._off[s] = o

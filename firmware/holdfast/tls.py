@@ -1,7 +1,7 @@
 # TLS for the client, one code path over MicroPython's ssl (mbedtls) and
 # CPython's ssl: builds a verifying client context from ssl_params, wraps the
 # socket (the handshake runs in blocking mode under the socket's timeout, see
-# net.open_socket), and turns a failed handshake into TLSError with the cause
+# Context.secure), and turns a failed handshake into TLSError with the cause
 # in words. Imported only when TLS is on. Messages never carry key material,
 # file contents or passwords: only reasons, host names and file paths.
 # docs/security.md describes the parameters and every failure.
@@ -29,6 +29,18 @@ class Context:
 
     def wrap_socket(self, sock, server_hostname=None):
         return wrap(self, sock, server_hostname)
+
+    def secure(self, s, host, timeout_ms):
+        """Wraps a connected socket in TLS; the handshake blocks, bounded by
+        timeout_ms. Returns it non-blocking; closes s on failure."""
+        try:
+            s.settimeout(timeout_ms / 1000)
+            s = wrap(self, s, host)
+            s.setblocking(False)
+        except BaseException:
+            s.close()
+            raise
+        return s
 
 
 def context(tls, params):
