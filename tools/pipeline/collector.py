@@ -240,6 +240,10 @@ class _Writer:
         _fsync_dir(self.dir)
 
 
+# Never subscribed: unsubscribing from it is a round trip (see _acks_read).
+_FENCE = "$holdfast-collector/fence"
+
+
 class Collector:
     """Subscriber that lands telemetry, acknowledging only what is on disk.
 
@@ -421,14 +425,31 @@ class Collector:
         for key in list(self._writers):
             self._close_writer(key)
         if self._connected:
-            # Send the last acks, then DISCONNECT (the session stays on the
-            # broker: clean_session is False).
-            deadline = time.monotonic() + 2.0
-            while self._client.want_write() and time.monotonic() < deadline:
-                self._client.loop_write()
+            self._acks_read()
+            # DISCONNECT: the session stays on the broker (clean_session is
+            # False).
             self._client.disconnect()
             self._connected = False
         self._progress(final=True)
+
+    def _acks_read(self, timeout=10.0):
+        """Waits until the broker has read every ack sent so far: an
+        UNSUBSCRIBE (of a filter never subscribed) answered by UNSUBACK. A
+        broker handles one connection's packets in order, so the answer
+        comes after the acks. Without it a restart with the same client id
+        can take over the session before the broker read the last acks, and
+        gets those messages again (landed twice; the pipeline deduplicates,
+        but a clean stop should not cause it). Bounded: on timeout, stop
+        anyway (at-least-once)."""
+        done = threading.Event()
+        self._client.on_unsubscribe = lambda c, u, mid, rc, p: \
+            done.set() if mid == sent[1] else None
+        sent = self._client.unsubscribe(_FENCE)
+        deadline = time.monotonic() + timeout
+        while (sent[0] == MQTTErrorCode.MQTT_ERR_SUCCESS and not done.is_set()
+               and time.monotonic() < deadline):
+            if self._client.loop(0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                break
 
     # -- paho callbacks (run in the loop thread) -----------------------------
 
