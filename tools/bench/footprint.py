@@ -250,7 +250,7 @@ def report(rows, o3, n, peers):
               "acknowledged publishes (QoS 2 for the QoS 2 row)." % (HEAP_LO, HEAP_HI, n))
     md.append("- 32-bit: MicroPython %s's WebAssembly port in Node (tools/runtimes/mpwasm.mjs), against "
               "an in-memory broker (tools/runtimes/wasm); its heap grows on demand, so no smallest "
-              "heap there; asyncio rows: %s." % ("1.27.0", NOT_ON_WASM))
+              "heap there; TLS and asyncio rows: %s." % ("1.27.0", NOT_ON_WASM))
     md.append("- peers: %s." % ", ".join("%s %s" % (k, v[1]) for k, v in sorted(peers.items())))
     if "error" not in pub:
         md.append("")
