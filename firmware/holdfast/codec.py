@@ -1,5 +1,7 @@
 # MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
 # at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
+# The subscription side (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filters) is in
+# filters.py, inbound PUBLISH parsing in inbound.py: both load on first use.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
 from .compat import const
@@ -64,6 +66,8 @@ def _why(code, *args):
 # The parts a publish-only client never needs load on first use: filters.py
 # (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filter checks) and inbound.py (inbound
 # PUBLISH, oversize packets). Cached here so a later use allocates nothing.
+# (No module __getattr__ to forward their names: on MicroPython it made every
+# builtin lookup in this module slower, a third of the QoS 0 publish rate.)
 _filters = None
 _inbound = None
 
@@ -82,13 +86,6 @@ def inbound():
         import holdfast.inbound as m
         _inbound = m
     return _inbound
-
-
-def __getattr__(name):
-    # codec.subscribe, codec.unsubscribe, codec.check_filter: in filters.py.
-    if name in ("subscribe", "unsubscribe", "check_filter"):
-        return getattr(filters(), name)
-    raise AttributeError(name)
 
 
 def _b(s):

@@ -1,7 +1,7 @@
 # The subscription side of the codec: SUBSCRIBE and UNSUBSCRIBE encoders,
 # the SUBACK decoder, topic filter and UTF-8 checks. Loaded on first use (a
 # subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
-# never carries it. codec.subscribe and friends still find these names.
+# never carries it.
 from .compat import const
 from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, _b, _why, _check_pid, _check_qos, _header, _u16, _str
 

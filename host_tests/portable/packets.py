@@ -1,7 +1,7 @@
 # Packets as plain tuples, so tests can compare what was encoded with what was
 # decoded. Test-side helper only; the firmware works on the Reader's fields.
 from holdfast import codec as c
-from holdfast import broker
+from holdfast import broker, filters
 
 ACKS = (c.PUBACK, c.PUBREC, c.PUBREL, c.PUBCOMP, c.UNSUBACK)
 EMPTY = (c.PINGREQ, c.PINGRESP, c.DISCONNECT)
@@ -20,11 +20,11 @@ def encode(buf, p):
     if t in ACKS:
         return c.ack(buf, t, p[1])
     if t == c.SUBSCRIBE:
-        return c.subscribe(buf, p[1], p[2])
+        return filters.subscribe(buf, p[1], p[2])
     if t == c.SUBACK:
         return broker.suback(buf, p[1], p[2])
     if t == c.UNSUBSCRIBE:
-        return c.unsubscribe(buf, p[1], p[2])
+        return filters.unsubscribe(buf, p[1], p[2])
     return c.empty(buf, t)
 
 
