@@ -2,18 +2,10 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
 from . import net
-from .codec import _b, _why
-from .errors import ConnectError, MQTTTimeout, MQTTError
 from .front import Front, LINK_ERRORS
-
-# Error reasons (reasons.py has the words).
-_E_EMPTY_ID_CLEAN = const(45)
-_E_NO_CONNACK = const(46)
-_E_NO_CONNACK_WHY = const(47)
-_E_NO_UNSUBACK = const(48)
-_E_IN_CALLBACK = const(50)
+from .session import CLOSED, OFFLINE
 
 _MP = hasattr(asyncio, "core")
 
@@ -61,68 +53,58 @@ class AsyncClient(Front):
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)
         self._wake = None
 
-    async def connect(self, clean_session=True):
+    async def connect(self, clean_session=True, timeout_ms=None):
         """Connects and waits for CONNACK; afterwards the link is kept up in
-        the background. Raises ConnectError, MQTTTimeout or OSError."""
-        if not self.s.client_id and not clean_session:
-            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
-        self.s.clean = clean_session
-        self._close()
-        self._open()
+        the background. Raises ConnectError, MQTTTimeout, LinkDown or OSError
+        as soon as the attempt fails (and the task stops)."""
+        self._connect_begin(clean_session, timeout_ms)
+        try:
+            self._open()
+        except LINK_ERRORS as e:
+            self._drop(e)
+            self._stop()
+            raise
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._run())
-        if not await self._until(self._connected, self.timeout_ms):
-            err = self.last_error
-            if isinstance(err, ConnectError):
-                self._stop()
-                raise err
+        # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
+        await self._until(self._answered, 0, 2 * self.s.connack_ms)
+        try:
+            return self._connect_end()
+        except Exception:
             self._stop()
-            raise MQTTTimeout(_why(_E_NO_CONNACK_WHY, self.timeout_ms, err))
-        self.backoff.reset()
-        return self.s.session_present
+            raise
 
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.s
         if not qos:
-            if not self.isconnected():
-                self.dropped_qos0 += 1
-                return None
-            if not s.publish(topic, msg, 0, retain, ticks_ms()):
+            q = self._publish0(topic, msg, retain)
+            if q is False:
                 if not self._busy:
-                    await self._until(self._tx_room, self.timeout_ms)
-                if not s.publish(topic, msg, 0, retain, ticks_ms()):
-                    self.dropped_qos0 += 1
-                    return None
+                    await self._until(self._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
+                self._publish0_late(topic, msg, retain, not self._busy)
             self._write()
             return None
-        if self.isconnected() and s.inflight >= s.window and not self._busy:
-            await self._until(self._window_open, self.timeout_ms)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
+        if not self._busy and not self._window_open(0):
+            await self._until(self._window_open, 0, self.timeout_ms)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest)
         self._write()
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None):
-        topic = _b(topic)
-        self._need_link()
-        pid = self.s.subscribe([(topic, qos)])
+        e = self._subscribe_begin(topic, qos, handler)
         self._write()
-        arrived = await self._until(lambda: self.s.ack_pid == pid, self.timeout_ms)
-        return self._suback(arrived, topic, qos, handler)
+        return self._subscribe_end(e, await self._until(self._granted, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
-        topic = _b(topic)
-        self._need_link()
-        pid = self.s.unsubscribe([topic])
-        self.s.remove_sub(topic)
+        g = self._unsubscribe_begin(topic)
         self._write()
-        if not await self._until(lambda: self.s.ack_pid == pid, self.timeout_ms):
-            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
+        self._unsubscribe_end(await self._until(self._unsubscribed, g, self.timeout_ms))
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
-        done = self._empty() or timeout_ms != 0 and await self._until(
-            self._empty, self.timeout_ms if timeout_ms is None else timeout_ms)
+        done = self._empty(0) or timeout_ms != 0 and await self._until(
+            self._empty, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.s.store.sync() and done
 
     async def disconnect(self):
@@ -132,18 +114,6 @@ class AsyncClient(Front):
         self._stop()
 
     # -- internals -----------------------------------------------------------
-
-    def _connected(self):
-        return self.s.connected
-
-    def _empty(self):
-        return not len(self.s.store) and self.s.t1 == self.s.t0
-
-    def _window_open(self):
-        return self.s.inflight < self.s.window or not self.s.connected
-
-    def _tx_room(self):
-        return self.s.room() > 64
 
     def _open(self):
         self._connect_socket()
@@ -166,13 +136,15 @@ class AsyncClient(Front):
         if self.task is not None:
             self.task.cancel()
             self.task = None
-        self._close()
+        self._close(CLOSED)
 
-    def _drop(self, err):
-        Front._drop(self, err)
+    def _close(self, state=-1):
+        Front._close(self, state)
+        # The reader may be parked on the old socket: wake it, and the
+        # waiters, who see the link is down.
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
-        self.progress.set()  # wake the waiters: they see the link is down
+        self.progress.set()
 
     def _report(self, x):
         # A callback failed: the task carries on (counted in callback_errors).
@@ -191,11 +163,10 @@ class AsyncClient(Front):
         except OSError as e:
             self._drop(e)
 
-    async def _until(self, cond, timeout_ms):
-        if self._busy:
-            raise MQTTError(_why(_E_IN_CALLBACK))
+    async def _until(self, cond, arg, timeout_ms):
+        self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms)
-        while not cond():
+        while not cond(arg):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False
@@ -232,6 +203,9 @@ class AsyncClient(Front):
     async def _read(self):
         if self.sock is None:
             now = ticks_ms()
+            if self.s.state != OFFLINE:
+                await _sleep_ms(100)  # closed: connect() starts again
+                return
             if not self.backoff.due(now):
                 await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
                 return
@@ -270,10 +244,6 @@ class AsyncClient(Front):
         self._housekeep()
         if self.sock is None:
             return
-        s = self.s
-        if not s.connected and ticks_diff(ticks_ms(), s.last_rx) > self.timeout_ms:
-            self._drop(MQTTTimeout(_why(_E_NO_CONNACK, self.timeout_ms)))
-            return
-        s.tick(ticks_ms())
+        self.s.tick(ticks_ms())
         self._write()
 

@@ -2,26 +2,15 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import _b, _why
-from .errors import MQTTTimeout, ConnectError, MQTTError
+from .codec import _why
+from .errors import MQTTTimeout, LinkDown
 from .front import Front, LINK_ERRORS
+from .session import CLOSED, OFFLINE
 
 _TICK_MS = const(20)  # timers run at most this often
 
-# What _wait() waits for.
-_WINDOW = const(1)
-_ROOM = const(2)
-_CONNACK = const(3)
-_ACK = const(4)
-_EMPTY = const(5)
-
 # Error reasons (reasons.py has the words).
-_E_EMPTY_ID_CLEAN = const(45)
-_E_NO_CONNACK = const(46)
-_E_NO_CONNACK_WHY = const(47)
-_E_NO_UNSUBACK = const(48)
 _E_TX_STUCK = const(49)
-_E_IN_CALLBACK = const(50)
 
 
 class MQTTClient(Front):
@@ -46,38 +35,28 @@ class MQTTClient(Front):
                        level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
         self.poller = None
         self.reconnect = reconnect
-        self._opened_at = 0
         self._dialing = None  # net.Connector of a reconnect under way
         self._dialed_at = 0
-        self._started = False  # connect() called, disconnect() not: reconnects are ours to make
         self._ticked = 0
         self._raising = False  # in check_msg()/wait_msg(): callback errors come out
 
     # -- umqtt.simple API --------------------------------------------------------
 
     def connect(self, clean_session=True, timeout_ms=None):
-        """Connects and waits for CONNACK. Returns the session-present flag.
-        Raises ConnectError (refused, with the reason), MQTTTimeout or OSError."""
-        if not self.s.client_id and not clean_session:
-            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
-        self.s.clean = clean_session
-        self._started = True
-        self._close()
+        """Connects and waits for CONNACK (up to timeout_ms, default the
+        client's). Returns the session-present flag. Raises ConnectError
+        (refused, with the reason), MQTTTimeout, LinkDown or OSError; either
+        way automatic reconnects follow (reconnect=True)."""
+        self._connect_begin(clean_session, timeout_ms)
         try:
             self._connect_socket()
             self._linked(ticks_ms())
         except LINK_ERRORS as e:
-            self._drop(e)  # schedules the automatic retries too
+            self._drop(e)
             raise
-        if not self._wait(_CONNACK, 0, timeout_ms):
-            err = self.last_error
-            if self.sock is not None:
-                self._drop(MQTTTimeout(_why(_E_NO_CONNACK, timeout_ms or self.timeout_ms)))
-            if isinstance(err, ConnectError):
-                raise err
-            raise MQTTTimeout(_why(_E_NO_CONNACK_WHY, timeout_ms or self.timeout_ms, err))
-        self.backoff.reset()
-        return self.s.session_present
+        # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
+        self._wait(self._answered, 0, 2 * self.s.connack_ms)
+        return self._connect_end()
 
     def disconnect(self):
         if self.sock:
@@ -86,8 +65,7 @@ class MQTTClient(Front):
                 self._flush_tx(self.timeout_ms)
             except OSError:
                 pass
-        self._close()
-        self._started = False  # until the next connect()
+        self._close(CLOSED)
 
     def ping(self):
         self._service()
@@ -96,9 +74,11 @@ class MQTTClient(Front):
             self._pump(ticks_ms(), False)
 
     def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
-        """QoS 0: sent now, or dropped (and counted) while offline; returns None.
-        QoS 1/2: stored in the outbox first, sent when the window has room
-        (waiting up to timeout_ms for it), and the message id returned.
+        """QoS 0: sent now (waiting up to timeout_ms for room in the send
+        buffer), or dropped and counted in dropped_qos0 while offline;
+        returns None. QoS 1/2: stored in the outbox first, sent when the
+        window has room (waiting up to timeout_ms for it), and the message id
+        returned. ValueError if it can never fit the send buffer.
         expiry: seconds after which it is dropped if still unsent (0: never).
         latest: drop the unsent older messages of this topic (state topics).
         From inside a callback it only queues: it never waits or reads."""
@@ -107,39 +87,33 @@ class MQTTClient(Front):
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
-            if self.sock is None or not s.connected:
-                self.dropped_qos0 += 1
-                return None
-            if not s.publish(topic, msg, 0, retain, now):
+            q = self._publish0(topic, msg, retain)
+            if q is False:
                 if not self._busy:
-                    self._wait(_ROOM, 0, None)
-                if not s.publish(topic, msg, 0, retain, ticks_ms()):
-                    self.dropped_qos0 += 1
-                    return None
-            self._pump(now, s.ping_at >= 0)
+                    self._wait(self._room_for, len(topic) + len(msg) + 5, None)
+                self._publish0_late(topic, msg, retain, not self._busy)
+            if self.sock is not None:
+                self._pump(now, s.ping_at >= 0)
             return None
-        if self.sock is not None and s.connected and s.inflight >= s.window and not self._busy:
-            self._wait(_WINDOW, 0, None)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, ticks_ms())
+        if not self._busy and not self._window_open(0):
+            self._wait(self._window_open, 0, None, True)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid
 
     def subscribe(self, topic, qos=0, handler=None):
         """Returns the granted QoS; SubscribeError if the broker refused.
-        handler(topic, msg, retained) gets the messages matching this filter."""
-        topic = _b(topic)
-        self._need_link()
-        pid = self.s.subscribe([(topic, qos)])
-        return self._suback(self._wait(_ACK, pid, None), topic, qos, handler)
+        handler(topic, msg, retained) gets the messages matching this filter
+        from the moment the SUBSCRIBE is queued."""
+        self._service()
+        e = self._subscribe_begin(topic, qos, handler)
+        return self._subscribe_end(e, self._wait(self._granted, e, None))
 
     def unsubscribe(self, topic):
-        topic = _b(topic)
-        self._need_link()
-        pid = self.s.unsubscribe([topic])
-        self.s.remove_sub(topic)
-        if not self._wait(_ACK, pid, None):
-            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
+        self._service()
+        g = self._unsubscribe_begin(topic)
+        self._unsubscribe_end(self._wait(self._unsubscribed, g, None))
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
@@ -153,12 +127,17 @@ class MQTTClient(Front):
             self._raising = False
 
     def wait_msg(self, timeout_ms=None):
-        """Waits until a packet arrives (or timeout_ms, if given) and handles it."""
+        """Waits until a packet arrives (or timeout_ms, if given) and handles
+        it. LinkDown if no link can come: after disconnect(), or with
+        reconnect=False once the link is lost."""
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
         self._raising = True
         try:
             while True:
                 self._service()
+                st = self.s.state
+                if st == CLOSED or (st == OFFLINE and not self.reconnect and self._dialing is None):
+                    self._need_link()  # raises LinkDown: no link can come
                 now = ticks_ms()
                 if self.sock and self._pump(now, True):
                     return
@@ -168,7 +147,7 @@ class MQTTClient(Front):
                 if self.sock:
                     self.poller.wait(left, self.s.t1 > self.s.t0)
                 else:
-                    _sleep_ms(min(left, self.backoff.wait_ms(now)))
+                    _sleep_ms(max(1, min(left, self.backoff.wait_ms(now))))
         finally:
             self._raising = False
 
@@ -178,23 +157,18 @@ class MQTTClient(Front):
         """Waits until every accepted message is acknowledged and every QoS 0
         byte written (for example before a deep sleep). True if so. Either
         way what is still pending is then committed to the outbox's storage."""
-        done = self._reached(_EMPTY, 0) or timeout_ms != 0 and self._wait(_EMPTY, 0, timeout_ms)
+        done = self._empty(0) or timeout_ms != 0 and self._wait(self._empty, 0, timeout_ms, True)
         return self.s.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
 
-    def _need_link(self):
-        self._service()
-        Front._need_link(self)
-
     def _linked(self, now):
         self.poller = net.Poller(self.sock)
-        self._opened_at = now
         self.s.start(now)
         self._pump(now, False)
 
-    def _close(self):
-        Front._close(self)
+    def _close(self, state=-1):
+        Front._close(self, state)
         self.poller = None
         if self._dialing is not None:
             self._dialing.close()
@@ -208,13 +182,10 @@ class MQTTClient(Front):
         try:
             if self._dialing is not None:
                 self._dial(now)
-            elif self.sock is None:
-                if self.reconnect and self._started and self.backoff.due(now):
-                    self._dialed_at = now
-                    self._dialing = self._dialer()
-                    self._dial(now)
-            elif not self.s.connected and ticks_diff(now, self._opened_at) > self.timeout_ms:
-                self._drop(MQTTTimeout(_why(_E_NO_CONNACK, self.timeout_ms)))
+            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and self.backoff.due(now):
+                self._dialed_at = now
+                self._dialing = self._dialer()
+                self._dial(now)
         except LINK_ERRORS as e:
             self._drop(e)
 
@@ -268,7 +239,7 @@ class MQTTClient(Front):
                 self._ticked = now
                 self._housekeep()
                 s.tick(now)
-            if s.t1 > s.t0:
+            if s.t1 > s.t0 and self.sock is not None:
                 w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
@@ -276,19 +247,21 @@ class MQTTClient(Front):
             self._drop(e)
         return s.packets - n
 
-    def _wait(self, what, arg, timeout_ms):
-        if self._busy:
-            raise MQTTError(_why(_E_IN_CALLBACK))
+    def _wait(self, cond, arg, timeout_ms, linkless=False):
+        # Runs the I/O until cond(arg) holds (True) or timeout_ms passes
+        # (False). Without a link only a reconnect can help: linkless waits
+        # (for the outbox, the window) keep stepping it, the others end.
+        self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
         while True:
             now = ticks_ms()
             if self.sock is None:
-                if what != _EMPTY and what != _WINDOW:
-                    return False
+                if not linkless and self._dialing is None:
+                    return cond(arg)
                 self._service()
             else:
                 self._pump(now, True)
-            if self._reached(what, arg):
+            if cond(arg):
                 return True
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
@@ -297,19 +270,6 @@ class MQTTClient(Front):
                 self.poller.wait(min(left, 100), self.s.t1 > self.s.t0)
             else:
                 _sleep_ms(min(left, 50))
-
-    def _reached(self, what, arg):
-        s = self.s
-        if what == _WINDOW:
-            return s.inflight < s.window or not s.connected
-        if what == _ROOM:
-            return s.room() > 64
-        if what == _CONNACK:
-            return s.connected
-        if what == _ACK:
-            return s.ack_pid == arg
-        return not len(s.store) and s.t1 == s.t0
-
 
     def _report(self, x):
         # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another

@@ -1,25 +1,34 @@
 # What the blocking and the asyncio client share, their one contract: the
-# session they wrap, where the broker is, how the engine's events reach the
-# application, what happens when the link goes down, and the counters.
+# session they wrap, where the broker is, the protocol verbs (each client
+# supplies only how it waits and how it writes), how the engine's events
+# reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
 from .codec import SUBACK_FAILURE, _b, _why
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
-from .session import Session, MESSAGE, DELIVERED
+from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, CLOSED, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
 
-_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced")
+_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
 
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, MQTTError)
 
+_ECONNRESET = (104, 54)  # Linux and lwIP, BSD
+
 # Error reasons (reasons.py has the words).
+_E_EMPTY_ID_CLEAN = const(45)
+_E_NO_UNSUBACK = const(48)
+_E_IN_CALLBACK = const(50)
 _E_WHEN_FULL = const(51)
 _E_OFFLINE = const(52)
 _E_RESTORE_REFUSED = const(53)
 _E_SUB_REFUSED = const(54)
 _E_NO_SUBACK = const(55)
 _E_NO_TCP = const(56)
+_E_RESET_AT_CONNECT = const(64)
+_E_NOT_STARTED = const(65)
+_E_NO_ROOM = const(66)
 
 
 class Front:
@@ -38,16 +47,17 @@ class Front:
             raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
-                         when_full == "drop_oldest")
+                         when_full == "drop_oldest", timeout_ms)
         self.s.user = user
         self.s.password = password
         self.sock = None
         self.timeout_ms = timeout_ms
-        self.backoff = Backoff(backoff_ms[0], backoff_ms[1])
+        # A link that stayed up a keepalive (a minute without one) resets the backoff.
+        self.backoff = Backoff(backoff_ms[0], backoff_ms[1], keepalive * 1000 or 60000)
         self.links = 0  # network connections opened (1 + reconnects)
         self.attempts = 0  # connections tried, failed ones too
-        self.last_error = None  # why the link last went down, in words
-        self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, or no room while in a callback
+        self.last_error = None  # why the link last went down, in words (kept after it is back up)
+        self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, no room in time, or in a callback
         self.restore_refused = 0  # filters the broker refused when they were restored
         self.callback_errors = 0  # exceptions raised by the application's callbacks
         self.callback_error = None  # the last of them
@@ -58,7 +68,7 @@ class Front:
     def __repr__(self):
         # Never shows the password or key material.
         return "<%s %r %s:%d %s>" % (self.__class__.__name__, self.s.client_id, self.server,
-                                     self.port, "connected" if self.s.connected else "offline")
+                                     self.port, "connected" if self.isconnected() else "offline")
 
     def set_callback(self, f):
         """f(topic, msg) for every inbound message. During the call the
@@ -77,9 +87,9 @@ class Front:
 
     def __getattr__(self, name):
         # retained, qos, dup: the message a callback is given; overflowed,
-        # expired, replaced: messages dropped unsent (when_full="drop_oldest",
-        # expiry, latest=True). Read from the session; one method costs less
-        # heap than six properties.
+        # expired, replaced, republished: what the outbox dropped or sent
+        # again. Read from the session; one method costs less heap than
+        # seven properties.
         if name in _SESSION_VIEWS:
             return getattr(self.s, name)
         raise AttributeError(name)
@@ -88,25 +98,125 @@ class Front:
         self.s.will = (_b(topic), _b(msg), qos, retain)
 
     def isconnected(self):
-        return self.sock is not None and self.s.connected
+        return self.s.state == CONNECTED
 
     def pending(self):
         """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
         return len(self.s.store)
 
-    def _queue(self, topic, msg, retain, qos, expiry, latest, now):
+    # -- the verbs' halves around each client's wait -------------------------
+
+    def _idle(self):
+        # A call that waits for the broker cannot run inside a callback: say
+        # so before doing anything.
+        if self._busy:
+            raise MQTTError(_why(_E_IN_CALLBACK))
+
+    def _connect_begin(self, clean, timeout_ms):
+        self._idle()
+        if not self.s.client_id and not clean:
+            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
+        s = self.s
+        s.clean = clean
+        s.connack_ms = timeout_ms or self.timeout_ms
+        self._close(OFFLINE)  # a reconnect is wanted from here on, if this one fails
+
+    def _connect_end(self):
+        # connect()'s outcome once the engine left CONNECTING: the session-
+        # present flag, or the named error the link ended with.
+        if self.s.state != CONNECTED:
+            err = self.last_error
+            if err is None:
+                err = MQTTTimeout(_why(46, self.s.connack_ms))  # NO_CONNACK
+            raise err
+        self.backoff.reset()
+        return self.s.session_present
+
+    def _answered(self, _):
+        return self.s.state != CONNECTING
+
+    def _publish0(self, topic, msg, retain):
+        # A QoS 0 message: True once queued, None when dropped (offline),
+        # False when tx has no room now (the caller may wait for room).
+        s = self.s
+        if s.state != CONNECTED:
+            s.fits(len(topic) + len(msg) + 5)
+            self.dropped_qos0 += 1
+            return None
+        return s.publish(topic, msg, 0, retain, ticks_ms())
+
+    def _room_for(self, n):
+        s = self.s
+        return s.state != CONNECTED or s.room() - ACK_ROOM >= n
+
+    def _publish0_late(self, topic, msg, retain, waited):
+        # After the wait for room: queued, or dropped and counted.
+        s = self.s
+        if s.state == CONNECTED and s.publish(topic, msg, 0, retain, ticks_ms()):
+            return True
+        self.dropped_qos0 += 1
+        if waited and s.state == CONNECTED:
+            self.last_error = MQTTTimeout(_why(_E_NO_ROOM, len(topic) + len(msg) + 5, self.timeout_ms))
+        return False
+
+    def _window_open(self, _):
+        s = self.s
+        return s.inflight < s.window or s.state != CONNECTED
+
+    def _queue(self, topic, msg, retain, qos, expiry, latest):
         # A QoS 1/2 message into the session; expiry in seconds from now.
-        return self.s.publish(topic, msg, qos, retain, now, wall() + expiry if expiry else 0, latest)
+        return self.s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
+
+    def _subscribe_begin(self, topic, qos, handler):
+        self._idle()
+        self._need_link()
+        return self.s.subscribe(_b(topic), qos, handler)
+
+    @staticmethod
+    def _granted(e):
+        return e[4] >= 0
+
+    def _subscribe_end(self, e, arrived):
+        # After the wait for SUBACK: the granted QoS, or why there is none.
+        if not arrived:
+            raise MQTTTimeout(_why(_E_NO_SUBACK, self.timeout_ms))
+        if e[4] == SUBACK_FAILURE:
+            raise SubscribeError(_why(_E_SUB_REFUSED, e[0]))
+        return e[4]
+
+    def _unsubscribe_begin(self, topic):
+        self._idle()
+        self._need_link()
+        return self.s.unsubscribe(_b(topic))
+
+    @staticmethod
+    def _unsubscribed(g):
+        return g[2]
+
+    def _unsubscribe_end(self, arrived):
+        if not arrived:
+            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
+
+    def _empty(self, _):
+        s = self.s
+        return not len(s.store) and s.t1 == s.t0
+
+    # -- events, timers, the link ----------------------------------------------
 
     def _housekeep(self):
         # Timers that run online and offline alike.
-        self.s.store.tick(ticks_ms())
-        if self.s.next_expiry:
-            self.s.expire(wall())
+        s = self.s
+        now = ticks_ms()
+        s.store.tick(now)
+        if s.next_expiry:
+            s.expire(wall())
+        if s.state == CONNECTED:
+            self.backoff.up(now, s.since)
 
     def _need_link(self):
         if not self.isconnected():
-            raise LinkDown(_why(_E_OFFLINE, self.last_error))
+            raise LinkDown(_why(_E_OFFLINE, self.last_error) if self.last_error is not None
+                           else _why(_E_NOT_STARTED))
 
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
@@ -134,7 +244,7 @@ class Front:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 else:  # REFUSED
-                    self.restore_refused += 1
+                    self.restore_refused += s.subs.nrefused
                     self.last_error = SubscribeError(_why(_E_RESTORE_REFUSED, s.subs.refused))
             except Exception as x:
                 self.callback_errors += 1
@@ -145,16 +255,6 @@ class Front:
                 if e == MESSAGE:
                     s.handled()
         return True
-
-    def _suback(self, arrived, topic, qos, handler):
-        # After the wait for SUBACK: the granted QoS, or why there is none.
-        if not arrived:
-            raise MQTTTimeout(_why(_E_NO_SUBACK, self.timeout_ms))
-        g = self.s.granted[0]
-        if g == SUBACK_FAILURE:
-            raise SubscribeError(_why(_E_SUB_REFUSED, topic))
-        self.s.add_sub(topic, qos, handler)
-        return g
 
     def _connect_socket(self):
         # connect(): the caller waits anyway.
@@ -178,20 +278,24 @@ class Front:
         self.links += 1
         return True
 
-    def _close(self):
+    def _close(self, state=-1):
         if self.sock is not None:
             try:
                 self.sock.close()
             except OSError:
                 pass
         self.sock = None
-        self.s.lost()
+        self.s.lost(state)
 
     def _drop(self, err):
         # The link failed: keep the outbox, close, and schedule a reconnect.
+        s = self.s
+        now = ticks_ms()
+        if s.state == CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
+            err = LinkDown(_why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         self._close()
         if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
-            self.backoff.refused(ticks_ms())
+            self.backoff.refused(now)
         else:
-            self.backoff.failed(ticks_ms())
+            self.backoff.failed(now)

@@ -79,7 +79,7 @@ def deliver(s):
     s.qos = qos
     s.dup = bool(f & 8)
     s._mpid = pid
-    s._unacked = True
+    s._mlink = s.link
     if s.views:
         s.topic = r.topic
         s.msg = r.payload
@@ -90,17 +90,18 @@ def deliver(s):
 
 
 def handled(s):
-    """The application has the message: acknowledge it."""
-    s._unacked = False
+    """The application has the message: acknowledge it, on the link it came
+    by. A QoS 2 id is held even when that link is gone (the callback closed
+    it, say), so the copy the broker sends again is not delivered twice."""
     qos = s.qos
-    if qos == 1:
-        s._ack(c.PUBACK, s._mpid)
-    elif qos == 2:
+    if qos == 2:
         try:
             s.store.hold(s._mpid)
         except OutboxFull:
             return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
-        s._ack(c.PUBREC, s._mpid)
+    if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
+        return
+    s._ack(c.PUBACK if qos == 1 else c.PUBREC, s._mpid)
 
 
 def pubrel(s, pid):

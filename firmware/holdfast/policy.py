@@ -13,11 +13,12 @@ def droppable(s, k):
     return k > s.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= s.dup_upto)
 
 
-def replace(s, topic):
-    """latest=True: drop the unsent messages of topic (counted in s.replaced)."""
+def replace(s, topic, newest):
+    """latest=True, once the message with key newest is stored: drop the
+    unsent older messages of topic (counted in s.replaced)."""
     st = s.store
     k = st.find_topic(topic, s.cursor)
-    while k >= 0:
+    while 0 <= k < newest:
         if droppable(s, k):
             st.done(k)
             s.replaced += 1

@@ -46,7 +46,7 @@ TEXT = (
     '@ of %d bytes is larger than the %d-byte receive buffer',  # TOO_LARGE
     'connection closed by the broker',  # 38 session: CLOSED
     'packet id %d: must be 1..65535',  # PID_SET
-    'a %d-byte PUBLISH does not fit the %d-byte send buffer',  # 40 TX_FIT
+    'a %d-byte packet does not fit the %d-byte send buffer (size=): it takes packets of up to %d bytes, %d are kept for acknowledgements',  # 40 TX_FIT
     '@ before CONNACK',  # EARLY
     'unexpected @ from the broker',  # UNEXPECTED
     'a second CONNACK on one connection',  # CONNACK2
@@ -65,6 +65,14 @@ TEXT = (
     'no TCP connection to %s:%d within %d ms',  # NO_TCP
     'outbox full: %d messages pending',  # store: FULL_SLOTS
     'outbox full: no room for a %d-byte message in %d bytes (%d messages pending)',  # FULL_BYTES
+    'the broker closed the link instead of answering CONNECT: it may not speak %s (try level=4 or level=3), or it refuses this client without saying why',  # 59 session: CLOSED_AT_CONNECT
+    'nothing from the broker for %d ms (1.5 keepalives): the link is dead',  # RX_SILENT
+    'the socket took no bytes for %d ms (1.5 keepalives): the broker stopped reading',  # TX_STALLED
+    'SUBACK for message id %d has %d return codes, fewer than the filters it answers',  # subs: SUBACK_COUNT
+    '%s for message id %d, which awaits %s',  # ACK_TYPE
+    'connection reset before CONNACK (%s): the port may expect TLS (ssl=True), or the broker refused the client',  # 64 front: RESET_AT_CONNECT
+    'not connected: connect() was not called, or disconnect() was',  # NOT_STARTED
+    'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
 )
 
 # ConnectError's reason, by CONNACK return code.

@@ -3,13 +3,33 @@
 # passes the current tick (ms) in. The engine never touches a socket or a
 # clock, and never calls application code: receive() returns what happened
 # and the shell hands it on once the engine's state is consistent.
+#
+# One link state (self.state), written only here:
+#
+#   CLOSED --shell wants a link--> OFFLINE --start()--> CONNECTING
+#   CONNECTING --CONNACK 0--> CONNECTED --disconnect()--> CLOSING
+#   any link state --protocol error, refusal, EOF, dead link--> FAILED
+#   any --lost()--> OFFLINE (CLOSED after disconnect())
+#
+# and one ledger per packet id: the inflight window (_pid/_state/_key/_sent)
+# for outgoing messages, the outbox's held ids for inbound QoS 2 messages,
+# and Subs' filters and pending unsubscribes for SUBSCRIBE/UNSUBSCRIBE.
+# _connack() reconciles all of them with the broker's session in one place.
 # The subscribe side (subs.py), inbound messages (inbound.py) and the drop
 # policies (policy.py) load on first use.
 from array import array
 from .compat import ticks_diff, const
 from . import codec as c
-from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull
+from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull, MQTTTimeout
 from .store import MemoryStore
+
+# Link states.
+CLOSED = const(0)  # no link, and none wanted (before connect(), after disconnect())
+OFFLINE = const(1)  # no link; the shell makes one when its backoff allows
+CONNECTING = const(2)  # CONNECT queued, awaiting CONNACK
+CONNECTED = const(3)
+CLOSING = const(4)  # DISCONNECT queued: nothing more goes out
+FAILED = const(5)  # self.error says why; sticky until start() or lost()
 
 # States of an inflight window slot.
 _FREE = const(0)
@@ -17,12 +37,14 @@ _WAIT_PUBACK = const(1)
 _WAIT_PUBREC = const(2)
 _WAIT_PUBCOMP = const(3)
 
-_ACK_ROOM = const(16)  # tx bytes kept free so an acknowledgement can always be queued
+# tx bytes kept free so an acknowledgement can always be queued: the usable
+# room for a PUBLISH is the send buffer's size minus this.
+ACK_ROOM = const(16)
 
 # What receive() returns.
 MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
 DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
-REFUSED = const(3)  # the broker refused a filter while restoring: subs.refused
+REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
@@ -32,6 +54,10 @@ _E_EARLY = const(41)
 _E_UNEXPECTED = const(42)
 _E_CONNACK2 = const(43)
 _E_NO_PINGRESP = const(44)
+_E_NO_CONNACK = const(46)
+_E_CLOSED_AT_CONNECT = const(59)
+_E_RX_SILENT = const(60)
+_E_TX_STALLED = const(61)
 
 
 class Session:
@@ -42,9 +68,9 @@ class Session:
     handled() afterwards, which queues the acknowledgement. Until then the
     message's views (views=True) stay valid: nothing else is read.
 
-    After a protocol error, a refused connection or the end of the stream
-    (eof()), the session stays in error (self.error, raised again by
-    receive()) and is not connected until start() begins a new link.
+    After a protocol error, a refused connection, the end of the stream
+    (eof()) or a dead link, the session is FAILED (self.error, raised again
+    by receive()) until start() begins a new link or lost() ends this one.
 
     Messages the outbox may drop (drop_oldest when it is full, a passed
     deadline, a newer value with latest=True) are those policy.droppable()
@@ -52,7 +78,8 @@ class Session:
     """
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
-                 store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False):
+                 store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
+                 connack_ms=10000):
         self.client_id = client_id
         self.clean = clean
         self.keepalive = keepalive
@@ -71,6 +98,10 @@ class Session:
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
+        # QoS 2 messages past PUBREC whose broker session was lost: they go
+        # out again as PUBLISH, not PUBREL, until a PUBREC comes back.
+        self._republish = None
+        self.republished = 0
         self.drop_oldest = drop_oldest  # when the outbox is full; else OutboxFull
         # Earliest deadline pending (0: none). What a reopened store holds is
         # looked at once; deadlines set since are tracked as they come.
@@ -83,22 +114,22 @@ class Session:
         self.retry_ms = retry_ms
         # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
         self.ping_timeout_ms = ping_timeout_ms or keepalive * 1000 or 30000
+        self.connack_ms = connack_ms
         self.views = views
         self.will = None
         self.user = None
         self.password = None
-        self.subs = None  # subs.Subs, from the first add_sub()
-        self.connected = False
+        self.subs = None  # subs.Subs, from the first subscribe()
+        self.state = CLOSED
+        self.link = 0  # counts links: an acknowledgement belongs to the link it was made on
         self.session_present = False
-        self.error = None  # why the current link is unusable (sticky until start())
+        self.error = None
+        self.since = 0  # when the state was entered (CONNECTING, CONNECTED)
         self.last_tx = 0
         self.last_rx = 0
+        self.drained = 0  # last time tx was empty or the socket took bytes
         self.ping_at = -1
         self.packets = 0  # packets received
-        self.ack_type = 0  # last SUBACK / UNSUBACK seen, for the shell's waits
-        self.ack_pid = 0
-        self.granted = b""
-        self.sub_pid = 0  # SUBSCRIBE/UNSUBSCRIBE awaiting its ack
         self.dropped = 0  # inbound packets too large for the receive buffer
         # The message receive() returned, until handled().
         self.topic = self.msg = None
@@ -106,7 +137,7 @@ class Session:
         self.qos = 0
         self.dup = False
         self._mpid = 0
-        self._unacked = False
+        self._mlink = 0
         self.done_pid = 0  # the message DELIVERED reports
 
     # -- output buffer -----------------------------------------------------
@@ -114,73 +145,125 @@ class Session:
     def room(self):
         if self.t0 == self.t1:
             self.t0 = self.t1 = 0
-        elif self.t0 and len(self.tx) - self.t1 < _ACK_ROOM * 4:
+        elif self.t0 and len(self.tx) - self.t1 < ACK_ROOM * 4:
             self.t1 = c.shift(self.tx, self.t0, self.t1)
             self.t0 = 0
         return len(self.tx) - self.t1
+
+    def fits(self, n):
+        """Raises ValueError if an n-byte packet can never be queued."""
+        if n > len(self.tx) - ACK_ROOM:
+            raise ValueError(c._why(_E_TX_FIT, n, len(self.tx), len(self.tx) - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
         self.t0 += n
         if self.t0 == self.t1:
             self.t0 = self.t1 = 0
-        self.last_tx = now
+        self.last_tx = self.drained = now
 
     def _ack(self, type, pid):
         self.room()
         self.t1 = c.ack(self.tx, type, pid, False, self.t1)
 
-    # -- connection ----------------------------------------------------------
+    # -- the link ------------------------------------------------------------
 
     def start(self, now):
         """A new network connection is open: queue CONNECT."""
-        self.lost()
+        self.lost(OFFLINE)
         self.error = None
-        self.last_rx = self.last_tx = now
+        self.state = CONNECTING
+        self.link += 1
+        self.since = self.last_rx = self.last_tx = self.drained = now
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
                             w[3] if w else False, self.user, self.password, self.level)
 
-    def lost(self):
-        """The connection is gone: keep the outbox, forget the wire state."""
+    def lost(self, state=-1):
+        """The connection is gone: keep the outbox and the requests, forget
+        the wire state. The state becomes OFFLINE (a reconnect is wanted) or
+        CLOSED (none is: after disconnect(), or when given)."""
         if self.cursor > self.dup_upto:
             self.dup_upto = self.cursor
         if self._deadlines:
             self.next_expiry = 1  # what was in flight may expire now: look again
-        self.connected = False
+        if state < 0:
+            state = CLOSED if self.state == CLOSING or self.state == CLOSED else OFFLINE
+        self.state = state
         self.cursor = -1
         self.inflight = 0
         for i in range(self.window):
             self._state[i] = _FREE
         self.rx.start = self.rx.end = self.rx.skip = 0
+        self.rx._big = None
         self.t0 = self.t1 = 0
         self.offered = 0
         self.ping_at = -1
-        self.sub_pid = 0
-        self._unacked = False
         if self.subs:
-            self.subs.restart()
+            self.subs.lost()
 
     def eof(self):
-        """The peer closed the stream: the link is over (LinkDown, sticky)."""
+        """The peer closed the stream: the link is over (LinkDown, sticky).
+        Before CONNACK that usually means the broker would not take our
+        CONNECT, as a broker that does not speak the protocol level may."""
+        if self.state == CONNECTING:
+            self._fail(LinkDown(c._why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
+                                       if self.level == 3 else "MQTT 3.1.1 (level 4)")))
         self._fail(LinkDown(c._why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
-        self.connected = False
+        self.state = FAILED
         raise e
 
     def disconnect(self):
-        self.room()
-        self.t1 = c.empty(self.tx, c.DISCONNECT, self.t1)
-        self.connected = False
+        """Queues DISCONNECT if there is a link; either way no reconnect follows."""
+        if self.state == CONNECTED:
+            self.room()
+            self.t1 = c.empty(self.tx, c.DISCONNECT, self.t1)
+            self.state = CLOSING
+        elif self.state == CONNECTING:
+            self.state = CLOSING
+        else:
+            self.lost(CLOSED)
 
     def ping(self, now):
         self.room()
         self.t1 = c.empty(self.tx, c.PINGREQ, self.t1)
         if self.ping_at < 0:
             self.ping_at = now
+
+    def _connack(self, r, now):
+        # The one reconciliation with the broker's session: what happens to
+        # every ledger entry once the broker says whether it kept our session.
+        if self.state != CONNECTING:
+            raise MQTTProtocolError(c._why(_E_CONNACK2))
+        if r.code:
+            raise ConnectError(r.code)
+        self.state = CONNECTED
+        self.since = now
+        self.session_present = sp = r.session_present
+        # MQTT 3.1 cannot say whether the session was kept, unless clean.
+        new = not sp and (self.clean or self.level == 4)
+        if new:
+            # A new session on the broker: it holds no QoS 2 message of ours
+            # half way (those past PUBREC go out again as PUBLISH, the one
+            # case where QoS 2 can deliver twice), and it will reuse ids we
+            # still hold for inbound ones [MQTT-3.1.2-6].
+            self.store.forget_held()
+            st = self.store
+            k = st.next(-1)
+            while k >= 0:
+                if st.released(k):
+                    if self._republish is None:
+                        self._republish = []
+                    if k not in self._republish:
+                        self._republish.append(k)
+                k = st.next(k)
+        if self.subs:
+            self.subs.reconcile(new)
+        self._fill(now)
 
     # -- outgoing messages -----------------------------------------------------
 
@@ -195,26 +278,23 @@ class Session:
         while True:
             p = self.next_pid
             self.next_pid = p % 65535 + 1
-            if p != self.sub_pid and not self.store.uses(p) and not (self.subs and self.subs.uses(p)):
+            if not self.store.uses(p) and not (self.subs and self.subs.uses(p)):
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        """Queue a message. QoS 0 goes straight to tx (False if tx has no room);
-        QoS 1/2 goes to the outbox first and returns its message id.
+        """Queue a message. QoS 0 goes straight to tx (False if tx has no room
+        now); QoS 1/2 goes to the outbox first and returns its message id.
+        ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
-        latest: drop the unsent messages of the same topic first."""
+        latest: once it is stored, drop the unsent older messages of the topic."""
+        n = c.publish_size(topic, len(payload), qos)
+        self.fits(n)
         if not qos:
-            if self.room() - _ACK_ROOM < c.publish_size(topic, len(payload), 0):
+            if self.room() - ACK_ROOM < n:
                 return False
             self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
-        n = c.publish_size(topic, len(payload), qos)
-        if n > len(self.tx) - _ACK_ROOM:
-            raise ValueError(c._why(_E_TX_FIT, n, len(self.tx)))
         st = self.store
-        if latest:
-            from .policy import replace
-            replace(self, topic)
         pid = self.new_pid()
         prev = st.last()  # keys grow but need not be consecutive
         while True:
@@ -227,12 +307,15 @@ class Session:
                 from .policy import drop_oldest
                 if not drop_oldest(self):
                     raise
+        if latest:
+            from .policy import replace
+            replace(self, topic, key)
         if deadline:
             self._deadlines = 1
             if not self.next_expiry or deadline < self.next_expiry:
                 self.next_expiry = deadline
-        if (self.connected and self.cursor == prev and self.inflight < self.window
-                and self.room() - _ACK_ROOM >= n):
+        if (self.state == CONNECTED and self.cursor == prev and self.inflight < self.window
+                and self.room() - ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
             self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
@@ -260,24 +343,28 @@ class Session:
                 return
 
     def _fill(self, now):
-        # Put queued outbox messages on the wire while the window has room,
-        # after the subscriptions being restored.
-        if self.subs and self.subs.todo >= 0:
-            self.subs.restore(self)
+        # Put what waits on the wire while there is room: requests for the
+        # subscriptions first, then outbox messages while the window is open.
+        if self.state != CONNECTED:
+            return
+        if self.subs:
+            self.subs.send(self)
         st = self.store
-        while self.connected and self.inflight < self.window:
+        while self.inflight < self.window:
             k = st.next(self.cursor)
             if k < 0:
                 return
             pid = st.pid(k)
-            if st.released(k):
-                if self.room() < _ACK_ROOM:
+            if st.released(k) and not (self._republish and k in self._republish):
+                if self.room() < ACK_ROOM:
                     return
                 self._ack(c.PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
-                if self.room() - _ACK_ROOM < st.size(k):
+                if self.room() - ACK_ROOM < st.size(k):
                     return
+                if self._republish and k in self._republish:
+                    self.republished += 1
                 self._resend(k, k <= self.dup_upto)
                 self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
 
@@ -303,27 +390,30 @@ class Session:
 
     # -- subscriptions -----------------------------------------------------------
 
-    def subscribe(self, filters):
-        """Queue SUBSCRIBE for [(filter, qos), ...]; returns its message id.
-        ValueError if a filter could not be restored alone in the send buffer."""
-        from .subs import subscribe
-        return subscribe(self, filters)
-
-    def unsubscribe(self, topics):
-        from .subs import unsubscribe
-        return unsubscribe(self, topics)
-
-    def add_sub(self, flt, qos, handler):
-        """Registers a filter the broker granted: restored on a new session,
-        handler(topic, msg, retained) for the messages it matches."""
+    def subscribe(self, flt, qos, handler=None):
+        """Registers filter flt (with handler(topic, msg, retained) for the
+        messages it matches, from now on) and queues its SUBSCRIBE, now or
+        once there is room. Returns its entry in subs: [filter, qos, handler,
+        pid, granted]; granted is set by its SUBACK (0x80: refused, and the
+        filter is gone). ValueError if it can never fit the send buffer."""
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()
-        self.subs.add(flt, qos, handler)
+        self.fits(9 + len(flt))
+        e = self.subs.add(flt, qos, handler)
+        self._fill(self.last_tx)
+        return e
 
-    def remove_sub(self, flt):
-        if self.subs:
-            self.subs.remove(flt)
+    def unsubscribe(self, flt):
+        """Forgets filter flt (its handler gets nothing more) and queues
+        UNSUBSCRIBE. Returns its entry [filter, pid, done]."""
+        if self.subs is None:
+            from .subs import Subs
+            self.subs = Subs()
+        self.fits(7 + len(flt))
+        e = self.subs.remove(flt)
+        self._fill(self.last_tx)
+        return e
 
     # -- input -----------------------------------------------------------------
 
@@ -333,7 +423,7 @@ class Session:
         nothing complete is left (or tx has no room for acknowledgements)."""
         if self.error:
             raise self.error
-        while self.room() >= _ACK_ROOM:
+        while self.room() >= ACK_ROOM:
             try:
                 t = self.rx.next()
                 if not t:
@@ -341,7 +431,7 @@ class Session:
                 self.packets += 1
                 self.last_rx = now
                 self.ping_at = -1
-                if not self.connected and t != c.CONNACK:
+                if self.state != CONNECTED and t != c.CONNACK:
                     raise MQTTProtocolError(c._why(_E_EARLY, t))
                 ev = self._handle(t, now)
             except PacketTooLarge as e:
@@ -364,10 +454,14 @@ class Session:
         elif t == c.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
-                try:
-                    self.store.release(self._key[i])
-                except OutboxFull:
-                    return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
+                k = self._key[i]
+                if not self.store.released(k):
+                    try:
+                        self.store.release(k)
+                    except OutboxFull:
+                        return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
+                if self._republish and k in self._republish:
+                    self._republish.remove(k)
                 self._state[i] = _WAIT_PUBCOMP
                 self._sent[i] = now
             if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
@@ -379,30 +473,11 @@ class Session:
         elif t == c.PUBREL:
             c.inbound().pubrel(self, r.pid)
         elif t == c.SUBACK or t == c.UNSUBACK:
-            a = t == c.SUBACK and self.subs and self.subs.acked(r.pid, r.payload)
-            if a:  # a restore packet's: send the next
+            if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
-                return REFUSED if a == 2 else 0
-            if r.pid == self.sub_pid:
-                self.sub_pid = 0
-            self.ack_type = t
-            self.ack_pid = r.pid
-            self.granted = bytes(r.payload) if t == c.SUBACK else b""
+                return REFUSED if self.subs.nrefused else 0
         elif t == c.CONNACK:
-            if self.connected:
-                raise MQTTProtocolError(c._why(_E_CONNACK2))
-            if r.code:
-                raise ConnectError(r.code)
-            self.connected = True
-            self.session_present = r.session_present
-            if not r.session_present and (self.clean or self.level == 4):
-                # A new session on the broker: it has no QoS 2 message of
-                # ours half way, and will reuse ids we still hold
-                # [MQTT-3.1.2-6]. (MQTT 3.1 cannot say, unless clean.)
-                self.store.forget_held()
-                if self.subs and self.subs.list:
-                    self.subs.todo = 0  # it forgot our subscriptions too: restore them
-            self._fill(now)
+            self._connack(r, now)
         elif t != c.PINGRESP:
             raise MQTTProtocolError(c._why(_E_UNEXPECTED, t))
         return 0
@@ -414,20 +489,39 @@ class Session:
     # -- timers ----------------------------------------------------------------
 
     def tick(self, now):
-        """Run the timers: keepalive, dead-link detection, optional retry.
-        Raises LinkDown when the broker stopped answering."""
-        if not self.connected:
+        """Run the timers: the CONNACK watchdog, keepalive, dead-link
+        detection, optional retry. Raises MQTTTimeout or LinkDown (and the
+        session is FAILED) when the broker stopped answering or the socket
+        stopped taking bytes."""
+        if self.state == CONNECTING:
+            if ticks_diff(now, self.since) >= self.connack_ms:
+                self._fail(MQTTTimeout(c._why(_E_NO_CONNACK, self.connack_ms)))
             return
+        if self.state != CONNECTED:
+            return
+        if self.t0 == self.t1:
+            self.drained = now
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
             self._fail(LinkDown(c._why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
-        if (self.keepalive and self.ping_at < 0 and ticks_diff(now, self.last_tx) >= self.keepalive * 1000
-                and self.room() >= _ACK_ROOM):
-            self.ping(now)
+        ka = self.keepalive * 1000
+        if ka:
+            # Liveness never depends on room to queue a PINGREQ: silence from
+            # the broker, or a socket that takes nothing, for 1.5 keepalives.
+            dead = ka + ka // 2
+            if ticks_diff(now, self.last_rx) >= dead:
+                self._fail(LinkDown(c._why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
+            if ticks_diff(now, self.drained) >= dead:
+                self._fail(LinkDown(c._why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+            # Ping when we sent nothing, or heard nothing, for a keepalive: a
+            # client that only publishes QoS 0 still hears from the broker.
+            if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
+                    and self.room() >= ACK_ROOM):
+                self.ping(now)
         if self.retry_ms and self.inflight:
             for i in range(self.window):
                 st = self._state[i]
                 if st and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                    if self.room() - _ACK_ROOM < self.store.size(self._key[i]):
+                    if self.room() - ACK_ROOM < self.store.size(self._key[i]):
                         break
                     if st == _WAIT_PUBCOMP:
                         self._ack(c.PUBREL, self._pid[i])

@@ -1,36 +1,22 @@
-# The subscribe side of a session: the filters the application asked for, the
-# matching of inbound topics against them, and their restore when the broker
-# starts a new session. Loaded on the first subscribe(): a sensor that only
-# publishes never carries it.
+# The subscribe side of a session: the filters the application asked for
+# and their SUBSCRIBE/UNSUBSCRIBE requests, keyed by packet id; the matching
+# of inbound topics against them. Loaded on the first subscribe(): a sensor
+# that only publishes never carries it.
 from array import array
+from .compat import const
 from . import codec as c
+from .errors import MQTTProtocolError
 
-_OUT = 4  # restore SUBSCRIBE packets awaiting SUBACK at once
-_ACK_ROOM = 16  # send buffer bytes left for acknowledgements (as session.py)
+_OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
+_ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
 
+# A filter's entry: [filter, qos, handler, pid, granted].
+_PID = const(3)  # 0: to be sent; >0: its SUBSCRIBE awaits SUBACK; -1: granted on this session
+_GRANTED = const(4)  # the last SUBACK code; -1 before the first
 
-def subscribe(s, filters):
-    """Session s queues SUBSCRIBE for [(filter, qos), ...]; returns its
-    message id. ValueError if a filter could not be restored alone in the
-    send buffer."""
-    for f in filters:
-        if 9 + len(f[0]) > len(s.tx) - _ACK_ROOM:
-            raise ValueError("a %d-byte filter does not fit the %d-byte send buffer"
-                             % (len(f[0]), len(s.tx)))
-    return _queue(s, c.filters().subscribe, filters)
-
-
-def unsubscribe(s, topics):
-    return _queue(s, c.filters().unsubscribe, topics)
-
-
-def _queue(s, encode, items):
-    # The (UN)SUBSCRIBE the shell waits for: its id is s.sub_pid until acked.
-    s.room()
-    pid = s.new_pid()
-    s.t1 = encode(s.tx, pid, items, s.t1)
-    s.sub_pid = pid
-    return pid
+# Error reasons (reasons.py has the words).
+_E_SUBACK_COUNT = const(62)
+_E_ACK_TYPE = const(63)
 
 
 def match(f, t):
@@ -59,101 +45,173 @@ def match(f, t):
 
 
 class Subs:
-    """The filters in force: [filter bytes, qos, handler or None], in the
-    order they were first subscribed.
+    """The filters in force, in the order first subscribed, each with its
+    request state; and the unsubscribes not yet acknowledged.
 
-    A restore sends them again in as many SUBSCRIBE packets as the send
-    buffer needs, a few at a time, and checks every SUBACK: a filter the
-    broker now refuses is reported (refused, the filter stays registered and
-    is tried again on the next new session)."""
+    A filter belongs to the session (its handler gets messages) from the
+    moment subscribe() queues it until its SUBACK refuses it or unsubscribe()
+    removes it. A request survives a lost link: it is sent again on the next
+    one. reconcile() decides at CONNACK: a new session on the broker needs
+    every filter again and has none to unsubscribe; a kept one needs only
+    what was not granted yet. Every refused filter is counted (nrefused, the
+    last in refused)."""
 
     def __init__(self):
         self.list = []
-        self.todo = -1  # index of the next filter to restore, -1: no restore running
-        self._pid = array("H", [0] * _OUT)  # restore packets awaiting SUBACK
-        self._first = array("H", [0] * _OUT)  # their first filter's index
-        self.refused = None  # the last filter a restore found refused (REFUSED)
+        self.gone = []  # [filter, pid, done]: UNSUBSCRIBEs awaiting UNSUBACK
+        self.out = array("H", [0] * _OUT)  # ids of the packets awaiting their ack
+        self.refused = None
+        self.nrefused = 0
 
     def add(self, flt, qos, handler):
-        for s in self.list:
-            if s[0] == flt:
-                s[1] = qos
-                s[2] = handler
-                return
-        self.list.append([flt, qos, handler])
+        for e in self.list:
+            if e[0] == flt:
+                e[1] = qos
+                e[2] = handler
+                e[_PID] = 0
+                return e
+        e = [flt, qos, handler, 0, -1]
+        self.list.append(e)
+        return e
 
     def remove(self, flt):
-        for s in self.list:
-            if s[0] == flt:
-                self.list.remove(s)
-                return
+        for e in self.list:
+            if e[0] == flt:
+                self.list.remove(e)
+                break
+        g = [flt, 0, False]
+        self.gone.append(g)
+        return g
 
     def dispatch(self, topic, msg, retained):
         """Calls the handler of every filter topic matches (the shell does,
         once the engine's state is consistent)."""
-        for s in self.list:
-            if s[2] and match(s[0], topic):
-                s[2](topic, msg, retained)
+        for e in self.list:
+            if e[2] and match(e[0], topic):
+                e[2](topic, msg, retained)
 
     def uses(self, pid):
-        for p in self._pid:
-            if p == pid:
+        for e in self.list:
+            if e[_PID] == pid:
+                return True
+        for g in self.gone:
+            if g[1] == pid:
                 return True
         return False
 
-    def restoring(self):
-        """True until every filter of a restore has its SUBACK."""
-        if self.todo >= 0:
-            return True
-        for p in self._pid:
-            if p:
+    def pending(self):
+        """True while some request has not been acknowledged."""
+        for e in self.list:
+            if e[_PID] >= 0:
                 return True
-        return False
+        return len(self.gone) > 0
 
-    def restart(self):
-        """A new network connection: what was awaiting SUBACK is gone."""
-        self.todo = -1
+    def lost(self):
+        # Requests in flight went with the link: send them again.
         for i in range(_OUT):
-            self._pid[i] = 0
+            self.out[i] = 0
+        for e in self.list:
+            if e[_PID] > 0:
+                e[_PID] = 0
+        for g in self.gone:
+            g[1] = 0
 
-    def restore(self, s):
-        """Queues SUBSCRIBE packets for the filters not restored yet while
-        session s has send room (subscribe() made sure each fits alone)."""
+    def reconcile(self, new):
+        if not new:
+            return
+        for e in self.list:
+            e[_PID] = 0
+        for g in self.gone:  # a new session subscribes to nothing
+            g[2] = True
+        self.gone = []
+
+    def send(self, s):
+        """Queues the requests not sent yet while session s has send room,
+        a few packets at a time (subscribe() made sure each filter fits)."""
+        for g in self.gone:
+            if g[1]:
+                continue
+            slot = _free(self.out)
+            if slot < 0 or s.room() - _ACK_ROOM < 7 + len(g[0]):
+                return
+            g[1] = self.out[slot] = s.new_pid()
+            s.t1 = c.filters().unsubscribe(s.tx, g[1], (g[0],), s.t1)
         lst = self.list
-        while 0 <= self.todo < len(lst):
-            slot = _free(self._pid)
+        i = 0
+        while i < len(lst):
+            slot = _free(self.out)
             if slot < 0:
-                return  # the rest once SUBACKs come back
-            first = self.todo
-            end = first
+                return
+            if lst[i][_PID]:
+                i += 1
+                continue
+            # As many filters still to send as fit one packet.
+            pid = 0
             n = 6  # fixed header (type, up to 3 length bytes) and packet id
             room = s.room() - _ACK_ROOM
-            while end < len(lst) and n + 3 + len(lst[end][0]) <= room:
-                n += 3 + len(lst[end][0])
-                end += 1
-            if end == first:
+            batch = []
+            while i < len(lst):
+                e = lst[i]
+                i += 1
+                if e[_PID]:
+                    continue
+                if n + 3 + len(e[0]) > room:
+                    break
+                if not pid:
+                    pid = s.new_pid()
+                n += 3 + len(e[0])
+                e[_PID] = pid
+                batch.append((e[0], e[1]))
+            if not batch:
                 return  # no room now: the rest once tx drains
-            pid = s.new_pid()
-            s.t1 = c.filters().subscribe(s.tx, pid, [(x[0], x[1]) for x in lst[first:end]], s.t1)
-            self._pid[slot] = pid
-            self._first[slot] = first
-            self.todo = end if end < len(lst) else -1
+            s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
+            self.out[slot] = pid
 
-    def acked(self, pid, codes):
-        """A SUBACK: 0 if it does not answer a restore packet, 1 if it does
-        and all was granted, 2 if some filter was refused (the last such in
-        self.refused)."""
-        for i in range(_OUT):
-            if self._pid[i] == pid:
-                self._pid[i] = 0
-                k = self._first[i]
-                a = 1
-                for j in range(len(codes)):
-                    if codes[j] == c.SUBACK_FAILURE and k + j < len(self.list):
-                        self.refused = self.list[k + j][0]
-                        a = 2
-                return a
-        return 0
+    def acked(self, t, pid, codes):
+        """A SUBACK (codes: its return codes) or UNSUBACK for pid: True if it
+        answers one of our requests. Refused filters leave the list."""
+        slot = -1
+        for k in range(_OUT):
+            if self.out[k] == pid:
+                slot = k
+        if slot < 0:
+            return False
+        self.out[slot] = 0
+        if t == c.UNSUBACK:
+            for g in self.gone:
+                if g[1] == pid:
+                    g[2] = True
+                    self.gone.remove(g)
+                    return True
+            raise MQTTProtocolError(c._why(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK"))
+        self.nrefused = 0
+        j = 0
+        i = 0
+        lst = self.list
+        while i < len(lst):
+            e = lst[i]
+            if e[_PID] != pid:
+                i += 1
+                continue
+            if j >= len(codes):
+                raise MQTTProtocolError(c._why(_E_SUBACK_COUNT, pid, len(codes)))
+            g = codes[j]
+            j += 1
+            if g == c.SUBACK_FAILURE:
+                if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
+                    self.refused = e[0]
+                    self.nrefused += 1
+                e[_GRANTED] = g
+                lst.pop(i)
+                continue
+            e[_GRANTED] = g
+            e[_PID] = -1
+            i += 1
+        if not j:
+            for g in self.gone:
+                if g[1] == pid:
+                    raise MQTTProtocolError(c._why(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK"))
+        return True
 
 
 def _free(a):
