@@ -48,6 +48,24 @@ def feed(s, *packets, now=0):
     return drain(s, now)
 
 
+def grant(s, out=None, limit=100):
+    """Plays a broker that grants every SUBSCRIBE the session sends (out:
+    packets already taken from it), until it sends none; returns the
+    filters granted, in order."""
+    got = []
+    for _ in range(limit):
+        if out is None:
+            out = sent(s)
+        if not out:
+            return got
+        for p in out:
+            assert p[0] == c.SUBSCRIBE, p
+            got += [f for f, q in p[2]]
+            feed(s, (c.SUBACK, p[1], tuple(q for f, q in p[2])))
+        out = None
+    raise AssertionError("the session kept subscribing")
+
+
 def session(now=0, present=False, **kw):
     """A Session that has sent CONNECT and got CONNACK."""
     s = Session(kw.pop("client_id", b"dev"), **kw)

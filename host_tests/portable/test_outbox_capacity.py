@@ -2,7 +2,7 @@
 # refuses (OutboxFull) or drops the oldest unsent messages (counted), per-message
 # expiry (dropped and counted, online or offline, and across a reboot), and the
 # "latest value per topic" mode. What is in flight is never dropped.
-from holdfast.session import Session
+from holdfast.session import Session, CONNECTED
 from drain import drain
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore
@@ -80,7 +80,7 @@ def _connect(s):
     s.start(0)
     s.rx.feed(b"\x20\x02\x00\x00")
     drain(s)
-    assert s.connected
+    assert s.state == CONNECTED
     s.t0 = s.t1 = 0
 
 

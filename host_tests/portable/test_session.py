@@ -1,10 +1,10 @@
 # The sans-I/O session engine, in exact bytes, with a fake clock.
 from holdfast import codec as c
-from holdfast.session import Session
+from holdfast.session import Session, CONNECTED
 from holdfast.subs import match
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
 from holdfast.store import MemoryStore
-from fakebroker import session, sent, feed
+from fakebroker import session, sent, feed, grant
 from support import raises
 
 PUB = c.PUBLISH
@@ -34,7 +34,7 @@ def test_connack_refusals_are_named_with_reasons():
         sent(s)
         e = raises(ConnectError, feed, s, (c.CONNACK, False, code))
         assert e.code == code and reasons[code] in str(e), str(e)
-        assert not s.connected
+        assert s.state != CONNECTED
 
 
 def test_qos0_publish_exact_bytes():
@@ -233,31 +233,41 @@ def test_incoming_pubrel_after_reconnect_gets_pubcomp():
     assert sent(s) == [(c.PUBCOMP, 4)]
 
 
-def test_keepalive_pings_only_when_idle_and_detects_dead_link():
+def test_keepalive_pings_when_nothing_was_sent_or_heard_and_detects_dead_link():
     s = session(keepalive=10)
     s.tick(9999)
     assert sent(s) == []
-    s.publish(b"t", b"x", 0, False, 0)
-    s.sent(s.t1 - s.t0, 5000)  # something was sent at 5 s
     s.tick(10000)
-    assert sent(s) == []
-    s.tick(15000)
-    assert sent(s, 15000) == [(c.PINGREQ,)]
-    s.tick(20000)
+    assert sent(s, 10000) == [(c.PINGREQ,)]  # nothing sent or heard for 10 s
+    s.tick(11000)
     assert sent(s) == []  # one PINGREQ outstanding at a time
-    feed(s, (c.PINGRESP,), now=20000)
-    s.tick(25000)
-    assert sent(s, 25000) == [(c.PINGREQ,)]
-    s.tick(34999)
-    raises(LinkDown, s.tick, 35000)
+    feed(s, (c.PINGRESP,), now=12000)
+    s.publish(b"t", b"x", 0, False, 0)
+    assert sent(s, 15000) == [(PUB, b"t", b"x", 0, False, False, 0)]
+    s.tick(21999)
+    assert sent(s) == []
+    # Sent 7 s ago, but heard nothing for 10 s: a client that only
+    # publishes still finds out whether the broker is there.
+    s.tick(22000)
+    assert sent(s, 22000) == [(c.PINGREQ,)]
+    s.tick(26999)
+    e = raises(LinkDown, s.tick, 27000)  # 1.5 keepalives of silence
+    assert "nothing from the broker for 15000 ms" in str(e), str(e)
+
+
+def subscribed(s, *filters):
+    """Subscribes (filter, qos, handler) each and lets the broker grant them."""
+    for f, q, h in filters:
+        s.subscribe(f, q, h)
+    grant(s)
 
 
 def test_subscriptions_route_to_filter_handlers_and_global_callback():
     s = session()
     seen = []
     s.on_message = lambda t, m: seen.append(("all", t))
-    s.add_sub(b"a/+/temp", 1, lambda t, m, r: seen.append(("temp", t)))
-    s.add_sub(b"a/#", 1, lambda t, m, r: seen.append(("a", t)))
+    subscribed(s, (b"a/+/temp", 1, lambda t, m, r: seen.append(("temp", t))),
+               (b"a/#", 1, lambda t, m, r: seen.append(("a", t))))
     feed(s, (PUB, b"a/x/temp", b"1", 0, False, False, 0), (PUB, b"b", b"2", 0, False, False, 0))
     assert seen == [("temp", b"a/x/temp"), ("a", b"a/x/temp"), ("all", b"a/x/temp"), ("all", b"b")]
 
@@ -275,21 +285,22 @@ def test_topic_filter_matching():
 
 def test_resubscribes_when_broker_has_no_session():
     s = session()
-    s.add_sub(b"a/#", 1, None)
-    s.add_sub(b"b", 2, None)
+    subscribed(s, (b"a/#", 1, None), (b"b", 2, None))
     out = reconnect(s, present=False)
     assert out == [(c.SUBSCRIBE, out[0][1], ((b"a/#", 1), (b"b", 2)))]
     s2 = session()
-    s2.add_sub(b"a/#", 1, None)
+    subscribed(s2, (b"a/#", 1, None))
     assert reconnect(s2, present=True) == []
 
 
-def test_suback_result_is_recorded():
+def test_suback_result_is_recorded_in_the_request_and_a_refused_filter_goes():
     s = session()
-    pid = s.subscribe([(b"a", 2)])
+    e = s.subscribe(b"a", 2)
+    pid = e[3]
     assert sent(s) == [(c.SUBSCRIBE, pid, ((b"a", 2),))]
+    assert e[4] == -1  # no answer yet
     feed(s, (c.SUBACK, pid, (0x80,)))
-    assert s.ack_pid == pid and s.granted == b"\x80"
+    assert e[4] == 0x80 and s.subs.list == []
 
 
 def test_broker_garbage_and_unexpected_packets_are_protocol_errors():

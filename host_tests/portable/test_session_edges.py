@@ -2,10 +2,10 @@
 # session on the broker, packets larger than the buffer, restores that need
 # several packets, one event at a time, and the sticky error state.
 from holdfast import codec as c
-from holdfast.session import Session, MESSAGE
+from holdfast.session import Session, MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
-from fakebroker import session, sent, feed
+from fakebroker import session, sent, feed, grant
 from drain import drain
 from support import raises
 
@@ -101,35 +101,31 @@ def test_restore_splits_filters_across_packets_that_fit():
     s = session(size=128)
     filters = [("sensor/%02d/command/set" % i).encode() for i in range(20)]
     for f in filters:
-        s.add_sub(f, 1, None)
-    out = relink(s, False)
-    restored = []
-    for _ in range(40):
-        if not out:
-            break
-        for p in out:
-            assert p[0] == c.SUBSCRIBE, p
-            restored += [f for f, q in p[2]]
-            feed(s, (c.SUBACK, p[1], tuple(1 for _ in p[2])))
-        out = sent(s)
+        s.subscribe(f, 1)
+    assert grant(s) == filters
+    restored = grant(s, relink(s, False))
     assert restored == filters, restored
-    assert s.connected and s.error is None
+    assert s.state == CONNECTED and s.error is None
 
 
 def test_restore_refusal_is_an_event_and_the_session_stays_up():
     s = session()
-    s.add_sub(b"a", 1, None)
-    s.add_sub(b"b", 1, None)
+    for f in (b"a", b"b", b"c"):
+        s.subscribe(f, 1)
+    grant(s)
     out = relink(s, False)
-    s.rx.feed(bytes((0x90, 4, out[0][1] >> 8, out[0][1] & 255, 1, 0x80)))
+    s.rx.feed(bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
     from holdfast.session import REFUSED
-    assert s.receive(0) == REFUSED and s.subs.refused == b"b"
-    assert s.connected
+    assert s.receive(0) == REFUSED and s.subs.refused == b"c"
+    assert s.subs.nrefused == 2  # each refused filter counts
+    assert s.state == CONNECTED
+    assert [e[0] for e in s.subs.list] == [b"b"]
 
 
 def test_subscribe_refuses_a_filter_that_could_not_be_restored():
     s = session(size=64)
-    raises(ValueError, s.subscribe, [(b"f" * 50, 1)])
+    e = raises(ValueError, s.subscribe, b"f" * 50, 1)
+    assert "takes packets of up to 48 bytes" in str(e), str(e)
     assert sent(s) == []
 
 
@@ -147,7 +143,7 @@ def test_errors_are_sticky_until_a_new_link():
     s = session()
     s.rx.feed(b"\xf0\x00")
     raises(MQTTProtocolError, s.receive, 0)
-    assert not s.connected
+    assert s.state != CONNECTED
     raises(MQTTProtocolError, s.receive, 0)  # still in error: nothing more is handled
     s.start(0)
     assert s.error is None
@@ -156,7 +152,7 @@ def test_errors_are_sticky_until_a_new_link():
 def test_end_of_stream_is_an_explicit_input():
     s = session()
     raises(LinkDown, s.eof)
-    assert not s.connected and isinstance(s.error, LinkDown)
+    assert s.state == FAILED and isinstance(s.error, LinkDown)
     raises(LinkDown, s.receive, 0)
 
 
