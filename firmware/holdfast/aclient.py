@@ -67,9 +67,10 @@ class AsyncClient(Front):
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._run())
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
+        link = self.s.link
         await self._until(self._answered, 0, 2 * self.s.connack_ms)
         try:
-            return self._connect_end()
+            return self._connect_end(link)
         except Exception:
             self._stop()
             raise

@@ -54,9 +54,10 @@ class MQTTClient(Front):
         except LINK_ERRORS as e:
             self._drop(e)
             raise
+        link = self.s.link
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
         self._wait(self._answered, 0, 2 * self.s.connack_ms)
-        return self._connect_end()
+        return self._connect_end(link)
 
     def disconnect(self):
         if self.sock:

@@ -121,10 +121,11 @@ class Front:
         s.connack_ms = timeout_ms or self.timeout_ms
         self._close(OFFLINE)  # a reconnect is wanted from here on, if this one fails
 
-    def _connect_end(self):
+    def _connect_end(self, link):
         # connect()'s outcome once the engine left CONNECTING: the session-
-        # present flag, or the named error the link ended with.
-        if self.s.state != CONNECTED:
+        # present flag if link (or a later one) got CONNACK, even if it was
+        # lost since; else the named error the link ended with.
+        if self.s.acked < link:
             err = self.last_error
             if err is None:
                 err = MQTTTimeout(_why(46, self.s.connack_ms))  # NO_CONNACK

@@ -122,6 +122,7 @@ class Session:
         self.subs = None  # subs.Subs, from the first subscribe()
         self.state = CLOSED
         self.link = 0  # counts links: an acknowledgement belongs to the link it was made on
+        self.acked = 0  # the last link that got CONNACK
         self.session_present = False
         self.error = None
         self.since = 0  # when the state was entered (CONNECTING, CONNECTED)
@@ -242,6 +243,7 @@ class Session:
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
+        self.acked = self.link
         self.since = now
         self.session_present = sp = r.session_present
         # MQTT 3.1 cannot say whether the session was kept, unless clean.

@@ -1,0 +1,241 @@
+# The engine's ledger per packet id and its one reconciliation at CONNACK,
+# its link state and its timers, in exact bytes (issue "Engine, round 2":
+# the defect each test guards is named in its comment).
+from holdfast import codec as c
+from holdfast.session import Session, MESSAGE, CONNECTED, FAILED, CONNECTING, OFFLINE
+from holdfast.store import MemoryStore
+from holdfast.backoff import Backoff
+from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
+from fakebroker import session, sent, feed, grant
+from support import raises
+
+PUB = c.PUBLISH
+
+
+def relink(s, present, now=0):
+    s.lost()
+    s.start(now)
+    sent(s)
+    feed(s, (c.CONNACK, present, 0), now=now)
+    return sent(s)
+
+
+def test_qos2_past_pubrec_goes_out_again_as_publish_when_the_broker_lost_the_session():
+    # Defect 3: a PUBREL to a broker that lost the session gets PUBCOMP for a
+    # message it never had: reported delivered, never arrived.
+    s = session(clean=False)
+    pid = s.publish(b"t", b"x", 2, False, 0)
+    sent(s)
+    feed(s, (c.PUBREC, pid))
+    assert sent(s) == [(c.PUBREL, pid)]
+    assert relink(s, False) == [(PUB, b"t", b"x", 2, False, True, pid)]
+    assert s.republished == 1
+    # The link drops again before PUBREC: still a PUBLISH, even though the
+    # broker now says it kept the (new) session.
+    assert relink(s, True) == [(PUB, b"t", b"x", 2, False, True, pid)]
+    assert s.republished == 2
+    done = []
+    s.on_delivered = done.append
+    feed(s, (c.PUBREC, pid))
+    assert sent(s) == [(c.PUBREL, pid)] and done == []
+    # Past PUBREC on the current session: a kept session resumes with PUBREL.
+    assert relink(s, True) == [(c.PUBREL, pid)]
+    feed(s, (c.PUBCOMP, pid))
+    assert done == [pid] and len(s.store) == 0
+
+
+def test_restore_is_complete_only_when_every_filter_has_its_suback():
+    # Defect 4: a drop in the middle of a restore lost the rest for good once
+    # the next CONNACK said session present.
+    s = session(size=64)
+    filters = [("cmd/%d/set" % i).encode() for i in range(6)]
+    for f in filters:
+        s.subscribe(f, 1)
+    grant(s)
+    out = relink(s, False)
+    first = out[0]
+    feed(s, (c.SUBACK, first[1], tuple(1 for _ in first[2])))
+    granted = [f for f, q in first[2]]
+    assert len(granted) < 6
+    # Link lost with the rest unanswered; the broker kept the new session.
+    rest = grant(s, relink(s, True))
+    assert granted + rest == filters, (granted, rest)
+
+
+def test_two_requests_in_flight_each_get_their_own_answer():
+    # Defect 6: one overwritable "last ack" value served every waiter.
+    s = session()
+    a = s.subscribe(b"a", 1)
+    b = s.subscribe(b"b", 2)
+    out = sent(s)
+    assert [p[0] for p in out] == [c.SUBSCRIBE, c.SUBSCRIBE]
+    feed(s, (c.SUBACK, b[3], (2,)))
+    assert b[4] == 2 and a[4] == -1
+    feed(s, (c.SUBACK, a[3], (0x80,)))
+    assert a[4] == 0x80 and [e[0] for e in s.subs.list] == [b"b"]
+
+
+def test_an_ack_of_the_wrong_kind_is_a_protocol_error():
+    # Defect 6: an UNSUBACK carrying a subscribe's id raised IndexError.
+    s = session()
+    e = s.subscribe(b"a", 1)
+    sent(s)
+    err = raises(MQTTProtocolError, feed, s, (c.UNSUBACK, e[3]))
+    assert "UNSUBACK for message id %d, which awaits SUBACK" % e[3] in str(err), str(err)
+    assert s.state == FAILED
+
+
+def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
+    s = session(clean=False)
+    s.subscribe(b"a", 1)
+    grant(s)
+    g = s.unsubscribe(b"a")
+    out = sent(s)
+    assert out == [(c.UNSUBSCRIBE, g[1], (b"a",))] and not g[2]
+    out = relink(s, True)  # the broker kept the session: ask again
+    assert out == [(c.UNSUBSCRIBE, g[1], (b"a",))]
+    feed(s, (c.UNSUBACK, g[1]))
+    assert g[2] and s.subs.gone == []
+    # A new session has nothing to unsubscribe from.
+    g = s.unsubscribe(b"b")
+    sent(s)
+    assert relink(s, False) == [] and g[2]
+
+
+def test_a_handler_gets_messages_from_the_moment_its_subscribe_is_queued():
+    # Defect 8: a retained message the broker sends before SUBACK reached only
+    # the global callback.
+    s = session()
+    got = []
+    s.subscribe(b"cfg/#", 1, lambda t, m, r: got.append((bytes(t), bytes(m), r)))
+    out = sent(s)
+    feed(s, (PUB, b"cfg/rate", b"10", 1, True, False, 9))
+    assert got == [(b"cfg/rate", b"10", True)]
+    feed(s, (c.SUBACK, out[0][1], (1,)))
+    assert s.subs.list[0][4] == 1
+
+
+def test_an_acknowledgement_belongs_to_the_link_it_was_made_on():
+    # Defect 9: an ack queued after the link was gone was written to a closed
+    # socket (or the next link).
+    for qos in (1, 2):
+        s = session(clean=False)
+        s.rx.feed(bytes(wire_publish(qos, 5)))
+        assert s.receive(0) == MESSAGE
+        s.lost()  # disconnect() from inside the callback, say
+        s.start(0)
+        sent(s)
+        s.handled()
+        assert sent(s) == []
+        if qos == 2:  # the copy the broker sends again is not delivered twice
+            assert s.store.held(5)
+            feed(s, (c.CONNACK, True, 0))
+            got = []
+            s.on_message = lambda t, m: got.append(m)
+            feed(s, (PUB, b"t", b"m", 2, False, True, 5))
+            assert got == [] and sent(s) == [(c.PUBREC, 5)]
+
+
+def wire_publish(qos, pid):
+    b = bytearray(32)
+    n = c.publish(b, b"t", b"m", qos, False, False, pid)
+    return b[:n]
+
+
+def test_subscribe_waits_for_room_instead_of_failing():
+    # Defect 10: a partly full send buffer made subscribe() raise ValueError.
+    s = session(size=64)
+    assert s.publish(b"t", b"x" * 30, 0, False, 0)  # 35 of 48 usable bytes queued
+    e = s.subscribe(b"cmd/#", 1)
+    assert [p[0] for p in sent(s)] == [PUB]  # SUBSCRIBE waits for room
+    s.tick(1)
+    assert sent(s) == [(c.SUBSCRIBE, e[3], ((b"cmd/#", 1),))]
+
+
+def test_too_big_for_the_send_buffer_raises_at_every_qos_and_says_the_usable_room():
+    # Defect 11: QoS 0 was dropped silently, and the words hid the 16 bytes
+    # kept for acknowledgements.
+    for qos in (0, 1, 2):
+        s = session(size=64)
+        e = raises(ValueError, s.publish, b"t", b"x" * 60, qos, False, 0)
+        assert "takes packets of up to 48 bytes, 16 are kept for acknowledgements" in str(e), str(e)
+        assert len(s.store) == 0 and sent(s) == []
+
+
+def test_latest_on_a_full_outbox_drops_nothing_when_the_new_message_is_refused():
+    # Defect 12: the older value was dropped, then OutboxFull raised.
+    s = Session(b"d", store=MemoryStore(size=4096, slots=2))
+    s.publish(b"state", b"1", 1, False, 0)
+    s.publish(b"other", b"2", 1, False, 0)
+    raises(OutboxFull, s.publish, b"state", b"3", 1, False, 0, 0, True)
+    assert len(s.store) == 2 and s.replaced == 0
+    s.store.done(s.store.next(s.store.next(-1)))  # "other" acknowledged: room for one
+    s.publish(b"state", b"4", 1, False, 0, 0, True)
+    assert len(s.store) == 1 and s.replaced == 1
+
+
+def test_a_broker_that_stops_reading_is_a_dead_link_whatever_the_room():
+    # Defect 13: with the send buffer full of acknowledgements, PINGREQ was
+    # never queued and the link stayed "connected" for good.
+    s = session(keepalive=10, size=64)
+    assert s.publish(b"t", b"x" * 40, 0, False, 0)  # the socket takes none of it
+    for t in range(1000, 15000, 1000):
+        feed(s, (PUB, b"t", b"m", 0, False, False, 0), now=t)  # the broker still talks
+        s.tick(t)
+    e = raises(LinkDown, s.tick, 15000)
+    assert "took no bytes for 15000 ms" in str(e), str(e)
+    assert s.state == FAILED
+    # A silent broker with a full send buffer: no room for PINGREQ, still found dead.
+    s = session(keepalive=10, size=64)
+    assert s.publish(b"t", b"x" * 43, 0, False, 0)  # 48 bytes: the most that fits
+    feed(s, (PUB, b"t", b"m", 1, False, False, 3))  # its PUBACK takes 4 of the last 16
+    s.tick(10000)
+    assert s.ping_at < 0  # no room to queue PINGREQ
+    s.tick(14999)
+    e = raises(LinkDown, s.tick, 15000)
+    assert "nothing from the broker for 15000 ms" in str(e), str(e)
+
+
+def test_connack_watchdog_is_the_engines():
+    s = Session(b"d", connack_ms=3000)
+    s.start(100)
+    assert s.state == CONNECTING
+    s.tick(3099)
+    e = raises(MQTTTimeout, s.tick, 3100)
+    assert "no CONNACK within 3000 ms" in str(e) and s.state == FAILED
+    s.lost()
+    assert s.state == OFFLINE and s.error is not None
+    s.start(0)
+    assert s.error is None
+
+
+def test_a_broker_that_closes_instead_of_answering_connect_is_named():
+    # Defect 21: a closed link was reported as a CONNACK timeout.
+    for level, words in ((3, "MQTT 3.1 (MQIsdp, level 3)"), (4, "MQTT 3.1.1 (level 4)")):
+        s = Session(b"d", level=level)
+        s.start(0)
+        e = raises(LinkDown, s.eof)
+        assert "closed the link instead of answering CONNECT" in str(e) and words in str(e), str(e)
+    s = session()
+    e = raises(LinkDown, s.eof)
+    assert str(e) == "connection closed by the broker", str(e)
+
+
+def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
+    # Defects 14 and 15.
+    b = Backoff(1000, 60000, 30000)
+    for i in range(6):
+        b.failed(i)
+    assert b.delay == 32000
+    b.up(100000, 80000)
+    assert b.delay == 32000  # up 20 s: not yet
+    b.up(110000, 80000)
+    assert b.delay == 0
+    b.failed(0)
+    assert b.delay == 1000 and 500 <= b.at <= 1000
+    seen = set()
+    for _ in range(20):
+        b.refused(0)
+        assert 30000 <= b.at <= 60000, b.at
+        seen.add(b.at)
+    assert len(seen) > 1  # a refused fleet does not retry in lockstep
