@@ -158,6 +158,7 @@ class MQTTClient(Front):
         """Waits until every accepted message is acknowledged and every QoS 0
         byte written (for example before a deep sleep). True if so. Either
         way what is still pending is then committed to the outbox's storage."""
+        self._idle()
         done = self._empty(0) or timeout_ms != 0 and self._wait(self._empty, 0, timeout_ms, True)
         return self.s.store.sync() and done
 

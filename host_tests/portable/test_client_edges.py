@@ -1,0 +1,100 @@
+# The blocking client's shell at the edges of issue "Engine, round 2", with
+# a scripted socket and a fake clock (Rig, from test_client_mock).
+from holdfast import codec as c
+from holdfast.errors import MQTTError, LinkDown
+from fakebroker import wire
+from support import raises
+from test_client_mock import Rig, CONNACK
+
+MSG1 = wire((c.PUBLISH, b"cmd", b"go", 1, False, False, 4))
+
+
+def test_calls_that_wait_refuse_inside_a_callback_before_any_side_effect():
+    # Defect 7: subscribe() sent SUBSCRIBE and then raised; connect() replaced
+    # the live link.
+    with Rig([CONNACK, MSG1]) as rig:
+        cl = rig.client()
+        cl.connect()
+        rig.socks[0].take()
+        errors = []
+
+        def cb(t, m):
+            for call in (lambda: cl.subscribe(b"x", 1), lambda: cl.unsubscribe(b"x"),
+                         lambda: cl.connect(), lambda: cl.flush(100)):
+                try:
+                    call()
+                except MQTTError as e:
+                    errors.append(str(e))
+
+        cl.set_callback(cb)
+        cl.check_msg()
+        assert len(errors) == 4 and all("not from inside a callback" in e for e in errors), errors
+        assert len(rig.socks) == 1 and cl.isconnected()
+        assert rig.socks[0].take() == [(c.PUBACK, 4)]  # nothing else went out
+        assert cl.s.subs is None
+
+
+def test_disconnect_inside_a_callback_leaves_a_working_client():
+    # Defect 9: the ack was queued after the link was gone, and the next
+    # check_msg() raised AttributeError.
+    with Rig([CONNACK, MSG1]) as rig:
+        cl = rig.client()
+        cl.connect()
+        cl.set_callback(lambda t, m: cl.disconnect())
+        cl.check_msg()
+        assert not cl.isconnected()
+        cl.check_msg()
+        assert rig.socks[0].take()[-1] == (c.DISCONNECT,)  # no PUBACK after it
+
+
+def test_wait_msg_raises_linkdown_when_no_link_can_come():
+    # Defect 16: wait_msg() spun forever after disconnect(), or with
+    # reconnect=False once the link was lost.
+    with Rig([CONNACK]) as rig:
+        cl = rig.client()
+        cl.connect()
+        cl.disconnect()
+        e = raises(LinkDown, cl.wait_msg)
+        assert "disconnect()" in str(e), str(e)
+    with Rig([CONNACK]) as rig:
+        cl = rig.client(reconnect=False)
+        cl.connect()
+        rig.socks[0].eof = True
+        e = raises(LinkDown, cl.wait_msg)
+        assert "connection closed by the broker" in str(e), str(e)
+        assert cl.links == 1
+
+
+def test_a_reset_before_connack_says_the_port_may_expect_tls():
+    class Reset(Rig):
+        def opener(self, host, port, timeout_ms, tls=None):
+            s = Rig.opener(self, host, port, timeout_ms, tls)
+
+            def boom(buf, n=None):
+                raise OSError(104, "ECONNRESET")
+            s.readinto = s.recv_into = boom
+            return s
+
+    with Reset([]) as rig:
+        cl = rig.client(reconnect=False)
+        e = raises(LinkDown, cl.connect)
+        assert "before CONNACK" in str(e) and "may expect TLS" in str(e), str(e)
+
+
+def test_a_qos0_message_waits_for_room_and_is_sent():
+    # Defect 11: QoS 0 messages larger than 64 bytes were dropped without
+    # waiting when the send buffer was busy.
+    with Rig([CONNACK]) as rig:
+        cl = rig.client(size=256)
+        cl.connect()
+        rig.socks[0].write_limit = 0  # the socket takes nothing for now
+        cl.publish(b"t", b"a" * 150)
+
+        def later(*a):
+            rig.socks[0].write_limit = None  # the socket drains while we wait
+            return True
+        cl.poller.wait = later
+        cl.publish(b"t", b"b" * 150)
+        cl.check_msg()
+        got = [p[2] for p in rig.socks[0].take() if p[0] == c.PUBLISH]
+        assert got == [b"a" * 150, b"b" * 150] and cl.dropped_qos0 == 0, (len(got), cl.dropped_qos0)
