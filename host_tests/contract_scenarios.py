@@ -261,6 +261,44 @@ async def task_restart(S, host, port):
     return r
 
 
+async def refused_at_once(S, host, port):
+    # Defect 18: the asyncio client answered a refusal only after timeout_ms.
+    # With ten minutes of timeout, a client that waits it out never prints.
+    cl = S("dev", host, port, timeout_ms=600000)
+    try:
+        await cl.connect()
+        r = {"raised": None}
+    except Exception as e:
+        r = {"raised": type(e).__name__, "code": getattr(e, "code", None), "words": str(e)}
+    r["links"] = cl.c.links
+    return r
+
+
+async def closed_at_connect(S, host, port):
+    # Defect 21: a broker that closes instead of answering CONNECT (as one
+    # that does not speak MQTT 3.1 may) is named, not a CONNACK timeout.
+    cl = S("dev", host, port, timeout_ms=600000, level=3)
+    try:
+        await cl.connect()
+        return {"raised": None}
+    except Exception as e:
+        return {"raised": type(e).__name__, "words": str(e)}
+
+
+async def connect_twice(S, host, port):
+    # Defect 17: a second connect() while connected left the asyncio reader
+    # parked on the old socket, timed out, and stopped the client.
+    cl = S("dev", host, port, timeout_ms=5000)
+    await cl.connect()
+    await cl.connect()
+    pid = await cl.publish("after", "second-link", False, 1)
+    ok = await cl.flush(5000)
+    r = counters(cl.c)
+    r.update(pid=pid, flushed=ok)
+    await cl.disconnect()
+    return r
+
+
 def main():
     shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     S = Blocking if shell == "blocking" else Async

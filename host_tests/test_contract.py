@@ -161,7 +161,7 @@ def test_unanswered_keepalive_drops_the_link_and_reconnects(runtime, shell):
     r, b = play(runtime, shell, "keepalive_drop", silent, stay)
     assert any(p[0] == c.PINGREQ for p in b.conns[0].got), b.conns[0].got
     assert r["links"] >= 2 and r["connected"], r
-    assert "no answer" in r["last_error"], r
+    assert "nothing from the broker" in r["last_error"], r  # 1.5 keepalives of silence
 
 
 @both
@@ -258,3 +258,39 @@ def test_connect_restarts_a_background_task_that_ended(runtime):
 
     r, b = play(runtime, "async", "task_restart", hold, cut, stay)
     assert r["ended"] and r["links"] == 3 and r["connected"], r
+
+
+@both
+def test_a_refusal_is_answered_at_once_not_after_the_timeout(runtime, shell):
+    def refuse(conn):
+        conn.expect(c.CONNECT)
+        conn.send((c.CONNACK, False, 5))
+
+    r, b = play(runtime, shell, "refused_at_once", refuse)
+    assert r["raised"] == "ConnectError" and r["code"] == 5, r
+    assert "not authorized" in r["words"], r
+
+
+@both
+def test_a_broker_closing_instead_of_answering_connect_is_named(runtime, shell):
+    def close(conn):
+        conn.expect(c.CONNECT)  # then the link closes
+
+    r, b = play(runtime, shell, "closed_at_connect", close)
+    assert r["raised"] == "LinkDown", r
+    assert "closed the link instead of answering CONNECT" in r["words"] and "MQIsdp" in r["words"], r
+
+
+@both
+def test_a_second_connect_while_connected_makes_a_working_link(runtime, shell):
+    def first(conn):
+        connack(conn)
+        conn.idle(2)
+
+    def second(conn):
+        connack(conn)
+        conn.serve()
+
+    r, b = play(runtime, shell, "connect_twice", first, second)
+    assert r["links"] == 2 and r["flushed"] and r["connected"], r
+    assert [p[0] for p in b.conns[1].got if p[0] == c.PUBLISH] == [c.PUBLISH], b.conns[1].got

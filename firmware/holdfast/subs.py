@@ -99,7 +99,7 @@ class Subs:
                 return True
         return False
 
-    def pending(self):
+    def restoring(self):
         """True while some request has not been acknowledged."""
         for e in self.list:
             if e[_PID] >= 0:
