@@ -61,7 +61,7 @@ class FileStore(Log):
     calls (tests inject faults).
     limit: most bytes of pending records (0: only the filesystem's room).
     Counters: corrupt (records skipped by the scan), foreign (segments of a
-    newer format, left alone), unsaved, lost, bytes_written.
+    newer format, left alone), unsaved, lost, bytes_written, held_evicted.
     """
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,

@@ -33,7 +33,7 @@ class FlashStore(Log):
     start, blocks: use only this range of the device's blocks.
     held: inbound QoS 2 ids kept (32; store.Held says why).
     Counters: corrupt, foreign, bytes_written (bytes handed to writeblocks),
-    erases.
+    erases, unsaved (held ids kept in RAM only: no room), held_evicted.
     """
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
