@@ -124,17 +124,22 @@ def _traffic(st, n):
 
 
 def test_order_survives_compaction_copies_and_a_reopen():
-    # Held id 1 sits in an older unit than 2, 3 and 4; message traffic then
-    # makes a compaction copy 1's record past theirs (on flash, once the
-    # ring is down to its reserve block; in files, when a segment starts).
+    # Held ids 1 and 2 sit in an older unit than 3 and 4, and 2 in the table
+    # entry before 1's; message traffic then makes a compaction copy 1 and 2
+    # past 3 and 4 (on flash, once the ring is down to its reserve block; in
+    # files, when a segment starts), in table order: 2 before 1.
     s = Stores()
     for kind in ("file", "flash"):
         kw = {"segment_bytes": 256, "compact": 2} if kind == "file" else {}
         st = s.fresh(kind, held=4, **kw)
+        st.hold(9)
         st.hold(1)
-        keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps 1's unit in use meanwhile
-        _traffic(st, 10)  # more than a unit: 2, 3 and 4 go into a newer one
-        for pid in (2, 3, 4):
+        st.drop(9)
+        st.hold(2)  # takes 9's entry, the first
+        assert st._hfind(2) < st._hfind(1), kind
+        keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps their unit in use meanwhile
+        _traffic(st, 10)  # more than a unit: 3 and 4 go into a newer one
+        for pid in (3, 4):
             st.hold(pid)
         st.done(keep)
         i = st._hfind(1)
