@@ -57,13 +57,14 @@ class FileStore(Log):
     hold() hold in RAM only (counted in unsaved).
 
     slots: most messages pending at once (OutboxFull beyond), as MemoryStore.
-    held: inbound QoS 2 ids kept. fs: filesystem calls (tests inject faults).
+    held: inbound QoS 2 ids kept (32; store.Held says why). fs: filesystem
+    calls (tests inject faults).
     limit: most bytes of pending records (0: only the filesystem's room).
     Counters: corrupt (records skipped by the scan), foreign (segments of a
-    newer format, left alone), unsaved, lost, bytes_written.
+    newer format, left alone), unsaved, lost, bytes_written, held_evicted.
     """
 
-    def __init__(self, dir, segment_bytes=4096, slots=32, held=16, sync_done=True, compact=4,
+    def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
         Log.__init__(self, slots, held, limit)
         self.group = group
@@ -215,7 +216,7 @@ class FileStore(Log):
                 a[1] += (REC + self._size[i] + 3) & ~3
         for i in range(len(self._hpid)):
             if self._hpid[i]:
-                a = self._live[self._hunit[i]]
+                a = self._live[self._hat[i]]
                 a[0] += 1
                 a[1] += REC
         # Keep appending to the newest segment if it ended cleanly.
@@ -241,13 +242,11 @@ class FileStore(Log):
                     self._st[i] |= S_REL
         else:
             for i in range(len(holds)):
-                if holds[i][0] == pid:
+                if holds[i][1] == pid:
                     holds.pop(i)
                     break
             if t == H:
-                holds.append([pid, seg, pos])
-                if len(holds) > len(self._hpid):
-                    holds.pop(0)
+                holds.append([seq, pid, seg])
 
     # -- writing -----------------------------------------------------------------
 
@@ -516,52 +515,36 @@ class FileStore(Log):
         f.readinto(memoryview(buf)[off:off + n])
         return off + n
 
-    def hold(self, pid):
-        if self._hfind(pid) >= 0:
-            return
-        i = self._hslot()
-        if self._hpid[i] and not self._drop(i):  # the table is full: forget the oldest
-            self.unsaved += 1  # in RAM only: its record stays until its segment goes
-            a = self._live.get(self._hunit[i])
-            if a:
-                a[0] -= 1
-                a[1] -= REC
-        p = self._mark(H, 0, pid, True)
-        self._hpid[i] = pid
-        self._hunit[i] = self._wseg if p >= 0 else -1  # -1: in RAM only (filesystem full)
-        self._hoff[i] = p
-        if p >= 0:
-            a = self._live[self._wseg]
-            a[0] += 1
-            a[1] += REC
-        else:
+    def _hsave(self, i, pid, order):
+        p = self._mark(H, order, pid, True)
+        if p < 0:
+            self._hat[i] = -1  # in RAM only: the filesystem is full
             self.unsaved += 1
+            return
+        self._hat[i] = self._wseg
+        a = self._live[self._wseg]
+        a[0] += 1
+        a[1] += REC
 
-    def drop(self, pid):
-        i = self._hfind(pid)
-        if i >= 0 and not self._drop(i):
-            raise OutboxFull("outbox full: no room on the filesystem to record that inbound"
-                             " message %d is complete" % pid)
-
-    def _drop(self, i):
-        """Forgets held id i, durably; False (and still held) if there is no room."""
-        seg = self._hunit[i]
-        pid = self._hpid[i]
-        if seg >= 0:
-            a = self._live[seg]
-            if a[0] == 1 and seg == self._segs[0] and len(self._segs) > 1:
-                a[0] = 0
-                a[1] -= REC
-                self._reclaim()  # deleting the segment is the record
-            elif self._mark(X, 0, pid, True) < 0:
-                return False
-            else:
-                a = self._live.get(self._hunit[i])  # (a compaction may have moved it)
-                if a:
-                    a[0] -= 1
-                    a[1] -= REC
-        self._hpid[i] = 0
-        return True
+    def _unhold(self, i, strict):
+        seg = self._hat[i]
+        if seg < 0:
+            return
+        a = self._live[seg]
+        if a[0] == 1 and seg == self._segs[0] and len(self._segs) > 1:
+            a[0] = 0
+            a[1] -= REC
+            self._reclaim()  # deleting the segment is the record
+            return
+        if self._mark(X, 0, self._hpid[i], True) < 0:
+            if strict:
+                raise OutboxFull("outbox full: no room on the filesystem to record that inbound"
+                                 " message %d is complete" % self._hpid[i])
+            self.unsaved += 1  # in RAM only: its H record lives until its segment goes
+        a = self._live.get(self._hat[i])  # (writing may have compacted it elsewhere)
+        if a:
+            a[0] -= 1
+            a[1] -= REC
 
     # -- space ---------------------------------------------------------------------
 
@@ -619,8 +602,8 @@ class FileStore(Log):
                 moves.append((s, p, rec))
                 p += rec
         for i in range(len(self._hpid)):
-            if self._hpid[i] and self._hunit[i] == old:
-                self._marker(H, 0, self._hpid[i])
+            if self._hpid[i] and self._hat[i] == old:
+                self._marker(H, self._hord[i], self._hpid[i])
                 self._w(self.mb)
                 moves.append((-1 - i, p, REC))
                 p += REC
@@ -632,8 +615,7 @@ class FileStore(Log):
                 self._unit[s] = self._wseg
                 self._off[s] = p
             else:
-                self._hunit[-1 - s] = self._wseg
-                self._hoff[-1 - s] = p
+                self._hat[-1 - s] = self._wseg
             w[0] += 1
             w[1] += rec
         a[0] = 0

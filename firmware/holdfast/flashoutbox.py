@@ -31,11 +31,12 @@ class FlashStore(Log):
     rp2.Flash (the Pico SDK programs whole 256-byte pages): writes are then
     padded with 0xFF, which leaves programmed bytes as they are.
     start, blocks: use only this range of the device's blocks.
+    held: inbound QoS 2 ids kept (32; store.Held says why).
     Counters: corrupt, foreign, bytes_written (bytes handed to writeblocks),
-    erases.
+    erases, unsaved (held ids kept in RAM only: no room), held_evicted.
     """
 
-    def __init__(self, bdev, slots=32, held=16, prog=1, start=0, blocks=0, limit=0):
+    def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
         Log.__init__(self, slots, held, limit)
         self.dev = bdev
         self.bs = bdev.ioctl(5, 0)
@@ -49,7 +50,6 @@ class FlashStore(Log):
         self.erases = 0
         n = self.n
         self._bst = bytearray(n)
-        self._bseq = array("i", [0] * n)
         self._lcnt = array("H", [0] * n)
         self._lbytes = array("i", [0] * n)
         self._head = -1  # block being written
@@ -111,7 +111,6 @@ class FlashStore(Log):
                 self.foreign += 1
                 continue
             self._bst[b] = _USED
-            self._bseq[b] = u[1]
             used.append((u[1], b, u[2]))
         # A block whose header is damaged but holds valid records is read as
         # the oldest part of the log.
@@ -124,7 +123,6 @@ class FlashStore(Log):
             if self._any:
                 self.corrupt += 1
                 self._bst[b] = _USED
-                self._bseq[b] = -1
                 used.append((-1, b, 0))
         used.sort()
         holds = []
@@ -149,8 +147,9 @@ class FlashStore(Log):
                 self._lbytes[u] += (REC + self._size[i] + 3) & ~3
         for i in range(len(self._hpid)):
             if self._hpid[i]:
-                self._lcnt[self._hunit[i]] += 1
-                self._lbytes[self._hunit[i]] += REC
+                b = self._hat[i] // bs
+                self._lcnt[b] += 1
+                self._lbytes[b] += REC
         # Copies left behind by a compaction cut short: mark them done so
         # they cannot come back once their newer copy is gone.
         for b, p in stale:
@@ -173,15 +172,14 @@ class FlashStore(Log):
             if not done:
                 self._scanned(seq, blk, pos, flags, blen, pid, rel)
         elif t == H:
+            bs = self.bs
             for i in range(len(holds)):
-                if holds[i][0] == pid:
-                    e = holds.pop(i)
-                    stale.append((e[1], e[2]))
+                if holds[i][1] == pid:
+                    at = holds.pop(i)[2]
+                    stale.append((at // bs, at % bs))  # an older copy of this hold
                     break
             if not done:
-                holds.append([pid, blk, pos])
-                if len(holds) > len(self._hpid):
-                    holds.pop(0)
+                holds.append([seq, pid, blk * bs + pos])
 
     # -- space -------------------------------------------------------------------
 
@@ -202,15 +200,14 @@ class FlashStore(Log):
         self._wp = self.bs
         self._prog(b, 0, self._uv)
         self._bst[b] = _USED
-        self._bseq[b] = seq
         self._lcnt[b] = 0
         self._lbytes[b] = 0
         self._wp = UNIT
 
-    def _advance(self, need, last=False):
-        """A head block with room for need more bytes. last: the reserve
-        block may be taken (a held id: acknowledgements need no room, so the
-        store still drains)."""
+    def _advance(self, need):
+        """A head block with room for need more bytes. Every record, a held
+        id's too, leaves the reserve block for a compaction: taken by a
+        record, it would leave put() no way to make room."""
         n = self.n
         first = -1
         count = 0
@@ -221,7 +218,7 @@ class FlashStore(Log):
                 count += 1
                 if first < 0:
                     first = b
-        if count >= 2 or (last and count):
+        if count >= 2:
             self._take(first)
             return
         if count == 1:
@@ -267,10 +264,10 @@ class FlashStore(Log):
                 self._off[s] = p
                 self._lcnt[b] += 1
                 self._lbytes[b] += rec
+        bs = self.bs
         for i in range(len(self._hpid)):
-            if self._hpid[i] and self._hunit[i] == v:
-                self._hunit[i] = b
-                self._hoff[i] = self._append(H, 0, self._hpid[i])
+            if self._hpid[i] and self._hat[i] // bs == v:
+                self._hat[i] = b * bs + self._append(H, self._hord[i], self._hpid[i])
                 self._lcnt[b] += 1
                 self._lbytes[b] += REC
         self._lcnt[v] = 0
@@ -279,7 +276,7 @@ class FlashStore(Log):
     def _append(self, t, seq, pid):
         """Programs a record without body at the head; returns its offset."""
         if self._wp + REC > self.bs:
-            self._advance(REC, t == H)
+            self._advance(REC)
         self._marker(t, seq, pid)
         p = self._wp
         self._wp = self.bs  # if programming fails, nothing more goes in this block
@@ -339,34 +336,22 @@ class FlashStore(Log):
         self._rd(self._unit[s], self._off[s] + REC, memoryview(buf)[off:off + n])
         return off + n
 
-    def hold(self, pid):
-        if self._hfind(pid) >= 0:
-            return
-        i = self._hslot()
-        if self._hpid[i]:
-            self._drop(i)  # the table is full: forget the oldest, durably
+    def _hsave(self, i, pid, order):
         try:
-            p = self._append(H, 0, pid)
-            b = self._head
-            self._lcnt[b] += 1
-            self._lbytes[b] += REC
+            p = self._append(H, order, pid)
         except OutboxFull:
-            p = b = -1  # kept in RAM only
+            self._hat[i] = -1  # in RAM only: no room
             self.unsaved += 1
-        self._hpid[i] = pid
-        self._hunit[i] = b
-        self._hoff[i] = p
-
-    def drop(self, pid):
-        i = self._hfind(pid)
-        if i >= 0:
-            self._drop(i)
-
-    def _drop(self, i):
-        b = self._hunit[i]
-        self._hpid[i] = 0
-        if b < 0:
             return
-        self._lcnt[b] -= 1
-        self._lbytes[b] -= REC
-        self._prog(b, self._hoff[i] + 11, self._zero)
+        b = self._head
+        self._hat[i] = b * self.bs + p
+        self._lcnt[b] += 1
+        self._lbytes[b] += REC
+
+    def _unhold(self, i, strict):
+        at = self._hat[i]
+        if at >= 0:
+            b = at // self.bs
+            self._lcnt[b] -= 1
+            self._lbytes[b] -= REC
+            self._prog(b, at - b * self.bs + 11, self._zero)

@@ -6,6 +6,7 @@ import struct
 from array import array
 from .compat import const
 from .errors import OutboxFull
+from .store import Held
 
 
 def crc32_soft(data, crc=0):
@@ -79,22 +80,23 @@ def vote(b):
     return n < 4
 
 
-class Log:
+class Log(Held):
     """The part of the MemoryStore interface that lives in RAM, for the
     persistent stores; subclasses write the log. Pending messages sit in
     arrays sorted by key (puts append; a binary search finds a key): unit
     (segment number or block), offset of the record, packet size, pid, state.
-    Up to `slots` messages may be pending, however far apart their keys."""
+    Up to `slots` messages may be pending, however far apart their keys.
+    Held inbound ids: the table of Held, plus where each one's H record is
+    (_hat: the subclass's position, -1 if in RAM only); an H record's seq is
+    its hold number, so the oldest stays oldest across copies and reboots."""
 
     def __init__(self, slots, held, limit):
+        Held.__init__(self, held)
+        self._hat = array("i", [0] * held)
         self._alloc(slots)
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
-        self._hpid = array("H", [0] * held)
-        self._hunit = array("i", [0] * held)
-        self._hoff = array("i", [0] * held)
-        self._hnext = 0
         self.hb = bytearray(24)  # record header + PUBLISH fixed header + topic length
         self._hv = [memoryview(self.hb)[0:n] for n in (20, 21, 22, 23)]
         self.mb = bytearray(REC)  # marker / hold records
@@ -240,21 +242,6 @@ class Log:
             if st[i] and p[i] == pid:
                 return True
         return False
-
-    def forget_held(self):
-        for pid in self._hpid:
-            if pid:
-                self.drop(pid)
-
-    def held(self, pid):
-        return self._hfind(pid) >= 0
-
-    def _hfind(self, pid):
-        h = self._hpid
-        for i in range(len(h)):
-            if h[i] == pid:
-                return i
-        return -1
 
     def tick(self, now):
         """Time passes (ms): a store that groups its commits may commit now."""
@@ -403,16 +390,6 @@ class Log:
         """A segment / block header in self._uv (self.buf[0:20])."""
         struct.pack_into(_UFMT, self.buf, 0, MAGIC, VERSION, kind, 0, seq, base, 0)
         struct.pack_into("<I", self.buf, 16, crc32(self._v16))
-
-    def _hslot(self):
-        """A free held-table slot, or the one to evict (its pid stays set)."""
-        h = self._hpid
-        for i in range(len(h)):
-            if not h[i]:
-                return i
-        i = self._hnext
-        self._hnext = (i + 1) % len(h)
-        return i
 
     # -- recovery ----------------------------------------------------------------
 
@@ -568,15 +545,22 @@ class Log:
         self._count = c
 
     def _held(self, holds, last):
-        """After the scan: the held inbound ids it found, [[pid, unit, off],
-        ...] in log order (the newest len(self._hpid) of them), and the last key."""
+        """After the scan: the held inbound ids it found, [[hold number, pid,
+        position], ...] in log order, and the last key. A table smaller than
+        what the log holds (reopened with a smaller held) keeps the newest,
+        and counts the others in held_evicted."""
         self.tail = last + 1
-        h = self._hpid
-        n = len(h)
-        holds = holds[-n:] if len(holds) > n else holds
+        while len(holds) > len(self._hpid):
+            j = 0
+            for k in range(1, len(holds)):
+                if holds[k][0] < holds[j][0]:
+                    j = k
+            holds.pop(j)
+            self.held_evicted += 1
         for i in range(len(holds)):
-            e = holds[i]
-            h[i] = e[0]
-            self._hunit[i] = e[1]
-            self._hoff[i] = e[2]
-        self._hnext = len(holds) % n
+            n, pid, at = holds[i]
+            self._hpid[i] = pid
+            self._hord[i] = n
+            self._hat[i] = at
+            if n >= self._hnext:
+                self._hnext = n + 1

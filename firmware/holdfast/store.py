@@ -15,7 +15,79 @@ _E_FULL_SLOTS = const(57)
 _E_FULL_BYTES = const(58)
 
 
-class MemoryStore:
+class Held:
+    """The inbound QoS 2 ids held between PUBREC and PUBREL [MQTT-4.3.3-2],
+    kept the same way by every store; a persistent one also records them
+    (_hsave, _unhold).
+
+    An id forgotten before its PUBREL lets a copy the broker re-sends (DUP)
+    through as a new message, so the table must hold as many ids as the
+    broker can have QoS 2 messages in flight to this client. mosquitto's
+    default max_inflight_messages is 20: the default of 32 covers it with
+    room. Set max_inflight_messages <= held on the broker, or raise held.
+    A free entry is used first; when the table is full anyway, the oldest id
+    (the first held) goes, never silently: held_evicted counts each one.
+    """
+
+    def __init__(self, n):
+        if n < 1:
+            raise ValueError("held=%d: the table of inbound QoS 2 ids needs at least 1 entry" % n)
+        self._hpid = array("H", [0] * n)  # 0: a free entry
+        self._hord = array("I", [0] * n)  # when it was held: smaller is older
+        self._hnext = 1  # the next hold's number (grows with every hold, as keys do)
+        self.held_evicted = 0
+
+    def held(self, pid):
+        return self._hfind(pid) >= 0
+
+    def _hfind(self, pid):
+        h = self._hpid
+        for i in range(len(h)):
+            if h[i] == pid:
+                return i
+        return -1
+
+    def hold(self, pid):
+        if self._hfind(pid) >= 0:
+            return
+        i = self._hfind(0)
+        if i < 0:
+            o = self._hord
+            i = 0
+            for j in range(1, len(o)):
+                if o[j] < o[i]:
+                    i = j
+            self._unhold(i, False)
+            self._hpid[i] = 0
+            self.held_evicted += 1
+        n = self._hnext
+        self._hnext = n + 1
+        self._hsave(i, pid, n)
+        self._hpid[i] = pid
+        self._hord[i] = n
+
+    def drop(self, pid):
+        i = self._hfind(pid)
+        if i >= 0:
+            self._unhold(i, True)
+            self._hpid[i] = 0
+
+    def forget_held(self):
+        h = self._hpid
+        for i in range(len(h)):
+            if h[i]:
+                self._unhold(i, False)
+                h[i] = 0
+
+    def _hsave(self, i, pid, order):
+        """Records that entry i holds pid (in RAM only here)."""
+
+    def _unhold(self, i, strict):
+        """Records that entry i's id goes. strict (a drop): OutboxFull if
+        that cannot be recorded, so the broker repeats its PUBREL."""
+
+
+class MemoryStore(Held):
     """Outbox interface, shared by every backend.
 
     Keys are integers that grow with every put(); order of keys is the order
@@ -36,13 +108,16 @@ class MemoryStore:
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
-        hold(pid), held(pid), drop(pid)   inbound QoS 2 ids awaiting PUBREL
+        hold(pid), held(pid), drop(pid), forget_held()   inbound QoS 2 ids
+                            awaiting PUBREL (class Held; held_evicted counts
+                            the ids a full table forgot)
         tick(now)           time passes (ms): a store that groups commits may commit
         sync() -> bool      make everything written durable now
         __len__()           pending messages
     """
 
-    def __init__(self, size=4096, slots=32, held=16):
+    def __init__(self, size=4096, slots=32, held=32):
+        Held.__init__(self, held)
         self.ring = bytearray(size)
         self.mv = memoryview(self.ring)
         self.slots = slots
@@ -57,8 +132,6 @@ class MemoryStore:
         # not the whole table: capacity counts what is pending.
         self.head = 0  # oldest pending key (tail when none)
         self.tail = 0  # next put() gets this key or the next one with a free slot
-        self._held = array("H", [0] * held)
-        self._hold_next = 0
 
     def __len__(self):
         n = 0
@@ -185,31 +258,3 @@ class MemoryStore:
             if self._state[s] and self._pid[s] == pid:
                 return True
         return False
-
-    def hold(self, pid):
-        # A free entry first, as every store does; a full table forgets the
-        # oldest id: beyond that many concurrent inbound QoS 2 flows, a
-        # re-sent duplicate could be delivered again.
-        if self.held(pid):
-            return
-        for i in range(len(self._held)):
-            if not self._held[i]:
-                self._held[i] = pid
-                return
-        self._held[self._hold_next] = pid
-        self._hold_next = (self._hold_next + 1) % len(self._held)
-
-    def held(self, pid):
-        for i in range(len(self._held)):
-            if self._held[i] == pid:
-                return True
-        return False
-
-    def forget_held(self):
-        for i in range(len(self._held)):
-            self._held[i] = 0
-
-    def drop(self, pid):
-        for i in range(len(self._held)):
-            if self._held[i] == pid:
-                self._held[i] = 0
