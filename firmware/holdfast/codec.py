@@ -53,9 +53,13 @@ _E_RL0 = const(31)
 _E_CONNACK_FLAGS = const(32)
 _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
+_E_TOO_LARGE = const(37)
 
 # Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
 _FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
+# The remaining length each packet type fixes, by type (255: it varies):
+# CONNACK and the acks carry 2 bytes, PINGREQ, PINGRESP and DISCONNECT none.
+_RL = bytes((255, 255, 2, 255, 2, 2, 2, 2, 255, 255, 255, 2, 0, 0, 0, 255))
 
 
 def _why(code, *args):
@@ -284,18 +288,17 @@ class Reader:
     the buffer); take packets out with next(), which returns the packet type,
     or 0 when the next packet is not complete yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
-    the next call. A packet bigger than the buffer raises PacketTooLarge and is
+    the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
     skipped whole, so the stream stays in step; any other MQTTProtocolError
-    means the stream cannot be trusted any more.
+    (a length that runs past its packet, any other packet type bigger than the
+    buffer or than its type allows, ...) means the stream cannot be trusted
+    any more: the link must go, and reset() before the next one.
     """
 
     def __init__(self, size=1024, level=4):
         self.buf = bytearray(size)
         self.mv = memoryview(self.buf)
         self.level = level
-        self.start = 0
-        self.end = 0
-        self.skip = 0
         self.type = 0
         self.flags = 0
         self.pid = 0
@@ -305,10 +308,15 @@ class Reader:
         self.session_present = False
         self._body = 0
         self._body_end = 0
-        # An oversize packet being skipped: (type, length, qos), and for a
-        # QoS 1/2 PUBLISH the bytes still to pass before its packet id, which
-        # it must be acknowledged with (-1: no id awaited).
-        self._big = None
+        self.reset()
+
+    def reset(self):
+        """Forgets the stream, a packet half skipped too: a new connection."""
+        self.start = self.end = self.skip = 0
+        # An oversize PUBLISH being skipped: its length (0: none), and for
+        # QoS 1/2 the bytes still to pass before its packet id, which it must
+        # be acknowledged with (-1: no id awaited). Its flags are in flags.
+        self._big = 0
         self._pid_at = -1
 
     def tail(self):
@@ -396,15 +404,20 @@ class Reader:
             shift += 7
             if shift == 28:
                 self._err(_E_FIFTH)
+        # What the type fixes is checked before its body is awaited: a 256 MB
+        # PUBACK is refused at once, neither waited for nor skipped.
+        n = _RL[type]
+        if n != 255 and rl != n:
+            self._err(_E_RL0 if not n else _E_RL2, type, rl)
         total = i - s + rl
         if total > len(b):
-            qos = (flags >> 1) & 3 if type == PUBLISH else 0
-            if qos and end < i + 2:
+            # Only a PUBLISH can be skipped (and acknowledged): anything else
+            # this large is no packet a broker sends this client.
+            if type != PUBLISH:
+                self._err(_E_TOO_LARGE, type, total, len(b))
+            if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            self._big = (type, total, qos)
-            self.skip = total
-            self._pid_at = i + 2 + self._u16(i) - s if qos else -1
-            return inbound().skip_big(self)
+            return inbound().big(self, flags, i, total)
         if end - s < total:
             return 0
         self.start = s + total
@@ -412,23 +425,16 @@ class Reader:
         self.flags = flags
         self._body = i
         self._body_end = s + total
-        self._parse(type, flags, i, s + total, rl)
+        self._parse(type, flags, i, s + total)
         return type
 
-    def _parse(self, type, flags, i, end, rl):
+    def _parse(self, type, flags, i, end):
         b = self.buf
         if type == PUBLISH:
             inbound().parse_publish(self, flags, i, end)
         elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP or type == UNSUBACK:
-            if rl != 2:
-                self._err(_E_RL2, type, rl)
             self.pid = self._pid(i)
-        elif type == PINGREQ or type == PINGRESP or type == DISCONNECT:
-            if rl:
-                self._err(_E_RL0, type, rl)
         elif type == CONNACK:
-            if rl != 2:
-                self._err(_E_RL2, type, rl)
             if b[i] & 0xFE and self.level == 4:
                 self._err(_E_CONNACK_FLAGS)
             if b[i + 1] > 5:
@@ -436,8 +442,8 @@ class Reader:
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
         elif type == SUBACK:
-            filters().parse_suback(self, i, end, rl)
-        else:
+            filters().parse_suback(self, i, end, end - i)
+        elif type != PINGREQ and type != PINGRESP and type != DISCONNECT:
             self._from_client(type, i, end)
 
     def _from_client(self, type, i, end):

@@ -40,8 +40,26 @@ def parse_publish(r, flags, i, end):
     r.payload = r.mv[j:end]
 
 
+def big(r, flags, i, total):
+    """Reader r's PUBLISH starting at buf[r.start], body at i, is total bytes,
+    more than the buffer: its topic length must leave room for the topic
+    and the packet id inside it, or the skip would run past it."""
+    end = r.start + total
+    j = r._string(i, end, "PUBLISH topic")
+    if j == i + 2:
+        r._err(_E_PUB_EMPTY)
+    r.type = c.PUBLISH
+    r.flags = flags
+    if flags & 6:
+        if j + 2 > end:
+            r._err(_E_PUB_PID_PAST)
+        r._pid_at = j - r.start
+    r._big = r.skip = total
+    return skip_big(r)
+
+
 def skip_big(r):
-    """Passes over reader r's oversize packet up to its packet id, whatever
+    """Passes over reader r's oversize PUBLISH up to its packet id, whatever
     the read sizes, then raises PacketTooLarge; r.next() discards the rest
     as it arrives."""
     if r._pid_at >= 0:
@@ -51,16 +69,17 @@ def skip_big(r):
         r._pid_at -= k
         if r._pid_at or r.end - r.start < 2:
             return 0
-        pid = r._u16(r.start)
+        pid = r._pid(r.start)
         r._pid_at = -1
     else:
         pid = 0
-    type, total, qos = r._big
-    r._big = None
+    total = r._big
+    r._big = 0
     k = min(r.skip, r.end - r.start)
     r.start += k
     r.skip -= k
-    raise PacketTooLarge(c._why(_E_TOO_LARGE, type, total, len(r.buf)), type, total, pid, qos)
+    raise PacketTooLarge(c._why(_E_TOO_LARGE, c.PUBLISH, total, len(r.buf)), c.PUBLISH, total, pid,
+                         (r.flags >> 1) & 3)
 
 
 # -- the session's part: session s -------------------------------------------

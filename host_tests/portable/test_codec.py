@@ -44,13 +44,15 @@ def test_remaining_length_edges_decode():
     for n, lb in ((127, b"\x7f"), (128, b"\x80\x01")):
         p = one(b"\x30" + lb + b"\x00\x01t" + b"p" * (n - 3), size=256)
         assert len(p[2]) == n - 3
-    # Longer packets: the Reader reads the announced length before any body
-    # arrives and refuses it with the decoded total, so the length field is
-    # proven right without a megabyte buffer.
+    # Longer packets: the Reader reads the announced length and the topic
+    # length before the rest arrives and refuses it with the decoded total,
+    # so the length field is proven right without a megabyte buffer.
     for n, lb in ((16383, b"\xff\x7f"), (16384, b"\x80\x80\x01"), (2097151, b"\xff\xff\x7f"),
                   (2097152, b"\x80\x80\x80\x01"), (268435455, b"\xff\xff\xff\x7f")):
         r = c.Reader(64)
         r.feed(b"\x30" + lb)
+        assert r.next() == 0  # no topic length yet
+        r.feed(b"\x00\x01")
         e = raises(PacketTooLarge, r.next)
         assert e.length == n + 1 + len(lb), (n, e.length)
 

@@ -96,3 +96,115 @@ def test_publish_header_then_payload_matches_publish():
     i = c.publish_header(BUF, b"s/t", 3, 1, False, False, 9)
     BUF[i:i + 3] = b"abc"
     assert bytes(BUF[:i + 3]) == whole
+
+
+# -- every length checked against the packet it sits in ----------------------
+
+PUBACK3 = b"\x40\x02\x00\x03"
+
+
+def run(data, size=64, step=None):
+    """Feeds data step bytes at a time (all that fits if None) and calls
+    next() until it is used up or a protocol error other than PacketTooLarge
+    comes. Returns (packets and (PacketTooLarge, length, pid, qos) tuples,
+    that error or None); the Reader's offsets stay in its buffer throughout."""
+    r = c.Reader(size)
+    out = []
+    i = 0
+    for _ in range(2 * len(data) + 4):  # each round takes a byte or a packet
+        if i < len(data):
+            i += r.feed(data[i:i + step] if step else data[i:])
+        try:
+            t = r.next()
+        except PacketTooLarge as e:
+            out.append((PacketTooLarge, e.length, e.pid, e.qos))
+            t = -1
+        except MQTTProtocolError as e:
+            # Sticky: the next call neither resumes mid-stream nor fails otherwise.
+            assert str(raises(MQTTProtocolError, r.next)) == str(e)
+            return out, str(e)
+        finally:
+            assert 0 <= r.start <= r.end <= size and r.skip >= 0, (r.start, r.end, r.skip)
+        if t > 0:
+            out.append((t, r.pid))
+        elif not t and i >= len(data):
+            return out, None
+    raise AssertionError("the Reader stopped taking bytes at %d of %d" % (i, len(data)))
+
+
+def hostile(data, want, steps=(None, 1, 2, 3, 7)):
+    """data must end in a protocol error with want in its words, whatever
+    the read sizes, and nothing before it."""
+    for step in steps:
+        out, why = run(data, step=step)
+        assert out == [] and why and want in why, (data[:8], step, out, why)
+
+
+def test_oversize_publish_whose_topic_runs_past_its_end_is_refused():
+    # A 102-byte QoS 1 PUBLISH (remaining length 100) into 64 bytes, its
+    # topic length 4096: the skip must not run past the packet (it drove
+    # start and skip negative, swallowed what followed, and every later
+    # call raised IndexError).
+    hostile(b"\x32\x64\x10\x00" + b"x" * 98 + PUBACK3 * 30,
+            "PUBLISH topic: string length 4096 runs past the packet")
+    # Whatever the QoS: a QoS 0 one is skipped by its remaining length, but
+    # its topic must still fit inside it.
+    hostile(b"\x30\x64\x00\x63" + b"x" * 98 + PUBACK3, "string length 99 runs past")
+
+
+def test_oversize_publish_packet_id_must_sit_inside_it():
+    # Remaining length 100: a 97-byte topic leaves 1 byte for the packet id,
+    # which would be read from the next packet's first byte.
+    hostile(b"\x32\x64\x00\x61" + b"t" * 97 + b"\x01" + PUBACK3,
+            "PUBLISH message id runs past the packet")
+    hostile(b"\x34\x64\x00\x60" + b"t" * 96 + b"\x00\x00" + PUBACK3, "PUBLISH with message id 0")
+    hostile(b"\x32\x64\x00\x00" + b"\x00\x07" + b"z" * 96 + PUBACK3, "PUBLISH with an empty topic")
+    # One byte less topic and the id fits exactly: skipped, acknowledged
+    # with the id from its last two bytes, and the stream stays in step.
+    for step in (None, 1, 2, 3, 7):
+        assert run(b"\x34\x64\x00\x60" + b"t" * 96 + b"\x01\x02" + PUBACK3, step=step) == \
+            ([(PacketTooLarge, 102, 258, 2), (c.PUBACK, 3)], None), step
+        assert run(b"\x30\x64\x00\x62" + b"t" * 98 + PUBACK3, step=step) == \
+            ([(PacketTooLarge, 102, 0, 0), (c.PUBACK, 3)], None), step
+
+
+def test_only_a_publish_may_be_larger_than_the_buffer():
+    # 268,435,455 bytes announced: refused as soon as the length is read,
+    # never skipped (256 MB of stream thrown away on a live link).
+    for first, want in ((0x20, "CONNACK remaining length is 268435455, must be 2"),
+                        (0x40, "PUBACK remaining length is 268435455, must be 2"),
+                        (0x50, "PUBREC remaining length is 268435455, must be 2"),
+                        (0x62, "PUBREL remaining length is 268435455, must be 2"),
+                        (0x70, "PUBCOMP remaining length is 268435455, must be 2"),
+                        (0xb0, "UNSUBACK remaining length is 268435455, must be 2"),
+                        (0xd0, "PINGRESP remaining length is 268435455, must be 0"),
+                        (0x90, "SUBACK of 268435460 bytes is larger than the 64-byte receive buffer"),
+                        (0x10, "CONNECT of 268435460 bytes is larger than the 64-byte")):
+        hostile(bytes((first,)) + b"\xff\xff\xff\x7f" + PUBACK3 * 20, want)
+    # A SUBACK (at most what the buffer holds) one byte too long for it.
+    hostile(b"\x90\x3f\x00\x01" + b"\x00" * 61, "SUBACK of 65 bytes is larger than the 64-byte")
+    assert run(b"\x90\x3e\x00\x01" + b"\x01" * 60, step=1) == ([(c.SUBACK, 1)], None)
+
+
+def test_a_length_the_type_fixes_is_refused_before_the_body_arrives():
+    for data, want in ((b"\x40\x03", "PUBACK remaining length is 3"),
+                       (b"\x20\x80\x01", "CONNACK remaining length is 128"),
+                       (b"\xd0\x01", "PINGRESP remaining length is 1, must be 0")):
+        r = c.Reader(64)
+        for k in range(len(data) - 1):
+            r.feed(data[k:k + 1])
+            assert r.next() == 0, data
+        r.feed(data[-1:])
+        assert want in str(raises(MQTTProtocolError, r.next)), data
+
+
+def test_reset_forgets_a_publish_half_skipped():
+    # The link dropped while an oversize QoS 1 PUBLISH was being passed
+    # over, its packet id not there yet: the next link's first bytes are
+    # its own packets, not the rest of that one.
+    r = c.Reader(64)
+    r.feed(b"\x32\x64\x00\x50" + b"t" * 40)
+    assert r.next() == 0 and r.skip
+    r.reset()
+    r.feed(b"\x20\x02\x00\x00")
+    assert r.next() == c.CONNACK and (r.start, r.end, r.skip) == (4, 4, 0)
