@@ -4,7 +4,7 @@ from holdfast import codec as c
 from holdfast.errors import MQTTError, LinkDown
 from fakebroker import wire
 from support import raises
-from test_client_mock import Rig, CONNACK
+from rig import Rig, CONNACK
 
 MSG1 = wire((c.PUBLISH, b"cmd", b"go", 1, False, False, 4))
 
