@@ -45,9 +45,11 @@ class AsyncClient(Front):
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
-                 views=False, timeout_ms=10000, backoff_ms=(1000, 60000), when_full="refuse"):
+                 views=False, timeout_ms=10000, reconnect=True, backoff_ms=(1000, 60000),
+                 when_full="refuse"):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
                        level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
+        self.reconnect = reconnect
         self.progress = asyncio.Event()
         self.task = None
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)
@@ -108,6 +110,13 @@ class AsyncClient(Front):
         done = self._empty(0) or timeout_ms != 0 and await self._until(
             self._empty, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.s.store.sync() and done
+
+    async def ping(self):
+        """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
+        come within the keepalive (30 s with keepalive=0) drops the link."""
+        self._need_link()
+        self.s.ping(ticks_ms())
+        self._write()
 
     async def disconnect(self):
         if self.sock is not None:
@@ -205,8 +214,8 @@ class AsyncClient(Front):
     async def _read(self):
         if self.sock is None:
             now = ticks_ms()
-            if self.s.state != OFFLINE:
-                await _sleep_ms(100)  # closed: connect() starts again
+            if self.s.state != OFFLINE or not self.reconnect:
+                await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
                 return
             if not self.backoff.due(now):
                 await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
