@@ -92,6 +92,8 @@ class Front:
         # seven properties.
         if name in _SESSION_VIEWS:
             return getattr(self.s, name)
+        if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
+            return self.s.store.held_evicted
         raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):

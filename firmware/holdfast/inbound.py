@@ -114,10 +114,7 @@ def handled(s):
     it, say), so the copy the broker sends again is not delivered twice."""
     qos = s.qos
     if qos == 2:
-        try:
-            s.store.hold(s._mpid)
-        except OutboxFull:
-            return  # not held, so no PUBREC: the broker re-sends (may deliver twice)
+        s.store.hold(s._mpid)  # never fails: a full table evicts its oldest, counted
     if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
         return
     s._ack(c.PUBACK if qos == 1 else c.PUBREC, s._mpid)
