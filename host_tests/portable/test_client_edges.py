@@ -98,3 +98,14 @@ def test_a_qos0_message_waits_for_room_and_is_sent():
         cl.check_msg()
         got = [p[2] for p in rig.socks[0].take() if p[0] == c.PUBLISH]
         assert got == [b"a" * 150, b"b" * 150] and cl.dropped_qos0 == 0, (len(got), cl.dropped_qos0)
+
+
+def test_the_client_counts_held_ids_its_outbox_had_to_forget():
+    from holdfast.store import MemoryStore
+    q2 = wire((c.PUBLISH, b"t", b"a", 2, False, False, 1), (c.PUBLISH, b"t", b"b", 2, False, False, 2))
+    with Rig([CONNACK, q2]) as rig:
+        cl = rig.client(outbox=MemoryStore(held=1))
+        cl.connect()
+        cl.check_msg()
+        assert cl.held_evicted == 1
+        assert [p for p in rig.socks[0].take() if p[0] == c.PUBREC] == [(c.PUBREC, 1), (c.PUBREC, 2)]
