@@ -81,11 +81,9 @@ class AsyncClient(Front):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.s
         if not qos:
-            q = self._publish0(topic, msg, retain)
-            if q is False:
-                if not self._busy:
-                    await self._until(self._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
-                self._publish0_late(topic, msg, retain, not self._busy)
+            if not self._publish0(topic, msg, retain, self._busy):
+                await self._until(self._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
+                self._publish0(topic, msg, retain, True)
             self._write()
             return None
         if not self._busy and not self._window_open(0):

@@ -88,11 +88,9 @@ class MQTTClient(Front):
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
-            q = self._publish0(topic, msg, retain)
-            if q is False:
-                if not self._busy:
-                    self._wait(self._room_for, len(topic) + len(msg) + 5, None)
-                self._publish0_late(topic, msg, retain, not self._busy)
+            if not self._publish0(topic, msg, retain, self._busy):
+                self._wait(self._room_for, len(topic) + len(msg) + 5, None)
+                self._publish0(topic, msg, retain, True)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)
             return None

@@ -138,29 +138,25 @@ class Front:
     def _answered(self, _):
         return self.s.state != CONNECTING
 
-    def _publish0(self, topic, msg, retain):
-        # A QoS 0 message: True once queued, None when dropped (offline),
-        # False when tx has no room now (the caller may wait for room).
+    def _publish0(self, topic, msg, retain, last):
+        # A QoS 0 message: True once queued or dropped (offline; or, on the
+        # last try, no room in the send buffer), False when the caller may
+        # wait for room and try again.
         s = self.s
-        if s.state != CONNECTED:
-            s.fits(len(topic) + len(msg) + 5)
-            self.dropped_qos0 += 1
-            return None
-        return s.publish(topic, msg, 0, retain, ticks_ms())
+        if s.state == CONNECTED and s.publish(topic, msg, 0, retain, ticks_ms()):
+            return True
+        n = len(topic) + len(msg) + 5
+        s.fits(n)
+        if s.state == CONNECTED and not last:
+            return False
+        self.dropped_qos0 += 1
+        if s.state == CONNECTED and not self._busy:
+            self.last_error = MQTTTimeout(_why(_E_NO_ROOM, n, self.timeout_ms))
+        return True
 
     def _room_for(self, n):
         s = self.s
         return s.state != CONNECTED or s.room() - ACK_ROOM >= n
-
-    def _publish0_late(self, topic, msg, retain, waited):
-        # After the wait for room: queued, or dropped and counted.
-        s = self.s
-        if s.state == CONNECTED and s.publish(topic, msg, 0, retain, ticks_ms()):
-            return True
-        self.dropped_qos0 += 1
-        if waited and s.state == CONNECTED:
-            self.last_error = MQTTTimeout(_why(_E_NO_ROOM, len(topic) + len(msg) + 5, self.timeout_ms))
-        return False
 
     def _window_open(self, _):
         s = self.s
