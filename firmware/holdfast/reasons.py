@@ -65,6 +65,11 @@ TEXT = (
     'no TCP connection to %s:%d within %d ms',  # NO_TCP
     'outbox full: %d messages pending',  # store: FULL_SLOTS
     'outbox full: no room for a %d-byte message in %d bytes (%d messages pending)',  # FULL_BYTES
+    'cannot resolve the host name %r (port %d): check the name and the network, or give an IP address (%s)',  # net: NO_HOST
+    'connection to %s:%d refused: nothing listens on that port; is the broker running, is it its port?',  # 60 REFUSED
+    'no connection to %s:%d (%s)',  # NO_ROUTE
+    'the link closed before CONNACK (%s): the port may expect TLS (ssl=True)',  # MAYBE_TLS
+    'the broker closed the link instead of answering CONNECT: it may not speak MQTT 3.1 (MQIsdp) / the protocol level asked for (level=%d)',  # NOT_LEVEL
 )
 
 # ConnectError's reason, by CONNACK return code.
