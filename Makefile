@@ -99,7 +99,8 @@ deploy: $(STAMP)
 	  $(if $(MPY_OPT),-O $(MPY_OPT))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
-# in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).
+# in the foreground, its REPL on socket://127.0.0.1:REPL_PORT and on a pty
+# (`mpremote connect /dev/pts/N repl`; both printed at start).
 FLASH ?= build/emulated/flash
 emulate: $(STAMP)
 	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
