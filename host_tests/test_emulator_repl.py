@@ -93,3 +93,18 @@ def test_mpremote_repl_on_the_serial_pty(board):
     t.type(b"\x1d")
     assert t.wait() == 0, t.screen
     assert board.running
+
+
+def test_mpremote_exec_and_fs_on_the_serial_pty(board, tmp_path):
+    # mpremote's raw REPL (a soft reset first, then raw-paste) over the pty.
+    src = tmp_path / "hello.py"
+    src.write_text("print('hello from the flash')\n")
+    for args, expect in (
+            (["exec", "print(sum(range(10)))"], "45"),
+            (["fs", "cp", str(src), ":hello.py"], "cp "),
+            (["resume", "exec", "import hello"], "hello from the flash")):
+        p = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.tty] + args,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=BOUND)
+        assert p.returncode == 0 and expect in p.stdout, (args, p.stdout, p.stderr)
+    assert os.path.exists(os.path.join(board.flash, "hello.py"))

@@ -207,10 +207,21 @@ class _Bridge:
             except OSError:
                 self._drop_client()
         if self.serial_open:
+            self._write_serial(data)
+
+    def _write_serial(self, data):
+        # A reader that keeps up gets every byte (mpremote's raw REPL needs
+        # them all); one that stops reading for a second loses the rest, as
+        # on a serial line, rather than stalling the board.
+        while data:
             try:
-                os.write(self.serial, data)
-            except OSError:  # full (nobody reads: dropped, as on a serial line) or closed
+                data = data[os.write(self.serial, data):]
+            except BlockingIOError:
+                if not select.select([], [self.serial], [], 1.0)[1]:
+                    return
+            except OSError:  # EIO: the program closed it
                 self._serial_check()
+                return
 
     def _drop_client(self):
         self.raw = False
