@@ -112,6 +112,7 @@ class Program:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join()  # it ends at the end of the output; only then close it
         self.proc.stdout.close()
 
 
