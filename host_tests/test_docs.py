@@ -1,13 +1,15 @@
 """Every example in README.md and docs/*.md runs as written and finishes;
 every import and command they (and tools/**/README.md) name exists.
 
-- ```python blocks run, one process each, under CPython, against the
-  private mosquitto. The examples name their broker "broker.local" or
-  "broker.example" on MQTT's port (1883, 8883 with TLS); the block runs
-  after a prelude that resolves those names to the private mosquitto's
-  host and port (socket.getaddrinfo, which holdfast calls on every
-  connect), as a hosts-file entry and a port forward would. Nothing else in
-  the block is changed. It must exit with status 0 by itself.
+- ```python blocks run, one process each, under CPython and under the
+  MicroPython unix port, against the private mosquitto. The examples name
+  their broker "broker.local" or "broker.example" on MQTT's port (1883,
+  8883 with TLS); those names resolve to the private mosquitto's host and
+  port, as a hosts-file entry and a port forward would: holdfast calls
+  socket.getaddrinfo on every connect, and the test wraps it (CPython: a
+  prelude before the block; MicroPython: a socket.py first on MICROPYPATH,
+  over the built-in usocket). Nothing in the block is changed. It must
+  exit with status 0 by itself.
 - A block that cannot run here (board only, needs a TLS broker...) carries
   the line `<!-- example not run: <why> -->` right above its fence. Its
   import lines are still imported (board modules apart: esp32, machine,
@@ -96,6 +98,17 @@ def python_blocks():
     return [b for p in DOCS for b in blocks(p) if b.lang in ("python", "py")]
 
 
+MP_SOCKET = """\
+# The examples' broker is the test's private mosquitto (test_docs.py).
+from usocket import *
+import usocket as _socket
+def getaddrinfo(host, port, *args):
+    if host in %(names)r and port in (1883, 8883):
+        host, port = %(host)r, %(port)d
+    return _socket.getaddrinfo(host, port, *args)
+"""
+MICROPYTHON = os.path.join(os.path.dirname(sys.executable), "micropython")
+
 PRELUDE = """\
 import socket, sys
 sys.path.insert(0, %(firmware)r)
@@ -145,26 +158,37 @@ def skipped_list(request):
         counts.append("Doc examples not run (%d): %s" % (len(skipped), "; ".join(skipped)))
 
 
+@pytest.mark.parametrize("runtime", ["cpython", "micropython"])
 @pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.where)
-def test_python_example(block, mosquitto, tmp_path, skipped_list):
+def test_python_example(block, runtime, mosquitto, tmp_path, skipped_list):
     if block.not_run:
-        bad = failing_imports(imports_of(block.text))
-        assert not bad, "%s: imports that fail: %s" % (block.where, bad)
-        skipped_list.append("%s (%s)" % (block.where, block.not_run))
+        if runtime == "cpython":
+            bad = failing_imports(imports_of(block.text))
+            assert not bad, "%s: imports that fail: %s" % (block.where, bad)
+            skipped_list.append("%s (%s)" % (block.where, block.not_run))
         pytest.skip("not run: %s (imports checked)" % block.not_run)
-    prelude = PRELUDE % {"firmware": FIRMWARE, "names": BROKER_NAMES,
-                         "host": mosquitto.host, "port": mosquitto.port}
+    broker = {"firmware": FIRMWARE, "names": BROKER_NAMES,
+              "host": mosquitto.host, "port": mosquitto.port}
     script = tmp_path / "example.py"
-    script.write_text(prelude + block.text)
+    env = dict(os.environ)
+    if runtime == "cpython":
+        script.write_text(PRELUDE % broker + block.text)
+        cmd = [sys.executable, str(script)]
+    else:
+        script.write_text(block.text)
+        (tmp_path / "shim").mkdir()
+        (tmp_path / "shim" / "socket.py").write_text(MP_SOCKET % broker)
+        env["MICROPYPATH"] = "%s:%s:.frozen" % (tmp_path / "shim", FIRMWARE)
+        cmd = [MICROPYTHON, str(script)]
     try:
-        p = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path),
+        p = subprocess.run(cmd, cwd=str(tmp_path), env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            timeout=BOUND)
     except subprocess.TimeoutExpired as e:
         pytest.fail("%s did not finish within %d s; output:\n%s" % (block.where, BOUND, e.stdout))
     assert p.returncode == 0, "%s exited with %d:\n%s%s" % (block.where, p.returncode,
                                                            p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr, "%s:\n%s" % (block.where, p.stderr)
+    assert "Traceback" not in p.stdout + p.stderr, "%s:\n%s%s" % (block.where, p.stdout, p.stderr)
 
 
 def test_every_python_block_is_run_or_says_why():
