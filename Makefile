@@ -99,7 +99,8 @@ deploy: $(STAMP)
 	  $(if $(MPY_OPT),-O $(MPY_OPT))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
-# in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).
+# in the foreground, its REPL on socket://127.0.0.1:REPL_PORT and on a pty
+# (`mpremote connect /dev/pts/N repl`; both printed at start).
 FLASH ?= build/emulated/flash
 emulate: $(STAMP)
 	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
@@ -130,3 +131,28 @@ typecheck: $(STAMP)
 # minute, then the PySpark pipeline and its report (build/demo/report.md).
 demo: setup
 	$(TOOL) fleet.demo
+
+# -- your own script, and this list ------------------------------------------
+.PHONY: run help
+
+# make run SCRIPT=my.py [ARGS="..."]: my.py on the MicroPython unix port with
+# holdfast importable. MICROPYPATH replaces sys.path, so .frozen (asyncio)
+# is listed again.
+run: $(STAMP)
+	@test -n "$(SCRIPT)" || { echo "usage: make run SCRIPT=my.py [ARGS=\"...\"]" >&2; exit 2; }
+	MICROPYPATH=firmware:.frozen $(VENV)/bin/micropython $(SCRIPT) $(ARGS)
+
+help:
+	@echo "make setup       .venv with every host tool; mosquitto, Java (PySpark) and Node/npm (32-bit MicroPython) via apt-get when missing"
+	@echo "make test        the whole suite, on CPython, the MicroPython unix port and the 32-bit WebAssembly port"
+	@echo "make run SCRIPT=my.py [ARGS=...]   your script on the MicroPython unix port, holdfast importable"
+	@echo "make bench [BENCH_ARGS=--quick|--only client|--docs]   the side-by-side figures (docs/bench.md)"
+	@echo "make demo        mosquitto, collector, 5 emulated boards under faults, then the PySpark report"
+	@echo "make deploy BOARD=esp32|rp2040|unix PORT=...   compile to .mpy and copy to a board with mpremote"
+	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
+	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"
+	@echo "make clean       remove build/ and the caches"
+	@echo "make mosquitto   install the mosquitto broker if missing (part of setup)"
+	@echo "make java        install a Java runtime if missing (part of setup)"
+	@echo "make wasm        install Node/npm if missing and the 32-bit MicroPython port (part of setup)"
+	@echo "make help        this list"

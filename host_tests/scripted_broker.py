@@ -114,6 +114,9 @@ class ScriptedBroker:
         self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.srv.bind(("127.0.0.1", 0))
         self.srv.listen(8)
+        # accept() wakes up this often to see done; the socket is closed
+        # only once the thread is over (close()).
+        self.srv.settimeout(0.1)
         self.port = self.srv.getsockname()[1]
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -122,7 +125,6 @@ class ScriptedBroker:
     def _serve(self):
         threads = []
         while not self.done.is_set():
-            self.srv.settimeout(0.1)
             try:
                 s, _ = self.srv.accept()
             except socket.timeout:
@@ -152,8 +154,8 @@ class ScriptedBroker:
 
     def close(self):
         self.done.set()
+        self.thread.join()  # within 0.1 s, plus the scripts' own bounds
         self.srv.close()
-        self.thread.join(10)
 
 
 def connack(conn, present=False):

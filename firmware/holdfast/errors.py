@@ -1,8 +1,22 @@
 # Every failure a user can hit has a name and its cause in words.
+#
+# Two families, as in umqtt: what the broker or the client said about MQTT
+# (refused, malformed, outbox full, TLS set-up) derives from MQTTError;
+# a lost or unreachable link is an OSError (LinkDown, MQTTTimeout,
+# Unreachable, and the socket's own), so a umqtt.robust-style loop that
+# catches OSError to reconnect keeps working. No class can be both:
+# MicroPython refuses a class with OSError and another exception class as
+# bases ("multiple bases have instance lay-out conflict"). Everything:
+# except (OSError, MQTTError).
 
 
 class MQTTError(Exception):
-    """Base of every holdfast error."""
+    """Base of the errors about MQTT itself (not of the link errors)."""
+
+
+# umqtt.simple's name for its errors (CONNACK refused, SUBACK 0x80): the
+# same base, so `from holdfast import MQTTClient, MQTTException` ports as is.
+MQTTException = MQTTError
 
 
 class MQTTProtocolError(MQTTError):
@@ -37,12 +51,20 @@ class OutboxFull(MQTTError):
     """The outbox has no room for another message; publish() stored nothing."""
 
 
-class MQTTTimeout(MQTTError):
-    """An operation did not complete within its time bound."""
+class MQTTTimeout(OSError):
+    """An operation did not complete within its time bound (an OSError, as
+    a socket timeout is)."""
 
 
-class LinkDown(MQTTError):
+class LinkDown(OSError):
     """The connection to the broker is lost or was found dead."""
+
+
+class Unreachable(OSError):
+    """The broker could not be reached: its name did not resolve, or the TCP
+    connect failed (refused, no route, timed out). args: the runtime's errno
+    when it gave a number (ECONNREFUSED is 111), then host:port and the
+    cause in words."""
 
 
 class TLSError(MQTTError):

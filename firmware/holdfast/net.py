@@ -5,6 +5,7 @@ import socket
 import select
 from .compat import const
 from .codec import _why
+from .errors import Unreachable
 
 _MP = hasattr(socket.socket, "readinto")
 _IPPROTO_TCP = const(6)
@@ -13,7 +14,12 @@ _WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
 _EALREADY = (114, 37)  # a connect under way: Linux and lwIP, BSD
 _EISCONN = (106, 56)  # Linux and lwIP, BSD
 _ETIMEDOUT = const(110)
-_E_NO_TCP = const(56)  # reasons.py has the words
+_ECONNREFUSED = const(111)
+# Error reasons (reasons.py has the words).
+_E_NO_TCP = const(56)
+_E_NO_HOST = const(67)
+_E_REFUSED = const(68)
+_E_NO_ROUTE = const(69)
 
 
 def _blocked(e):
@@ -27,7 +33,12 @@ class Connector:
     (getaddrinfo) happens here and does block: no port offers it otherwise."""
 
     def __init__(self, host, port):
-        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        self.host = host
+        self.port = port
+        try:
+            ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        except OSError as e:
+            raise _unreachable(_E_NO_HOST, e, host, port)
         self.addr = ai[-1]
         s = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
         try:
@@ -53,7 +64,8 @@ class Connector:
             if _blocked(e) or e.args and e.args[0] in _EALREADY:
                 return False
             self.close()
-            raise
+            raise _unreachable(_E_REFUSED if e.args and e.args[0] == _ECONNREFUSED else _E_NO_ROUTE,
+                               e, self.host, self.port)
         return True
 
     def step(self):
@@ -81,8 +93,16 @@ def open_socket(host, port, timeout_ms, tls=None):
     finally:
         c.close()
     if s is None:
-        raise OSError(_ETIMEDOUT, _why(_E_NO_TCP, host, port, timeout_ms))
+        raise Unreachable(_ETIMEDOUT, _why(_E_NO_TCP, host, port, timeout_ms))
     return tls.secure(s, host, timeout_ms) if tls else s
+
+
+def _unreachable(reason, e, host, port):
+    # The runtime's errno stays in args[0] for code that checks it; a name
+    # that did not resolve has none on MicroPython ("[addrinfo error -2]").
+    n = e.args[0] if e.args else None
+    words = _why(reason, host, port) if reason == _E_REFUSED else _why(reason, host, port, e)
+    return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 
 def read_into(s, buf):

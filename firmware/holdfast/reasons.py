@@ -73,6 +73,9 @@ TEXT = (
     'connection reset before CONNACK (%s): the port may expect TLS (ssl=True), or the broker refused the client',  # 64 front: RESET_AT_CONNECT
     'not connected: connect() was not called, or disconnect() was',  # NOT_STARTED
     'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
+    'cannot resolve the host name %r (port %d): check the name and the network, or give an IP address (%s)',  # 67 net: NO_HOST
+    'connection to %s:%d refused: nothing listens on that port; is the broker running, is it its port?',  # REFUSED
+    'no connection to %s:%d (%s)',  # NO_ROUTE
 )
 
 # ConnectError's reason, by CONNACK return code.

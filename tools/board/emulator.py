@@ -1,11 +1,16 @@
 """An emulated board: the MicroPython unix port with its own flash, and its
-REPL served on a loopback TCP port so the real mpremote can drive it.
+REPL served on a loopback TCP port and on a pseudo-terminal (its "USB
+serial") so the real mpremote can drive it.
 
     PYTHONPATH=tools python -m board.emulator FLASH_DIR [--port N] [--run] [--heap 256k]
                                               [--uid HEX] [--console FILE] [--port-file FILE]
 
+    mpremote connect /dev/pts/M repl            # the path is printed at start; ctrl-] leaves
     mpremote connect socket://127.0.0.1:N resume exec "import os; print(os.listdir())"
     mpremote connect socket://127.0.0.1:N resume fs cp main.py :main.py
+
+mpremote's `repl` needs the pseudo-terminal: its console waits on the
+serial port's file descriptor, which a socket:// connection does not have.
 
 What the board sees:
 
@@ -33,14 +38,18 @@ returns without --run's REPL), the emulator exits with its status.
 
 Console output goes to stdout (or --console FILE, appended) and, while an
 mpremote (or any TCP client) is connected, to it as well; what the board says
-in the raw REPL (mpremote's protocol) goes to the client only. One client at a
-time; a new connection replaces the old one.
+in the raw REPL (mpremote's protocol) goes to the client only. One TCP client
+at a time; a new connection replaces the old one. The pseudo-terminal is
+served beside it, as a board's USB serial port is: while a program has it
+open, it gets the board's output and its input goes to the board; while
+none has, the output is not kept for it (as on a serial line).
 
 From Python (tests, the fleet tool), `Emulator` runs this as a separate
 process:
 
     with Emulator(flash_dir, run=True) as emu:
         emu.url         # socket://127.0.0.1:PORT
+        emu.tty         # /dev/pts/M, for `mpremote connect /dev/pts/M repl`
         emu.wait_console("connected", timeout=10)
         emu.kill()      # power cut
         emu.start()     # power on, same flash and port
@@ -109,6 +118,17 @@ def ensure_flash(flash, uid=None):
         os.replace(path + ".tmp", path)
 
 
+def _open_serial():
+    """The board's "USB serial": a pseudo-terminal whose path a program
+    (mpremote) opens. Returns (master fd, path of the other end)."""
+    master, slave = os.openpty()
+    tty.setraw(slave)  # no echo, no newline translation before a program sets its own mode
+    path = os.ttyname(slave)
+    os.close(slave)  # held open, it would keep output nobody reads
+    os.set_blocking(master, False)
+    return master, path
+
+
 def _spawn_board(flash, heap, run, uid):
     """Fork micropython on a new pty; returns (pid, master_fd)."""
     exe = micropython_exe()
@@ -146,13 +166,17 @@ def _spawn_board(flash, heap, run, uid):
 
 
 class _Bridge:
-    """pty <-> one TCP client, console copied to a file or stdout."""
+    """pty <-> one TCP client and the serial pty, console copied to a file or stdout."""
 
-    def __init__(self, master, listener, console):
+    def __init__(self, master, listener, console, serial):
         self.master = master
         self.listener = listener
         self.console = console
         self.client = None
+        self.serial = serial  # master fd of the serial pty
+        self._hup = select.poll()  # POLLHUP on it: no program has the other end open
+        self._hup.register(serial, select.POLLIN)
+        self.serial_open = False
         self.last = 0  # the client's last byte: ctrl-D before an exit is a soft reset
         self.raw = False  # the client put the REPL in raw mode (ctrl-A, left with ctrl-B)
         self.at_prompt = b""  # sent to the board once its REPL prompt is out
@@ -165,7 +189,12 @@ class _Bridge:
         self._write_master(data)
 
     def soft_reset_asked(self):
-        return self.last == 4 and self.client is not None
+        return self.last == 4 and (self.client is not None or self.serial_open)
+
+    def _serial_check(self):
+        """Is a program attached to the serial pty (now)?"""
+        self.serial_open = not any(ev & select.POLLHUP for _, ev in self._hup.poll(0))
+        return self.serial_open
 
     def say(self, data, console=True):
         """To the console (unless told not to) and to the client."""
@@ -177,6 +206,22 @@ class _Bridge:
                 self.client.sendall(data)
             except OSError:
                 self._drop_client()
+        if self.serial_open:
+            self._write_serial(data)
+
+    def _write_serial(self, data):
+        # A reader that keeps up gets every byte (mpremote's raw REPL needs
+        # them all); one that stops reading for a second loses the rest, as
+        # on a serial line, rather than stalling the board.
+        while data:
+            try:
+                data = data[os.write(self.serial, data):]
+            except BlockingIOError:
+                if not select.select([], [self.serial], [], 1.0)[1]:
+                    return
+            except OSError:  # EIO: the program closed it
+                self._serial_check()
+                return
 
     def _drop_client(self):
         self.raw = False
@@ -204,8 +249,12 @@ class _Bridge:
             fds = [self.master, self.listener]
             if self.client is not None:
                 fds.append(self.client)
+            # A closed serial pty reads as ready (EIO): it is watched only
+            # while open, and looked at again every round.
+            if self._serial_check():
+                fds.append(self.serial)
             try:
-                ready, _, _ = select.select(fds, [], [], 0.5)
+                ready, _, _ = select.select(fds, [], [], 0.2)
             except InterruptedError:
                 continue
             if self.master in ready:
@@ -235,6 +284,13 @@ class _Bridge:
                 if not data:
                     self._drop_client()
                 else:
+                    self._from_client(data)
+            if self.serial in ready:
+                try:
+                    data = os.read(self.serial, 4096)
+                except OSError:  # EIO: the program closed it; EAGAIN
+                    data = b""
+                if data:
                     self._from_client(data)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -267,6 +323,7 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     listener.listen(1)
     port = listener.getsockname()[1]
     out = open(console, "ab") if console else sys.stdout.buffer
+    serial, tty_path = _open_serial()
     board = list(_spawn_board(flash, heap, run, uid))  # [pid, pty master]
 
     def stop(signum, frame):
@@ -280,12 +337,13 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     signal.signal(signal.SIGINT, stop)
     if port_file:
         with open(port_file + ".tmp", "w") as f:
-            f.write("%d %d\n" % (port, board[0]))
+            f.write("%d %d %s\n" % (port, board[0], tty_path))
         os.replace(port_file + ".tmp", port_file)
-    sys.stderr.write("emulator: board pid %d, flash %s, REPL on socket://%s:%d\n"
-                     % (board[0], flash, HOST, port))
+    sys.stderr.write("emulator: board pid %d, flash %s, REPL on socket://%s:%d and %s\n"
+                     "  mpremote connect %s repl      (ctrl-] leaves)\n"
+                     % (board[0], flash, HOST, port, tty_path, tty_path))
     sys.stderr.flush()
-    bridge = _Bridge(board[1], listener, out)
+    bridge = _Bridge(board[1], listener, out, serial)
     try:
         while True:
             status = bridge.serve(board[0])
@@ -328,6 +386,7 @@ class Emulator:
             self.flash.rstrip("/") + ".console.log"
         self.proc = None
         self.board_pid = None
+        self.tty = None  # the serial pty's path, once started
 
     @property
     def url(self):
@@ -366,7 +425,7 @@ class Emulator:
                 raise RuntimeError("emulator did not start within %.0f s" % timeout)
             time.sleep(0.02)
         with open(port_file) as f:
-            port, pid = f.read().split()
+            port, pid, self.tty = f.read().split()
         self.port = int(port)
         self.board_pid = int(pid)  # the micropython process
         return self
