@@ -46,7 +46,7 @@ def test_closed_port(runtime):
     r = connect(runtime, "127.0.0.1", port)
     assert r["raised"] == "Unreachable" and r["oserror"] and r["named"], r
     assert r["args0"] == 111, r  # ECONNREFUSED, for code that checks the number
-    assert "connection to 127.0.0.1:%d refused: nothing listens on that port" % port in r["text"], r
+    assert "connection to 127.0.0.1:%d refused: nothing listens there" % port in r["text"], r
     assert r["last_error"] == r["text"], r
 
 

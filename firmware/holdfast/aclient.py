@@ -93,14 +93,14 @@ class AsyncClient(Front):
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None):
-        e = self._subscribe_begin(topic, qos, handler)
+        e = self._request(topic, qos, handler)
         self._write()
-        return self._subscribe_end(e, await self._until(self._granted, e, self.timeout_ms))
+        return self._reply(e, await self._until(self._replied, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
-        g = self._unsubscribe_begin(topic)
+        e = self._request(topic, -1, None)
         self._write()
-        self._unsubscribe_end(await self._until(self._unsubscribed, g, self.timeout_ms))
+        self._reply(e, await self._until(self._replied, e, self.timeout_ms))
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""

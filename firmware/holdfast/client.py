@@ -106,13 +106,13 @@ class MQTTClient(Front):
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        e = self._subscribe_begin(topic, qos, handler)
-        return self._subscribe_end(e, self._wait(self._granted, e, None))
+        e = self._request(topic, qos, handler)
+        return self._reply(e, self._wait(self._replied, e, None))
 
     def unsubscribe(self, topic):
         self._service()
-        g = self._unsubscribe_begin(topic)
-        self._unsubscribe_end(self._wait(self._unsubscribed, g, None))
+        e = self._request(topic, -1, None)
+        self._reply(e, self._wait(self._replied, e, None))
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.

@@ -28,7 +28,7 @@ _E_NO_SUBACK = const(55)
 _E_NO_TCP = const(56)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
-_E_NO_ROOM = const(66)
+_E_NO_ROOM = const(47)
 
 
 class Front:
@@ -166,35 +166,23 @@ class Front:
         # A QoS 1/2 message into the session; expiry in seconds from now.
         return self.s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
 
-    def _subscribe_begin(self, topic, qos, handler):
+    def _request(self, topic, qos, handler):
+        # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
         self._idle()
         self._need_link()
-        return self.s.subscribe(_b(topic), qos, handler)
+        topic = _b(topic)
+        return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
-    @staticmethod
-    def _granted(e):
+    def _replied(self, e):
         return e[4] >= 0
 
-    def _subscribe_end(self, e, arrived):
-        # After the wait for SUBACK: the granted QoS, or why there is none.
+    def _reply(self, e, arrived):
+        # After the wait for its ack: the granted QoS, or why there is none.
         if not arrived:
-            raise MQTTTimeout(_why(_E_NO_SUBACK, self.timeout_ms))
+            raise MQTTTimeout(_why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] == SUBACK_FAILURE:
             raise SubscribeError(_why(_E_SUB_REFUSED, e[0]))
         return e[4]
-
-    def _unsubscribe_begin(self, topic):
-        self._idle()
-        self._need_link()
-        return self.s.unsubscribe(_b(topic))
-
-    @staticmethod
-    def _unsubscribed(g):
-        return g[2]
-
-    def _unsubscribe_end(self, arrived):
-        if not arrived:
-            raise MQTTTimeout(_why(_E_NO_UNSUBACK, self.timeout_ms))
 
     def _empty(self, _):
         s = self.s

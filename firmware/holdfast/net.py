@@ -17,9 +17,9 @@ _ETIMEDOUT = const(110)
 _ECONNREFUSED = const(111)
 # Error reasons (reasons.py has the words).
 _E_NO_TCP = const(56)
-_E_NO_HOST = const(67)
-_E_REFUSED = const(68)
-_E_NO_ROUTE = const(69)
+_E_NO_HOST = const(66)
+_E_REFUSED = const(67)
+_E_NO_ROUTE = const(68)
 
 
 def _blocked(e):

@@ -53,7 +53,7 @@ TEXT = (
     'no answer from the broker for %d ms after PINGREQ',  # NO_PINGRESP
     'an empty client id needs clean_session=True [MQTT-3.1.3-7]',  # 45 client: EMPTY_ID_CLEAN
     'no CONNACK within %d ms',  # NO_CONNACK
-    'no CONNACK within %d ms (%s)',  # NO_CONNACK_WHY
+    'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
     'no UNSUBACK within %d ms',  # NO_UNSUBACK
     'socket did not take data for %d ms',  # TX_STUCK
     'this call waits for the broker: not from inside a callback',  # 50 IN_CALLBACK
@@ -65,16 +65,15 @@ TEXT = (
     'no TCP connection to %s:%d within %d ms',  # NO_TCP
     'outbox full: %d messages pending',  # store: FULL_SLOTS
     'outbox full: no room for a %d-byte message in %d bytes (%d messages pending)',  # FULL_BYTES
-    'the broker closed the link instead of answering CONNECT: it may not speak %s (try level=4 or level=3), or it refuses this client without saying why',  # 59 session: CLOSED_AT_CONNECT
+    'the broker closed the link instead of answering CONNECT: does it speak %s?',  # 59 session: CLOSED_AT_CONNECT
     'nothing from the broker for %d ms (1.5 keepalives): the link is dead',  # RX_SILENT
-    'the socket took no bytes for %d ms (1.5 keepalives): the broker stopped reading',  # TX_STALLED
-    'SUBACK for message id %d has %d return codes, fewer than the filters it answers',  # subs: SUBACK_COUNT
+    'the socket took no bytes for %d ms (1.5 keepalives)',  # TX_STALLED
+    'SUBACK %d: %d return codes, fewer than its filters',  # subs: SUBACK_COUNT
     '%s for message id %d, which awaits %s',  # ACK_TYPE
-    'connection reset before CONNACK (%s): the port may expect TLS (ssl=True), or the broker refused the client',  # 64 front: RESET_AT_CONNECT
-    'not connected: connect() was not called, or disconnect() was',  # NOT_STARTED
-    'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
-    'cannot resolve the host name %r (port %d): check the name and the network, or give an IP address (%s)',  # 67 net: NO_HOST
-    'connection to %s:%d refused: nothing listens on that port; is the broker running, is it its port?',  # REFUSED
+    'reset before CONNACK (%s): the port may expect TLS (ssl=True)',  # 64 front: RESET_AT_CONNECT
+    'not connected: no connect(), or disconnect() since',  # NOT_STARTED
+    'cannot resolve the host name %r (port %d): check the name, or give an IP address (%s)',  # 66 net: NO_HOST
+    'connection to %s:%d refused: nothing listens there; is the broker running on that port?',  # REFUSED
     'no connection to %s:%d (%s)',  # NO_ROUTE
 )
 

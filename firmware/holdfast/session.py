@@ -407,7 +407,8 @@ class Session:
 
     def unsubscribe(self, flt):
         """Forgets filter flt (its handler gets nothing more) and queues
-        UNSUBSCRIBE. Returns its entry [filter, pid, done]."""
+        UNSUBSCRIBE. Returns its entry [filter, -1, None, pid, answer]:
+        answer is 0 once UNSUBACK came (or a new session made it moot)."""
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()

@@ -10,9 +10,10 @@ from .errors import MQTTProtocolError
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
 
-# A filter's entry: [filter, qos, handler, pid, granted].
-_PID = const(3)  # 0: to be sent; >0: its SUBSCRIBE awaits SUBACK; -1: granted on this session
-_GRANTED = const(4)  # the last SUBACK code; -1 before the first
+# A request's entry: [filter, qos, handler, pid, answer]; an UNSUBSCRIBE's
+# has qos -1 and no handler.
+_PID = const(3)  # 0: to be sent; >0: awaits its ack; -1: granted on this session
+_GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the first
 
 # Error reasons (reasons.py has the words).
 _E_SUBACK_COUNT = const(62)
@@ -58,7 +59,7 @@ class Subs:
 
     def __init__(self):
         self.list = []
-        self.gone = []  # [filter, pid, done]: UNSUBSCRIBEs awaiting UNSUBACK
+        self.gone = []  # UNSUBSCRIBEs awaiting UNSUBACK
         self.out = array("H", [0] * _OUT)  # ids of the packets awaiting their ack
         self.refused = None
         self.nrefused = 0
@@ -69,6 +70,7 @@ class Subs:
                 e[1] = qos
                 e[2] = handler
                 e[_PID] = 0
+                e[_GRANTED] = -1
                 return e
         e = [flt, qos, handler, 0, -1]
         self.list.append(e)
@@ -79,7 +81,7 @@ class Subs:
             if e[0] == flt:
                 self.list.remove(e)
                 break
-        g = [flt, 0, False]
+        g = [flt, -1, None, 0, -1]
         self.gone.append(g)
         return g
 
@@ -95,7 +97,7 @@ class Subs:
             if e[_PID] == pid:
                 return True
         for g in self.gone:
-            if g[1] == pid:
+            if g[_PID] == pid:
                 return True
         return False
 
@@ -114,7 +116,7 @@ class Subs:
             if e[_PID] > 0:
                 e[_PID] = 0
         for g in self.gone:
-            g[1] = 0
+            g[_PID] = 0
 
     def reconcile(self, new):
         if not new:
@@ -122,20 +124,20 @@ class Subs:
         for e in self.list:
             e[_PID] = 0
         for g in self.gone:  # a new session subscribes to nothing
-            g[2] = True
+            g[_GRANTED] = 0
         self.gone = []
 
     def send(self, s):
         """Queues the requests not sent yet while session s has send room,
         a few packets at a time (subscribe() made sure each filter fits)."""
         for g in self.gone:
-            if g[1]:
+            if g[_PID]:
                 continue
             slot = _free(self.out)
             if slot < 0 or s.room() - _ACK_ROOM < 7 + len(g[0]):
                 return
-            g[1] = self.out[slot] = s.new_pid()
-            s.t1 = c.filters().unsubscribe(s.tx, g[1], (g[0],), s.t1)
+            g[_PID] = self.out[slot] = s.new_pid()
+            s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -179,8 +181,8 @@ class Subs:
         self.out[slot] = 0
         if t == c.UNSUBACK:
             for g in self.gone:
-                if g[1] == pid:
-                    g[2] = True
+                if g[_PID] == pid:
+                    g[_GRANTED] = 0
                     self.gone.remove(g)
                     return True
             raise MQTTProtocolError(c._why(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK"))
@@ -209,7 +211,7 @@ class Subs:
             i += 1
         if not j:
             for g in self.gone:
-                if g[1] == pid:
+                if g[_PID] == pid:
                     raise MQTTProtocolError(c._why(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK"))
         return True
 

@@ -91,15 +91,15 @@ def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
     grant(s)
     g = s.unsubscribe(b"a")
     out = sent(s)
-    assert out == [(c.UNSUBSCRIBE, g[1], (b"a",))] and not g[2]
+    assert out == [(c.UNSUBSCRIBE, g[3], (b"a",))] and g[4] == -1
     out = relink(s, True)  # the broker kept the session: ask again
-    assert out == [(c.UNSUBSCRIBE, g[1], (b"a",))]
-    feed(s, (c.UNSUBACK, g[1]))
-    assert g[2] and s.subs.gone == []
+    assert out == [(c.UNSUBSCRIBE, g[3], (b"a",))]
+    feed(s, (c.UNSUBACK, g[3]))
+    assert g[4] == 0 and s.subs.gone == []
     # A new session has nothing to unsubscribe from.
     g = s.unsubscribe(b"b")
     sent(s)
-    assert relink(s, False) == [] and g[2]
+    assert relink(s, False) == [] and g[4] == 0
 
 
 def test_a_handler_gets_messages_from_the_moment_its_subscribe_is_queued():
@@ -239,3 +239,15 @@ def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
         assert 30000 <= b.at <= 60000, b.at
         seen.add(b.at)
     assert len(seen) > 1  # a refused fleet does not retry in lockstep
+
+
+def test_subscribing_again_waits_for_the_new_answer():
+    s = session()
+    e = s.subscribe(b"a", 1)
+    grant(s)
+    assert e[4] == 1
+    again = s.subscribe(b"a", 2)
+    assert again is e and e[4] == -1  # not the previous SUBACK's answer
+    out = sent(s)
+    feed(s, (c.SUBACK, out[0][1], (2,)))
+    assert e[4] == 2 and len(s.subs.list) == 1
