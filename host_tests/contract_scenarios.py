@@ -11,6 +11,10 @@ import asyncio
 from holdfast.client import MQTTClient
 
 
+class Missing(Exception):
+    """The shell has no such call: reported as {"missing": what}."""
+
+
 class Blocking:
     """The blocking client behind the awaitable surface the scenarios use."""
 
@@ -26,6 +30,12 @@ class Blocking:
 
     async def subscribe(self, *a, **kw):
         return self.c.subscribe(*a, **kw)
+
+    async def unsubscribe(self, topic):
+        return self.c.unsubscribe(topic)
+
+    async def ping(self):
+        return self.c.ping()
 
     async def flush(self, ms=None):
         return self.c.flush(ms)
@@ -47,7 +57,12 @@ class Blocking:
 class Async:
     def __init__(self, *a, **kw):
         from holdfast.aclient import AsyncClient
-        self.c = AsyncClient(*a, **kw)
+        try:
+            self.c = AsyncClient(*a, **kw)
+        except TypeError as e:
+            if "reconnect" in kw and "reconnect" in str(e):
+                raise Missing("AsyncClient(reconnect=)")
+            raise
         self.raised = []
 
     async def connect(self, clean=True):
@@ -58,6 +73,16 @@ class Async:
 
     async def subscribe(self, *a, **kw):
         return await self.c.subscribe(*a, **kw)
+
+    async def unsubscribe(self, topic):
+        return await self.c.unsubscribe(topic)
+
+    async def ping(self):
+        try:
+            f = self.c.ping
+        except AttributeError:
+            raise Missing("AsyncClient.ping()")
+        return await f()
 
     async def flush(self, ms=None):
         return await self.c.flush(ms)
@@ -72,8 +97,9 @@ class Async:
             await asyncio.sleep(0.02)
 
 
-def counters(c):
+def counters(cl):
     # getattr: so the same scenarios show what an older client does
+    c = cl.c
     return {"links": c.links, "dropped_qos0": getattr(c, "dropped_qos0", None),
             "callback_errors": getattr(c, "callback_errors", None),
             "restore_refused": getattr(c, "restore_refused", None), "connected": c.isconnected(),
@@ -98,7 +124,7 @@ async def callback_error(S, host, port):
     pid = await cl.publish("after", "still-works", False, 1)
     ok = await cl.flush(5000)
     await cl.disconnect()
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(got=got, raised=cl.raised, flushed=ok, pid=pid)
     return r
 
@@ -127,7 +153,7 @@ async def publish_in_callback(S, host, port):
     await cl.run(5000, lambda: len([x for x in seen if x[0] != "pid"]) >= 2)
     ok = await cl.flush(5000)
     await cl.disconnect()
-    r = counters(c)
+    r = counters(cl)
     r.update(seen=seen, flushed=ok)
     return r
 
@@ -140,7 +166,7 @@ async def reconnect_after_disconnect(S, host, port):
     await cl.disconnect()
     await cl.connect()
     await cl.run(5000, lambda: cl.c.links >= 3 and cl.c.isconnected())
-    r = counters(cl.c)
+    r = counters(cl)
     await cl.disconnect()
     return r
 
@@ -154,7 +180,7 @@ async def offline_and_flush(S, host, port):
     await cl.publish("t", "never-acked", False, 1)
     flushed = await cl.flush(0)
     pending = cl.c.pending()
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(before=before, flushed=flushed, pending=pending)
     return r
 
@@ -168,7 +194,7 @@ async def empty_id_persistent(S, host, port):
         err = None
     except ValueError as e:
         err = str(e)
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(error=err)
     return r
 
@@ -179,7 +205,7 @@ async def keepalive_drop(S, host, port):
     cl = S("dev", host, port, keepalive=1, timeout_ms=5000, backoff_ms=(100, 200))
     await cl.connect()
     await cl.run(8000, lambda: cl.c.links >= 2 and cl.c.isconnected())
-    r = counters(cl.c)
+    r = counters(cl)
     await cl.disconnect()
     return r
 
@@ -194,7 +220,7 @@ async def before_connack(S, host, port):
         err = None
     except Exception as e:
         err = type(e).__name__
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(got=got, error=err)
     if S is Async:
         await cl.disconnect()
@@ -211,7 +237,7 @@ async def restore_refused(S, host, port):
     await cl.run(5000, lambda: cl.c.links >= 2 and cl.c.restore_refused)
     pid = await cl.publish("up", "still-works", False, 1)
     ok = await cl.flush(5000)
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(flushed=ok, pid=pid)
     await cl.disconnect()
     return r
@@ -225,7 +251,7 @@ async def qos2_new_session(S, host, port):
     cl.c.set_callback(lambda t, m: got.append(m.decode()))
     await cl.connect()
     await cl.run(5000, lambda: len(got) >= 2)
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(got=got)
     await cl.disconnect()
     return r
@@ -240,7 +266,7 @@ async def oversize(S, host, port):
     cl.c.set_callback(lambda t, m: got.append(m.decode()))
     await cl.connect()
     await cl.run(5000, lambda: got)
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(got=got, dropped=cl.c.s.dropped)
     await cl.disconnect()
     return r
@@ -255,16 +281,158 @@ async def task_restart(S, host, port):
     ended = cl.c.task.done()
     await cl.connect()
     await cl.run(5000, lambda: cl.c.links >= 3 and cl.c.isconnected())
-    r = counters(cl.c)
+    r = counters(cl)
     r.update(ended=ended)
     await cl.disconnect()
+    return r
+
+
+async def unsubscribe(S, host, port):
+    # Two filters, one unsubscribed. unsubscribe() returns only after the
+    # UNSUBACK (the message the broker sends before it has been handed out by
+    # then); after a new session only the other filter is restored.
+    got = []
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
+    cl.c.set_callback(lambda t, m: got.append(m.decode()))
+    await cl.connect()
+    await cl.subscribe("cmd/a", 1)
+    await cl.subscribe("cmd/b", 1)
+    ret = await cl.unsubscribe("cmd/a")
+    at_return = list(got)
+    await cl.publish("up", "unsubscribed", False, 1)
+    await cl.run(5000, lambda: cl.c.links >= 2 and cl.c.isconnected())
+    pid = await cl.publish("up", "restored", False, 1)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(ret=ret, at_return=at_return, got=got, flushed=ok, pid=pid)
+    return r
+
+
+async def ping(S, host, port):
+    # keepalive off: the only PINGREQ is the one ping() sends, at once; the
+    # broker answers and the link stays up.
+    got = []
+    cl = S("dev", host, port, keepalive=0, timeout_ms=5000)
+    cl.c.set_callback(lambda t, m: got.append(m.decode()))
+    await cl.connect()
+    ret = await cl.ping()
+    await cl.run(5000, lambda: got)  # the broker sends "pong-seen" after the PINGREQ
+    pid = await cl.publish("up", "after-ping", False, 1)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(ret=ret, got=got, flushed=ok, pid=pid)
+    return r
+
+
+async def handler(S, host, port):
+    # subscribe(..., handler=h): h(topic, msg, retained) gets the messages
+    # its filter matches, and only those; the client's callback gets all.
+    by_handler = []
+    by_callback = []
+    cl = S("dev", host, port, timeout_ms=5000)
+    cl.c.set_callback(lambda t, m: by_callback.append([t.decode(), m.decode()]))
+    await cl.connect()
+    g1 = await cl.subscribe("cmd/+", 1, handler=lambda t, m, ret: by_handler.append(
+        [t.decode(), m.decode(), ret]))
+    g2 = await cl.subscribe("other", 0)
+    await cl.publish("up", "subscribed", False, 1)  # the broker sends the messages after this
+    await cl.run(5000, lambda: len(by_callback) >= 3)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(granted=[g1, g2], by_handler=by_handler, by_callback=by_callback, flushed=ok)
+    return r
+
+
+async def delivered(S, host, port):
+    # set_delivered(f): f(pid) once the broker acknowledged the message:
+    # QoS 1 at PUBACK, QoS 2 at PUBCOMP, not at PUBREC. The broker puts an
+    # inbound message before each ack; the callback notes what f had seen.
+    done = []
+    seen = []
+    cl = S("dev", host, port, timeout_ms=5000)
+    cl.c.set_delivered(lambda pid: done.append(pid))
+    cl.c.set_callback(lambda t, m: seen.append([m.decode(), list(done)]))
+    await cl.connect()
+    p1 = await cl.publish("up", "q1", False, 1)
+    p2 = await cl.publish("up", "q2", False, 2)
+    await cl.run(5000, lambda: len(done) >= 2)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(pids=[p1, p2], done=done, seen=seen, flushed=ok)
+    return r
+
+
+class FaultyStore:
+    """A RAM outbox whose tick() raises once when armed: an unexpected
+    exception (neither the link's nor a callback's) inside the client."""
+
+    def __init__(self):
+        from holdfast.store import MemoryStore
+        self.m = MemoryStore()
+        self.armed = False
+
+    def tick(self, now):
+        if self.armed:
+            self.armed = False
+            raise RuntimeError("the outbox failed unexpectedly")
+        self.m.tick(now)
+
+    def __len__(self):
+        return len(self.m)
+
+    def __getattr__(self, name):
+        return getattr(self.m, name)
+
+
+async def fault(S, host, port):
+    # The outbox raises once. asyncio: the background task survives it,
+    # counts it in faults, keeps it in last_error and drops the link (its
+    # state is unknown), then reconnects. Blocking: it comes out of
+    # wait_msg() to the caller. Either way the client then works.
+    store = FaultyStore()
+    cl = S("dev", host, port, outbox=store, timeout_ms=5000, backoff_ms=(100, 200))
+    await cl.connect()
+    store.armed = True
+    await cl.run(5000, lambda: not store.armed and (S is Blocking or cl.c.links >= 2)
+                 and cl.c.isconnected())
+    r = counters(cl)
+    pid = await cl.publish("up", "after-fault", False, 1)
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r.update(faults=getattr(cl.c, "faults", None), armed=store.armed, flushed=ok, pid=pid)
+    return r
+
+
+async def no_reconnect(S, host, port):
+    # reconnect=False: the broker closes the link and the client stays
+    # offline, though a reconnect is due (backoff_ms=(10, 20)) and it gets
+    # ten wait_msg(20) calls, each 20 ms by its own deadline, to make one.
+    # QoS 1 published meanwhile is kept and goes out after connect().
+    cl = S("dev", host, port, reconnect=False, timeout_ms=5000, backoff_ms=(10, 20))
+    await cl.connect()
+    await cl.run(5000, lambda: not cl.c.isconnected())
+    await cl.run(200)
+    before = {"links": cl.c.links, "attempts": cl.c.attempts, "connected": cl.c.isconnected()}
+    pid = await cl.publish("up", "kept", False, 1)
+    await cl.connect()
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(before=before, pid=pid, flushed=ok, attempts=cl.c.attempts)
     return r
 
 
 def main():
     shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     S = Blocking if shell == "blocking" else Async
-    result = asyncio.run(globals()[name](S, host, port))
+    try:
+        result = asyncio.run(globals()[name](S, host, port))
+    except Missing as e:
+        result = {"missing": str(e)}
     result["runtime"] = RT
     print("RESULT " + json.dumps(result))
 
