@@ -103,7 +103,7 @@ def counters(cl):
     return {"links": c.links, "dropped_qos0": getattr(c, "dropped_qos0", None),
             "callback_errors": getattr(c, "callback_errors", None),
             "restore_refused": getattr(c, "restore_refused", None), "connected": c.isconnected(),
-            "last_error": repr(c.last_error)}
+            "last_error": repr(c.last_error), "raised": cl.raised}
 
 
 async def callback_error(S, host, port):
@@ -367,19 +367,27 @@ async def delivered(S, host, port):
 
 
 class FaultyStore:
-    """A RAM outbox whose tick() raises once when armed: an unexpected
-    exception (neither the link's nor a callback's) inside the client."""
+    """A RAM outbox that raises once in the method armed ("tick": the
+    timers; "done": the broker's PUBACK being read): an unexpected exception,
+    neither the link's nor a callback's, inside the client."""
 
     def __init__(self):
         from holdfast.store import MemoryStore
         self.m = MemoryStore()
-        self.armed = False
+        self.armed = None
+
+    def _fail(self, where):
+        if self.armed == where:
+            self.armed = None
+            raise RuntimeError("the outbox failed unexpectedly in " + where)
 
     def tick(self, now):
-        if self.armed:
-            self.armed = False
-            raise RuntimeError("the outbox failed unexpectedly")
+        self._fail("tick")
         self.m.tick(now)
+
+    def done(self, key):
+        self._fail("done")
+        self.m.done(key)
 
     def __len__(self):
         return len(self.m)
@@ -389,21 +397,26 @@ class FaultyStore:
 
 
 async def fault(S, host, port):
-    # The outbox raises once. asyncio: the background task survives it,
-    # counts it in faults, keeps it in last_error and drops the link (its
-    # state is unknown), then reconnects. Blocking: it comes out of
-    # wait_msg() to the caller. Either way the client then works.
+    # The outbox raises. asyncio: the background task survives it, counts
+    # it in faults, keeps it in last_error and drops the link (its state is
+    # unknown), then reconnects; once in the timers, once in the reader.
+    # Blocking: it comes out of wait_msg() to the caller (only the timers'
+    # case: a failed done() leaves it an unacknowledged message on a link it
+    # keeps). Either way the client then works.
     store = FaultyStore()
     cl = S("dev", host, port, outbox=store, timeout_ms=5000, backoff_ms=(100, 200))
     await cl.connect()
-    store.armed = True
+    store.armed = "tick"
     await cl.run(5000, lambda: not store.armed and (S is Blocking or cl.c.links >= 2)
                  and cl.c.isconnected())
     r = counters(cl)
+    if S is Async:
+        store.armed = "done"
     pid = await cl.publish("up", "after-fault", False, 1)
     ok = await cl.flush(5000)
+    r.update(faults=getattr(cl.c, "faults", None), armed=store.armed, flushed=ok, pid=pid,
+             links_end=cl.c.links, last_error_end=repr(cl.c.last_error))
     await cl.disconnect()
-    r.update(faults=getattr(cl.c, "faults", None), armed=store.armed, flushed=ok, pid=pid)
     return r
 
 

@@ -373,28 +373,36 @@ def test_set_delivered_reports_each_pid_once_the_broker_acknowledged_it(runtime,
 
 @both
 def test_an_unexpected_exception_is_counted_and_the_client_works_on(runtime, shell):
-    def first(conn):
+    def until_closed(conn):
         connack(conn)
-        if shell == "async":
-            conn.idle(10)  # until the client drops the link after the fault
+        conn.idle(10)  # until the client drops the link after the fault
+
+    def acked(conn):
+        connack(conn)
+        p = conn.expect(c.PUBLISH)
+        conn.send((c.PUBACK, p[6]))
+        if shell == "async":  # the outbox fails on that PUBACK: the link goes
+            conn.idle(10)
             return
-        p = conn.expect(c.PUBLISH)
-        conn.send((c.PUBACK, p[6]))
         conn.expect(c.DISCONNECT)
 
-    def second(conn):
+    def again(conn):
         connack(conn)
         p = conn.expect(c.PUBLISH)
+        assert p[2] == b"after-fault" and p[5], p  # sent again, flagged DUP
         conn.send((c.PUBACK, p[6]))
         conn.expect(c.DISCONNECT)
 
-    r, b = play(runtime, shell, "fault", first, second)
-    assert r["armed"] is False and r["flushed"] and r["pid"], r
+    scripts = (until_closed, acked, again) if shell == "async" else (acked,)
+    r, b = play(runtime, shell, "fault", *scripts)
+    assert r["armed"] is None and r["flushed"] and r["pid"] and r["connected"], r
     if shell == "async":
-        assert r["faults"] == 1 and "outbox failed unexpectedly" in r["last_error"], r
-        assert r["links"] == 2 and b.accepts == 2, r
+        assert "outbox failed unexpectedly in tick" in r["last_error"], r
+        assert r["raised"] == [] and r["links"] == 2, r
+        assert r["faults"] == 2 and "unexpectedly in done" in r["last_error_end"], r
+        assert r["links_end"] == 3 and b.accepts == 3, r
     else:
-        assert r["links"] == 1 and b.accepts == 1, r
+        assert r["raised"] == ["RuntimeError"] and r["links_end"] == 1 and b.accepts == 1, r
     assert r["callback_errors"] == 0, r
 
 
