@@ -319,12 +319,18 @@ async def ping(S, host, port):
     cl.c.set_callback(lambda t, m: got.append(m.decode()))
     await cl.connect()
     ret = await cl.ping()
+    # Before the client does any more I/O: the broker answers only a
+    # PINGREQ it has received, so the answer shows ping() wrote it.
+    import select
+    poll = select.poll()
+    poll.register(cl.c.sock, select.POLLIN)
+    answered = bool(poll.poll(5000))
     await cl.run(5000, lambda: got)  # the broker sends "pong-seen" after the PINGREQ
     pid = await cl.publish("up", "after-ping", False, 1)
     ok = await cl.flush(5000)
     await cl.disconnect()
     r = counters(cl)
-    r.update(ret=ret, got=got, flushed=ok, pid=pid)
+    r.update(ret=ret, answered=answered, got=got, flushed=ok, pid=pid)
     return r
 
 

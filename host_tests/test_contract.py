@@ -323,7 +323,7 @@ def test_ping_sends_pingreq_at_once_and_keeps_the_link(runtime, shell):
     r, b = play(runtime, shell, "ping", script)
     assert [p[0] for p in b.conns[0].got] == [c.CONNECT, c.PINGREQ, c.PUBLISH, c.DISCONNECT], \
         b.conns[0].got
-    assert r["ret"] is None and r["got"] == ["pong-seen"], r
+    assert r["ret"] is None and r["answered"] and r["got"] == ["pong-seen"], r
     assert r["flushed"] and r["links"] == 1 and "None" == r["last_error"], r
 
 
