@@ -269,11 +269,12 @@ def test_tls_to_a_port_that_does_not_speak_tls(runtime, pki, tls_broker):
 @pytest.fixture
 def mute_server():
     """Accepts TCP connections and reads what comes, never answering; yields
-    its port and, per connection, the first bytes the client sent."""
+    its port and, per connection, the first bytes the client sent and
+    whether the client has closed it."""
     s = socket.socket()
     s.bind((HOST, 0))
     s.listen(4)
-    firsts = []
+    conns = []
 
     def serve():
         while True:
@@ -281,36 +282,41 @@ def mute_server():
                 c, _ = s.accept()
             except OSError:
                 return
-            firsts.append(b"")
-            threading.Thread(target=read, args=(c, len(firsts) - 1), daemon=True).start()
+            conns.append({"first": b"", "closed": False})
+            threading.Thread(target=read, args=(c, conns[-1]), daemon=True).start()
 
-    def read(c, i):
+    def read(c, rec):
         with c:
-            while len(firsts[i]) < 6:
+            while True:
                 try:
                     d = c.recv(4096)
                 except OSError:
-                    return
+                    d = b""
                 if not d:
+                    rec["closed"] = True
                     return
-                firsts[i] = (firsts[i] + d)[:6]
-            while c.recv(4096):
-                pass
+                rec["first"] = (rec["first"] + d)[:6]
 
     threading.Thread(target=serve, daemon=True).start()
-    yield s.getsockname()[1], firsts
+    yield s.getsockname()[1], conns
     s.close()
 
 
 @runtimes
 def test_tls_handshake_is_bounded_by_timeout_ms(runtime, pki, mute_server):
-    port, firsts = mute_server
+    port, conns = mute_server
     r = run(runtime, "fail", port, {"ssl_params": {"cafile": pki.ca["der"]}, "timeout_ms": 700})
+    # The scenario has ended, so has its connection: what it sent is all read
+    # once the server sees it closed.
+    deadline = time.monotonic() + 10
+    while not (conns and conns[0]["closed"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
     # The handshake had begun (a ClientHello: TLS record 22, handshake type
     # 1), the server never answered, and connect() ended with the socket's
     # timeout: without that bound the scenario would never return. A
     # timeout is the network's, not a TLS verdict: the runtime's OSError.
-    assert len(firsts) == 1 and firsts[0][0] == 22 and firsts[0][5] == 1, firsts
+    assert len(conns) == 1 and conns[0]["closed"], conns
+    assert conns[0]["first"][0] == 22 and conns[0]["first"][5] == 1, conns
     assert r["type"] in ("OSError", "TimeoutError") and not r["mqtt_error"], r
     assert "timed out" in r["msg"] or "ETIMEDOUT" in r["msg"], r
 

@@ -97,11 +97,12 @@ def fail(host, port, a, tag):
 def retry(host, port, a, tag):
     """connect() fails; then check_msg() is called, as a board's main loop
     would, until the client has tried a["attempts"] times in all (connect()
-    included): it must not raise. Reports the ms from connect()'s failure to
-    the first reconnect and between reconnects (a lower bound on the delay
-    the client waited: a busy machine only lengthens them)."""
+    included): it must not raise. Reports the ms from the start of each
+    attempt to the start of the next (each at least the delay the client
+    waited after it failed: a busy machine only lengthens them)."""
     c = client(a, tag, host, port, backoff_ms=tuple(a["backoff_ms"]), timeout_ms=2000)
     first = None
+    t = ticks_ms()
     try:
         c.connect()
     except Exception as e:  # noqa: BLE001
@@ -109,7 +110,6 @@ def retry(host, port, a, tag):
     raised = []
     gaps = []
     seen = c.attempts
-    t = ticks_ms()
     while c.attempts < a["attempts"]:
         try:
             c.check_msg()
