@@ -278,9 +278,13 @@ async def task_restart(S, host, port):
     # asyncio only: a background task that ended is started again by connect().
     cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(100, 200))
     await cl.connect()
-    cl.c.task.cancel()
-    await asyncio.sleep(0.05)
-    ended = cl.c.task.done()
+    task = cl.c.task
+    task.cancel()
+    try:
+        await task  # until it has ended
+    except asyncio.CancelledError:
+        pass
+    ended = task.done()
     await cl.connect()
     await cl.run(5000, lambda: cl.c.links >= 3 and cl.c.isconnected())
     r = counters(cl)

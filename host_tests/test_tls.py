@@ -421,14 +421,15 @@ def test_tls_writes_that_block_lose_no_bytes(runtime, pki, tls_broker):
     sub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="burst-watch-" + runtime)
     sub.on_message = lambda c, u, m: got.append(m.payload)
     sub.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, 1)
+    subscribed = threading.Event()
+    sub.on_subscribe = lambda c, u, mid, rc, p: subscribed.set()
     sub.connect(HOST, tls_broker.port)
     sub.loop_start()
     proxy = Proxy(0, (HOST, tls_broker.ports["good"])).start()
     try:
+        assert subscribed.wait(10), "the watcher did not subscribe"
         deadline = time.time() + 10
-        while not sub.is_connected() and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
+
         def stall():  # once the burst is under way, whenever that is
             while proxy.stats["up_bytes"] < 100000 and time.time() < deadline + 60:
                 time.sleep(0.01)
