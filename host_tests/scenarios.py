@@ -159,11 +159,18 @@ def outbox_policies(host, port, tag, d):
 
 def publish_through_restart(host, port, tag, n=200):
     """Publishes n QoS 1 and 2 messages slowly; the test restarts the broker
-    meanwhile. Reports what the outbox still held at the end."""
+    once it has counted n // 4 of them. The second half waits until the
+    link has gone down: the restart lands while publishing, never after it.
+    Reports what the outbox still held at the end."""
+    n = int(n)
     pub = MQTTClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000,
                      backoff_ms=(200, 1000))
     pub.connect(clean_session=False)
-    for i in range(int(n)):
+    for i in range(n):
+        if i == n // 2:
+            t0 = ticks_ms()
+            while pub.links < 2 and pub.isconnected() and ticks_diff(ticks_ms(), t0) < 30000:
+                pub.wait_msg(20)
         pub.publish("x/" + tag, str(i), False, 1 + i % 2)
         pub.check_msg()
         sleep_ms(10)
@@ -205,6 +212,10 @@ def async_publish_through_restart(host, port, tag, n=200):
         c = AsyncClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000, backoff_ms=(200, 1000))
         await c.connect(clean_session=False)
         for i in range(int(n)):
+            if i == int(n) // 2:  # as publish_through_restart
+                t0 = ticks_ms()
+                while c.links < 2 and c.isconnected() and ticks_diff(ticks_ms(), t0) < 30000:
+                    await asyncio.sleep(0.02)
             await c.publish("x/" + tag.replace("async_", ""), str(i), False, 1 + i % 2)
             await asyncio.sleep(0.01)
         ok = await c.flush(30000)

@@ -114,6 +114,27 @@ def test_asyncio_client_pubsub_at_every_qos(runtime, mosquitto):
     assert r["flushed"] and sorted(r["got"]) == [["q0", 0], ["q1", 1], ["q2", 2]]
 
 
+def publish_marker(broker, topic, payload, qos=2):
+    """Publishes one message from a client of its own and waits until the
+    broker has taken it."""
+    m = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="marker-%d" % os.getpid())
+    m.connect(broker.host, broker.port)
+    m.loop_start()
+    try:
+        m.publish(topic, payload, qos).wait_for_publish(10)
+    finally:
+        m.loop_stop()
+        m.disconnect()
+
+
+def wait_until(cond, timeout, what):
+    """Polls cond() until true; fails naming what did not happen."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
 @runtimes
 @pytest.mark.parametrize("api", ["blocking", "asyncio"])
 def test_broker_restart_while_publishing_loses_nothing(runtime, api, mosquitto):
@@ -128,33 +149,34 @@ def test_broker_restart_while_publishing_loses_nothing(runtime, api, mosquitto):
         with lock:
             seen.append((int(m.payload), m.qos))
 
+    subscribed = threading.Event()
     sub.on_message = on_message
     sub.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, 2)
+    sub.on_subscribe = lambda c, u, mid, rc, p: subscribed.set()
     sub.reconnect_delay_set(0.1, 0.5)
     sub.connect(mosquitto.host, mosquitto.port)
     sub.loop_start()
     try:
-        deadline = time.time() + 10
-        while not sub.is_connected() and time.time() < deadline:
-            time.sleep(0.05)
+        assert subscribed.wait(10), "the watcher did not subscribe"
         name = "publish_through_restart" if api == "blocking" else "async_publish_through_restart"
         proc = start(runtime, name, mosquitto, str(n))
-        deadline = time.time() + 30
-        while len(seen) < n // 4 and time.time() < deadline:
-            time.sleep(0.02)
+        # The publisher holds its second half until its link has gone down:
+        # this restart lands while it publishes.
+        wait_until(lambda: len(seen) >= n // 4, 30, "%d messages before the restart" % (n // 4))
         mosquitto.restart()
         r = finish(proc)
-        deadline = time.time() + 20
-        while len({s for s, _ in seen}) < n and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        # A later message from another client, taken by the broker after the
+        # publisher flushed: once it is here, every message of the publisher
+        # the broker took is too, and any duplicate of one.
+        publish_marker(mosquitto, topic, "-1")
+        wait_until(lambda: (-1, 2) in seen, 20, "the marker")
     finally:
         sub.loop_stop()
         sub.disconnect()
     assert r["flushed"] and r["pending"] == 0
     assert r["links"] >= 2, "the restart did not break the publisher's connection"
     with lock:
-        numbers = [s for s, _ in seen]
+        numbers = [s for s, _ in seen if s >= 0]
     missing = sorted(set(range(n)) - set(numbers))
     assert not missing, "lost: %s" % missing
     dup2 = [s for s in set(numbers) if s % 2 == 1 and numbers.count(s) > 1]

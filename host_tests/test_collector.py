@@ -178,13 +178,24 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
         assert set(r) == LANDING_KEYS | {"reason"}
 
     # Everything was acknowledged: the persistent session has nothing left
-    # to redeliver to the same client id.
+    # to redeliver to the same client id. A reading published once it is
+    # back comes after anything redelivered: when it has landed, only it.
     again = Collector(mosquitto.host, mosquitto.port,
                       str(tmp_path / "landing2"), client_id=cid,
                       progress_s=0, log=lambda line: None).start()
-    time.sleep(1.0)
+    pub = publisher(mosquitto, "test-pub-marker")
+    pub.publish("holdfast/dev-marker/telemetry", reading("dev-marker", 0, 1),
+                qos=1).wait_for_publish(5)
+    pub.loop_stop()
+    pub.disconnect()
+    landing2 = str(tmp_path / "landing2")
+
+    def devices():
+        return [json.loads(r["payload"])["d"] for r in landed(landing2)]
+
+    wait_for(lambda: "dev-marker" in devices(), 20, "the marker landed")
     again.stop()
-    assert again.stats()["received"] == 0
+    assert again.stats()["received"] == 1 and devices() == ["dev-marker"], devices()
 
 
 def _start_collector(mosquitto, landing, cid, sub_qos, log_path):

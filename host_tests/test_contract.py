@@ -22,20 +22,28 @@ both = pytest.mark.parametrize("runtime,shell", [(r, s) for r in sorted(RUNTIMES
                                                  for s in ("blocking", "async")])
 
 
-def play(runtime, shell, name, *scripts):
+def play(runtime, shell, name, *scripts, raised=()):
     """Runs scenario name against a broker playing scripts; returns (the
-    client's result, the broker)."""
+    client's result, the broker). raised: the exceptions (type names) the
+    blocking client's wait_msg() must have raised, none unless given (or a
+    test of that list)."""
     b = ScriptedBroker(*scripts)
     try:
         p = subprocess.run([RUNTIMES[runtime], SCEN, shell, name, "127.0.0.1", str(b.port)],
                            capture_output=True, text=True, timeout=120)
     finally:
         b.close()
-    assert not b.errors, (b.errors, p.stdout, p.stderr)
+    r = None
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[7:]), b
-    raise AssertionError("no result (exit %s):\n%s\n%s" % (p.returncode, p.stdout, p.stderr))
+            r = json.loads(line[7:])
+    assert not b.errors, (b.errors, p.stdout, p.stderr)
+    assert r is not None, "no result (exit %s):\n%s\n%s" % (p.returncode, p.stdout, p.stderr)
+    if callable(raised):
+        assert raised(r["raised"]), (r, p.stderr)
+    else:
+        assert r["raised"] == list(raised), (r, p.stderr)
+    return r, b
 
 
 def acks(conn, type):
@@ -56,11 +64,11 @@ def test_callback_exception_is_counted_and_the_message_acknowledged(runtime, she
         conn.send((c.PUBACK, p[6]))
         conn.expect(c.DISCONNECT)
 
-    r, b = play(runtime, shell, "callback_error", script)
+    # Blocking: raised out of wait_msg(), as umqtt.simple does; asyncio: printed.
+    r, b = play(runtime, shell, "callback_error", script,
+                raised=["ValueError"] if shell == "blocking" else [])
     assert acks(b.conns[0], c.PUBACK) == [1, 2]
     assert r["got"] == ["ok"] and r["callback_errors"] == 1 and r["flushed"], r
-    # Blocking: raised out of wait_msg(), as umqtt.simple does; asyncio: printed.
-    assert r["raised"] == (["ValueError"] if shell == "blocking" else []), r
     assert r["links"] == 1, r
 
 
@@ -267,7 +275,7 @@ def test_a_refusal_is_answered_at_once_not_after_the_timeout(runtime, shell):
         conn.send((c.CONNACK, False, 5))
 
     r, b = play(runtime, shell, "refused_at_once", refuse)
-    assert r["raised"] == "ConnectError" and r["code"] == 5, r
+    assert r["error"] == "ConnectError" and r["code"] == 5, r
     assert "not authorized" in r["words"], r
 
 
@@ -277,7 +285,7 @@ def test_a_broker_closing_instead_of_answering_connect_is_named(runtime, shell):
         conn.expect(c.CONNECT)  # then the link closes
 
     r, b = play(runtime, shell, "closed_at_connect", close)
-    assert r["raised"] == "LinkDown", r
+    assert r["error"] == "LinkDown", r
     assert "closed the link instead of answering CONNECT" in r["words"] and "MQIsdp" in r["words"], r
 
 
@@ -294,3 +302,156 @@ def test_a_second_connect_while_connected_makes_a_working_link(runtime, shell):
     r, b = play(runtime, shell, "connect_twice", first, second)
     assert r["links"] == 2 and r["flushed"] and r["connected"], r
     assert [p[0] for p in b.conns[1].got if p[0] == c.PUBLISH] == [c.PUBLISH], b.conns[1].got
+
+
+# -- every public call, on both shells -------------------------------------------
+
+
+@both
+def test_unsubscribe_waits_for_unsuback_and_the_filter_is_not_restored(runtime, shell):
+    def first(conn):
+        connack(conn)
+        for q in (1, 1):
+            p = conn.expect(c.SUBSCRIBE)
+            conn.send((c.SUBACK, p[1], (q,)))
+        p = conn.expect(c.UNSUBSCRIBE)
+        assert list(p[2]) == [b"cmd/a"], p
+        # Before the UNSUBACK: handed out by the time unsubscribe() returns.
+        conn.send((c.PUBLISH, b"cmd/b", b"before-unsuback", 0, False, False, 0), (c.UNSUBACK, p[1]))
+        p = conn.expect(c.PUBLISH)  # sent after unsubscribe() returned
+        assert p[2] == b"unsubscribed", p
+        conn.send((c.PUBACK, p[6]))
+        # then the link drops
+
+    def second(conn):
+        connack(conn, present=False)  # a new session: the client restores
+        p = conn.expect(c.SUBSCRIBE)
+        assert [f for f, q in p[2]] == [b"cmd/b"], p
+        conn.send((c.SUBACK, p[1], (1,)))
+        conn.serve()
+
+    r, b = play(runtime, shell, "unsubscribe", first, second)
+    assert r["ret"] is None and r["at_return"] == ["before-unsuback"], r
+    assert r["flushed"] and r["pid"] and r["links"] == 2, r
+    assert [p[0] for p in b.conns[1].got].count(c.SUBSCRIBE) == 1, b.conns[1].got
+
+
+@both
+def test_ping_sends_pingreq_at_once_and_keeps_the_link(runtime, shell):
+    def script(conn):
+        connack(conn)
+        conn.expect(c.PINGREQ)  # keepalive is off: ping() sent it
+        conn.send((c.PINGRESP,), (c.PUBLISH, b"cmd", b"pong-seen", 0, False, False, 0))
+        p = conn.expect(c.PUBLISH)
+        conn.send((c.PUBACK, p[6]))
+        conn.expect(c.DISCONNECT)
+
+    r, b = play(runtime, shell, "ping", script)
+    assert [p[0] for p in b.conns[0].got] == [c.CONNECT, c.PINGREQ, c.PUBLISH, c.DISCONNECT], \
+        b.conns[0].got
+    assert r["ret"] is None and r["answered"] and r["got"] == ["pong-seen"], r
+    assert r["flushed"] and r["links"] == 1 and "None" == r["last_error"], r
+
+
+@both
+def test_a_filters_handler_gets_its_messages_with_the_retained_flag(runtime, shell):
+    def script(conn):
+        connack(conn)
+        p = conn.expect(c.SUBSCRIBE)
+        assert list(p[2]) == [(b"cmd/+", 1)], p
+        conn.send((c.SUBACK, p[1], (1,)))
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (0,)))
+        p = conn.expect(c.PUBLISH)  # subscribe() returned twice: both filters registered
+        conn.send((c.PUBACK, p[6]))
+        conn.send((c.PUBLISH, b"cmd/x", b"c1", 1, True, False, 9),
+                  (c.PUBLISH, b"other", b"o1", 0, False, False, 0),
+                  (c.PUBLISH, b"cmd/y", b"c2", 0, False, False, 0))
+        conn.expect(c.PUBACK)
+        conn.expect(c.DISCONNECT)
+
+    r, b = play(runtime, shell, "handler", script)
+    assert r["granted"] == [1, 0], r
+    assert r["by_handler"] == [["cmd/x", "c1", True], ["cmd/y", "c2", False]], r
+    assert r["by_callback"] == [["cmd/x", "c1"], ["other", "o1"], ["cmd/y", "c2"]], r
+    assert r["flushed"] and r["links"] == 1, r
+
+
+@both
+def test_set_delivered_reports_each_pid_once_the_broker_acknowledged_it(runtime, shell):
+    def script(conn):
+        connack(conn)
+        p1 = conn.expect(c.PUBLISH)
+        p2 = conn.expect(c.PUBLISH)
+        assert (p1[3], p2[3]) == (1, 2), (p1, p2)
+        conn.send((c.PUBLISH, b"in", b"before-puback", 0, False, False, 0), (c.PUBACK, p1[6]),
+                  (c.PUBREC, p2[6]))
+        conn.expect(c.PUBREL)
+        conn.send((c.PUBLISH, b"in", b"before-pubcomp", 0, False, False, 0), (c.PUBCOMP, p2[6]))
+        conn.expect(c.DISCONNECT)
+
+    r, b = play(runtime, shell, "delivered", script)
+    p1, p2 = r["pids"]
+    assert [p[6] for p in b.conns[0].got if p[0] == c.PUBLISH] == [p1, p2], b.conns[0].got
+    assert r["done"] == [p1, p2], r
+    # QoS 1 not before its PUBACK; QoS 2 not at PUBREC, only at PUBCOMP.
+    assert r["seen"] == [["before-puback", []], ["before-pubcomp", [p1]]], r
+    assert r["flushed"] and r["links"] == 1, r
+
+
+@both
+def test_an_unexpected_exception_is_counted_and_the_client_works_on(runtime, shell):
+    def until_closed(conn):
+        connack(conn)
+        conn.idle(10)  # until the client drops the link after the fault
+
+    def acked(conn):
+        connack(conn)
+        p = conn.expect(c.PUBLISH)
+        conn.send((c.PUBACK, p[6]))
+        if shell == "async":  # the outbox fails on that PUBACK: the link goes
+            conn.idle(10)
+            return
+        conn.expect(c.DISCONNECT)
+
+    def again(conn):
+        connack(conn)
+        p = conn.expect(c.PUBLISH)
+        assert p[2] == b"after-fault" and p[5], p  # sent again, flagged DUP
+        conn.send((c.PUBACK, p[6]))
+        conn.expect(c.DISCONNECT)
+
+    scripts = (until_closed, acked, again) if shell == "async" else (acked,)
+    r, b = play(runtime, shell, "fault", *scripts,
+                raised=["RuntimeError"] if shell == "blocking" else [])
+    assert r["armed"] is None and r["flushed"] and r["pid"] and r["connected"], r
+    if shell == "async":
+        assert "outbox failed unexpectedly in tick" in r["last_error"], r
+        assert r["links"] == 2, r
+        assert r["faults"] == 2 and "unexpectedly in done" in r["last_error_end"], r
+        assert r["links_end"] == 3 and b.accepts == 3, r
+    else:
+        assert r["links_end"] == 1 and b.accepts == 1, r
+    assert r["callback_errors"] == 0, r
+
+
+@both
+def test_without_reconnect_the_client_stays_offline_until_connect(runtime, shell):
+    def cut(conn):
+        connack(conn)  # then the broker closes the link
+
+    def again(conn):
+        connack(conn)
+        p = conn.expect(c.PUBLISH)  # published while offline, kept
+        assert p[2] == b"kept", p
+        conn.send((c.PUBACK, p[6]))
+        conn.expect(c.DISCONNECT)
+
+    # Each wait_msg() of the blocking client after the loss raises LinkDown
+    # (no link can come), rather than spinning: ten of them, and the one that
+    # saw the loss unless its 20 ms ran out first.
+    r, b = play(runtime, shell, "no_reconnect", cut, again,
+                raised=lambda x: x == [] if shell == "async" else x in (["LinkDown"] * 10, ["LinkDown"] * 11))
+    assert r["before"] == {"links": 1, "attempts": 1, "connected": False}, r
+    assert r["pid"] and r["flushed"] and r["links"] == 2 and r["attempts"] == 2, r
+    assert b.accepts == 2
