@@ -38,8 +38,12 @@ TIMEOUT = 600
 # Regression guards, not the goal: the unix port is 64-bit (8-byte pointers,
 # 32-byte GC blocks), so its figures are about twice a 32-bit board's, and
 # .mpy bytecode sits on the heap (frozen modules on a board do not).
-HEAP_LIMIT_KB = 128                     # every module must fit in this
-CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 64
+# Raised from 128k and 64k in the engine's second round: the firmware the
+# tests load grew by about 4 KB (the request ledger and the verbs shared by
+# both clients in front.py, the held-id table, the codec's length checks,
+# the words of the new errors); docs/testing.md has the table.
+HEAP_LIMIT_KB = 132                     # every module must fit in this
+CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 68
 REPORT = os.path.join(ROOT, "build", "heap-per-module.txt")
 OUTPUT_TAIL = 8000                      # chars of a failing run's output shown
 
@@ -161,7 +165,7 @@ def _tail(text):
                                            text[-OUTPUT_TAIL:])
 
 
-def test_every_module_fits_in_128k(heap_report):
+def test_every_module_fits_the_heap_guard(heap_report):
     report, table = heap_report
     too_big = [m for m in report
                if m.smallest_kb is None or m.smallest_kb > HEAP_LIMIT_KB]
@@ -177,7 +181,7 @@ def test_every_module_fits_in_128k(heap_report):
     pytest.fail("\n".join(parts), pytrace=False)
 
 
-def test_codec_fits_in_64k(heap_report):
+def test_codec_fits_its_heap_guard(heap_report):
     report, table = heap_report
     codec = [m for m in report if m.module == CODEC_MODULE]
     if not codec:
