@@ -700,9 +700,10 @@ class ModelBroker:
 
     # -- what the broker publishes ---------------------------------------------------
 
-    def publish(self, cid, n, step):
+    def publish(self, cid, n, step, qos=None):
         """n messages from the broker's side to the client's subscriptions (a
-        topic under a random filter the session has); returns how many."""
+        topic under a random filter the session has), of QoS qos (None: mixed)
+        or what the filter was granted if lower; returns how many."""
         s = self.sessions.get(cid)
         if s is None or not s.subs:
             return 0
@@ -710,7 +711,7 @@ class ModelBroker:
         for _ in range(n):
             flt = self.rng.choice(flts)
             topic = flt[:-1] + b"x" if flt.endswith(b"#") else flt
-            q = min(self.rng.choice((0, 1, 1, 2, 2, 2)), s.subs[flt])
+            q = min(self.rng.choice((0, 1, 1, 2, 2, 2)) if qos is None else qos, s.subs[flt])
             m = Msg(self.next_seq, topic, q, step, s)
             self.next_seq += 1
             self.sent[m.seq] = m

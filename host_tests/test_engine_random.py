@@ -128,24 +128,30 @@ class Run:
         self.early = []  # ids set_delivered reported before publish() returned them
         self.escapes = {}  # (exception, where) -> times
         self.subs_failed = None
+        self.ending = False  # the final checks: their failures are listed, not traced
 
     # -- reporting -----------------------------------------------------------
 
     def log(self, msg):
         self.trace.append("%4d %s" % (self.step, msg))
 
-    def fail(self, msg):
-        self.failures.append("step %d: %s" % (self.step, msg))
-        self.log("FAIL " + msg)
+    def fail(self, check, msg):
+        self.failures.append((check, "step %d: %s" % (self.step, msg)))
+        if not self.ending:
+            self.log("FAIL " + msg)
 
     def report(self):
         p = self.profile
+        groups = {}
+        for check, f in self.failures:
+            groups.setdefault(check, []).append(f)
         lines = ["seed %d (rerun: SEED=%d), profile %s" % (self.seed, self.seed, p),
-                 "%d check(s) failed:" % len(self.failures)]
-        for f in self.failures[:25]:
-            lines.append("  - " + f)
-        if len(self.failures) > 25:
-            lines.append("  ... and %d more" % (len(self.failures) - 25))
+                 "%d check(s) failed:" % len(groups)]
+        for check, fs in groups.items():
+            lines.append("  %s: %d failure(s)" % (check, len(fs)))
+            lines.extend("    - " + f for f in fs[:4])
+            if len(fs) > 4:
+                lines.append("    ... and %d more" % (len(fs) - 4))
         lines.append("last steps of the run:")
         lines.extend("  " + t for t in self.trace[-120:])
         return "\n".join(lines)
@@ -167,9 +173,9 @@ class Run:
             return
         self.got[m.seq] = self.got.get(m.seq, 0) + 1
         if bytes(topic) != m.topic:
-            self.fail("i%d delivered on topic %r, sent on %r" % (m.seq, bytes(topic), m.topic))
+            self.fail("inbound messages intact", "i%d delivered on topic %r, sent on %r" % (m.seq, bytes(topic), m.topic))
         if self.c.qos != m.qos:
-            self.fail("i%d delivered with qos %d, sent with %d" % (m.seq, self.c.qos, m.qos))
+            self.fail("inbound messages intact", "i%d delivered with qos %d, sent with %d" % (m.seq, self.c.qos, m.qos))
         if self.got[m.seq] > 1 and m.qos == 2:
             self.log("i%d (QoS 2) delivered again, %d times now" % (m.seq, self.got[m.seq]))
         if self.rng.random() < 0.05:  # an application that answers from its callback
@@ -185,7 +191,7 @@ class Run:
         msg = bytes(msg)
         m = self.broker.sent.get(int(msg[1:])) if msg[:1] == b"i" and msg[1:].isdigit() else None
         if m is None:
-            self.fail("callback got %r, which the broker never sent" % msg[:30])
+            self.fail("inbound messages intact", "callback got %r, which the broker never sent" % msg[:30])
         return m
 
     def on_delivered(self, pid):
@@ -194,7 +200,7 @@ class Run:
             return
         seq = self.outstanding.pop(pid, None)
         if seq is None:
-            self.fail("set_delivered(%d): no accepted message with this id is outstanding" % pid)
+            self.fail("set_delivered once per message", "set_delivered(%d): no accepted message with this id is outstanding" % pid)
             return
         a = self.accepted[seq]
         a[3] = self._losses()
@@ -210,6 +216,8 @@ class Run:
         seq = self.seq
         topic = b"out/%d" % self.rng.randint(0, 3)
         self.publishing += 1
+        if not self.publishing > 1:
+            self.net.ops = 0  # the watchdog counts per call
         try:
             pid = self.c.publish(topic, b"o%d" % seq, False, qos)
         except RAISES["publish"] as e:
@@ -221,10 +229,10 @@ class Run:
             self.qos0.append(seq)
             return
         if not isinstance(pid, int) or not 0 < pid < 65536:
-            self.fail("publish(qos=%d) returned %r" % (qos, pid))
+            self.fail("publish() ids", "publish(qos=%d) returned %r" % (qos, pid))
             return
         if pid in self.outstanding:
-            self.fail("publish() returned id %d, still in use by o%d" % (pid, self.outstanding[pid]))
+            self.fail("publish() ids", "publish() returned id %d, still in use by o%d" % (pid, self.outstanding[pid]))
         self.outstanding[pid] = seq
         self.accepted[seq] = [qos, pid, self._losses(), None, None]
         if pid in self.early:
@@ -245,7 +253,7 @@ class Run:
             self.maybe.add(flt)
             return
         if g != qos:
-            self.fail("subscribe(%r, %d) granted %r, the broker granted %d" % (flt, qos, g, qos))
+            self.fail("subscribe() grants", "subscribe(%r, %d) granted %r, the broker granted %d" % (flt, qos, g, qos))
         self.subs[flt] = (qos, self.step)
 
     def note(self, call, e):
@@ -306,7 +314,7 @@ class Run:
         extra = sorted(f for f in have if f not in self.subs and f not in self.maybe)
         if (missing or wrong or extra) and (missing, wrong, extra) != self.subs_failed:
             self.subs_failed = (missing, wrong, extra)  # reported once until it changes
-            self.fail("%s: broker's session lacks %d of %d subscriptions %s%s%s"
+            self.fail("subscriptions back after every reconnect", "%s: broker's session lacks %d of %d subscriptions %s%s%s"
                       % (when, len(missing), len(self.subs), [f[:12] for f in missing],
                          " wrong QoS %s" % [f[:12] for f in wrong] if wrong else "",
                          " unasked %s" % [f[:12] for f in extra] if extra else ""))
@@ -320,7 +328,7 @@ class Run:
         self.make_client()
         self.connect()
         if not self.c.isconnected():
-            self.fail("the first connect() failed with no fault on the link")
+            self.fail("first connect", "the first connect() failed with no fault on the link")
             return
         for _ in range(p["filters"]):
             self.subscribe()
@@ -338,20 +346,25 @@ class Run:
                 if r < 0:
                     break
             self.net.ops = 0
+            was = (self.c.isconnected(), self.c.links)
             try:
                 getattr(self, "do_" + name)()
             except Exception as e:
                 self.escaped(name, e)
             except mb.Hung as e:
-                self.fail("%s never returned: %s; the run stops here" % (name, e))
+                self.fail("every call returns", "%s never returned: %s; the run stops here" % (name, e))
                 return
+            if (self.c.isconnected(), self.c.links) != was:
+                self.log("client: %s, %d links (last error: %r)"
+                         % ("connected" if self.c.isconnected() else "offline", self.c.links,
+                            self.c.last_error))
             if len(self.failures) > 40:
                 break
         self.step += 1
         try:
             self.heal()
         except mb.Hung as e:
-            self.fail("healing: a call never returned: %s; the run stops here" % e)
+            self.fail("every call returns", "healing: a call never returned: %s; the run stops here" % e)
             return
         self.final_checks()
 
@@ -367,7 +380,7 @@ class Run:
             return
         self.escapes[key] = 1
         frames = [t for t in tb if "holdfast" in t.filename][-4:]
-        self.fail("%s escaped from the client during %s: %s (at %s)"
+        self.fail("documented exceptions only", "%s escaped from the client during %s: %s (at %s)"
                   % (type(e).__name__, where, e,
                      " <- ".join("%s:%d %s" % (os.path.basename(t.filename), t.lineno, t.name)
                                  for t in reversed(frames))))
@@ -382,11 +395,13 @@ class Run:
                 return  # as an application would: try again later
 
     def do_broker_publish(self):
-        n = self.broker.publish(CID, rng_burst(self.rng, self.profile["flows"]), self.step)
-        self.log("broker publishes %d" % n)
+        qos = self.rng.choice((None, 1, 2, 2))
+        n = self.broker.publish(CID, rng_burst(self.rng, self.profile["flows"]), self.step, qos)
+        self.log("broker publishes %d, QoS %s" % (n, "mixed" if qos is None else qos))
 
     def do_check_msg(self):
         for _ in range(self.rng.randint(1, 6)):
+            self.net.ops = 0
             self.c.check_msg()
 
     def do_wait_msg(self):
@@ -469,9 +484,11 @@ class Run:
             except Exception as e:
                 self.escaped("healing", e)
         s = self.broker.session(CID)
-        self.fail("did not heal: connected %r, %d pending in the client (last error %r); broker "
-                  "session: %s"
-                  % (self.c.isconnected(), self.c.pending(), self.c.last_error,
+        link = self.net.links[-1]
+        self.fail("heals once the faults stop", "did not heal: connected %r, %d pending in the client (last error %r); "
+                  "its link %d %s; broker session: %s"
+                  % (self.c.isconnected(), self.c.pending(), self.c.last_error, link.n,
+                     "up" if link.up else "cut, the client sees " + link.mode,
                      "none" if s is None else "%d queued, %d in flight, %d held"
                      % (len(s.queue), len(s.inflight), len(s.held))))
 
@@ -492,6 +509,7 @@ class Run:
         return False
 
     def final_checks(self):
+        self.ending = True
         b = self.broker
         excused = lost_in = hidden = 0
         for seq, (qos, pid, e0, e1, had) in sorted(self.accepted.items()):
@@ -501,51 +519,51 @@ class Run:
                 if qos == 2 and e1[1] > e0[1]:
                     hidden += 1  # past PUBREC when the broker lost it unseen: nothing can tell
                 elif had is False:
-                    self.fail("o%d (QoS %d, id %d) reported delivered by set_delivered(), but the "
+                    self.fail("set_delivered only once the broker has it", "o%d (QoS %d, id %d) reported delivered by set_delivered(), but the "
                               "broker did not have it then%s" % (seq, qos, pid, "" if got else
                                                                  " nor ever after"))
                 else:
-                    self.fail("o%d (QoS %d, id %d) accepted by publish(), never reached the broker"
+                    self.fail("no accepted message lost", "o%d (QoS %d, id %d) accepted by publish(), never reached the broker"
                               % (seq, qos, pid))
             elif qos == 2 and len(got) > 1:
                 if e1[0] > e0[0]:
                     excused += 1
                 else:
-                    self.fail("o%d (QoS 2, id %d) reached the broker %d times with no session lost "
+                    self.fail("QoS 2 to the broker exactly once", "o%d (QoS 2, id %d) reached the broker %d times with no session lost "
                               "in between (links %s)" % (seq, pid, len(got), [g[2] for g in got]))
         for seq in self.qos0:
             if len(b.received.get(seq, [])) > 1:
-                self.fail("o%d (QoS 0) reached the broker %d times" % (seq, len(b.received[seq])))
+                self.fail("QoS 0 at most once", "o%d (QoS 0) reached the broker %d times" % (seq, len(b.received[seq])))
         if self.outstanding and not self.failures:
-            self.fail("%d accepted messages never reported by set_delivered: %s"
+            self.fail("set_delivered once per message", "%d accepted messages never reported by set_delivered: %s"
                       % (len(self.outstanding), sorted(self.outstanding.values())[:10]))
         for seq, m in sorted(b.sent.items()):
             n = self.got.get(seq, 0)
             if m.lost:
                 lost_in += n == 0
                 if m.qos != 1 and n > 1:
-                    self.fail("i%d (QoS %d) delivered %d times (its session was lost on the broker)"
+                    self.fail("QoS 2 to the callback exactly once", "i%d (QoS %d) delivered %d times (its session was lost on the broker)"
                               % (seq, m.qos, n))
                 continue
             if m.qos == 0:
                 if n > 1:
-                    self.fail("i%d (QoS 0) delivered %d times" % (seq, n))
+                    self.fail("QoS 0 at most once", "i%d (QoS 0) delivered %d times" % (seq, n))
             elif n == 0 and m.qos == 2 and m.session.hidden:
                 hidden += 1  # its id may be one the client holds from the session lost unseen
             elif n == 0:
-                self.fail("i%d (QoS %d) the broker sent was never delivered (%s by the client)"
+                self.fail("QoS 1/2 from the broker delivered", "i%d (QoS %d) the broker sent was never delivered (%s by the client)"
                           % (seq, m.qos, "acknowledged" if m.acked else "not acknowledged"))
             elif m.qos == 2 and n > 1:
-                self.fail("i%d (QoS 2) delivered %d times, no session lost on the broker" % (seq, n))
+                self.fail("QoS 2 to the callback exactly once", "i%d (QoS 2) delivered %d times, no session lost on the broker" % (seq, n))
             flt = [f for f in self.subs if mb.matches(f, m.topic)]
             if flt and self.subs[flt[0]][1] < m.step and self.handled.get(seq, 0) != n:
-                self.fail("i%d: the callback had it %d times, the handler of %r %d times"
+                self.fail("filter handlers get their messages", "i%d: the callback had it %d times, the handler of %r %d times"
                           % (seq, n, flt[0][:12], self.handled.get(seq, 0)))
         self.check_subs("at the end")
         for v in b.violations:
-            self.fail("MQTT violation by the client: " + v)
+            self.fail("MQTT 3.1.1 conformance", "MQTT violation by the client: " + v)
         if self.c.restore_refused:
-            self.fail("restore_refused is %d, the broker refused nothing" % self.c.restore_refused)
+            self.fail("restore_refused", "restore_refused is %d, the broker refused nothing" % self.c.restore_refused)
         self.log("end: %d accepted (%d QoS 2 duplicates after a lost session), %d broker messages "
                  "(%d lost with a session), %d links, %d sessions lost (%d unseen by the client, "
                  "%d QoS 2 messages lost with them), %d settled checks, raised %s"
