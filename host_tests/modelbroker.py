@@ -671,9 +671,9 @@ class ModelBroker:
             raise Violation("PUBLISH payload %r is not the test's" % payload[:20])
         seq = int(payload[1:])
         seen = self.first_seen.get(seq)
-        if seen is None:
+        if seen is None or seen[0] != s.epoch:
             self.first_seen[seq] = (s.epoch, cn.link.n)
-        elif seen[0] == s.epoch and seen[1] != cn.link.n and not dup:
+        elif seen[1] != cn.link.n and not dup:
             # [MQTT-3.3.1-1]: a re-delivery carries DUP.
             self.violations.append("link %d: message o%d (id %d) re-sent without DUP (first seen on link %d)"
                                    % (cn.link.n, seq, pid, seen[1]))
