@@ -1,0 +1,609 @@
+# The randomised engine test (issue 17): the blocking client, through its
+# public API only, against a model broker (modelbroker.py) over an in-memory
+# network with a fake clock, through link cuts at any byte, broker restarts
+# with and without persistence, DUP re-sends and packet-id wrap, with up to
+# 64 QoS 2 flows each way. After a healing phase (the link stays up, the
+# client flushes) it checks:
+#   - every message publish() accepted reached the broker; a QoS 2 one
+#     exactly once, unless a session the broker lost was in between (counted);
+#   - set_delivered() reports a message only once it reached the broker,
+#     once per message;
+#   - every QoS 1/2 message the broker sent is handed to the callback (QoS 2
+#     exactly once) unless the broker lost it with its session (counted);
+#   - every subscription is in the broker's session whenever the link has
+#     settled after a reconnect, and at the end;
+#   - no exception leaves a call other than the ones it documents, and the
+#     client never breaks MQTT 3.1.1 (the broker checks every packet).
+#
+# make test runs a few fixed seeds. Longer runs:
+#   SEED=random RUNS=200 STEPS=1500 .venv/bin/python -m pytest host_tests/test_engine_random.py -q -s
+# A failure prints the seed (SEED=<n> reruns exactly that run) and the last
+# steps of the run.
+import os
+import random
+import sys
+import traceback
+
+import pytest
+
+import holdfast.client  # noqa: F401  (loads the modules whose I/O is replaced)
+from holdfast.client import MQTTClient
+from holdfast.store import MemoryStore
+from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
+import modelbroker as mb
+
+CID = b"fuzz-1"
+FIXED_SEEDS = (1, 3, 5, 11, 19, 23, 43, 47)
+STEPS = 300
+
+# What each call may raise, as documented (README, docstrings).
+RAISES = {
+    "connect": (OSError, MQTTTimeout, LinkDown),
+    "publish": (OutboxFull,),
+    "subscribe": (LinkDown, MQTTTimeout),
+}
+
+
+def outbox(flows):
+    """The client's outbox: room for twice the window. The table of inbound
+    QoS 2 ids awaiting PUBREL must cover what the broker has in flight: by
+    default mosquitto's default of 20 (issue 17, defect 1), set for 64."""
+    if flows <= 20:
+        return MemoryStore(size=16384, slots=2 * flows)
+    return MemoryStore(size=16384, slots=2 * flows, held=flows)
+
+
+class Patched:
+    """Puts the model network and clock in place of holdfast's sockets,
+    poller, ticks_ms and sleep, in every holdfast module that holds them
+    (also the ones loaded during the run), and takes them out again."""
+
+    NAMES = ("open_socket", "Connector", "Poller", "ticks_ms", "_sleep_ms")
+
+    def __init__(self, net):
+        self.fakes = {"open_socket": net.open_socket, "Connector": net.connector,
+                      "Poller": net.poller, "ticks_ms": net.ticks_ms, "_sleep_ms": net.sleep_ms}
+        self.orig = {}
+
+    @staticmethod
+    def _modules():
+        return [m for n, m in list(sys.modules.items())
+                if m is not None and (n == "holdfast" or n.startswith("holdfast."))]
+
+    def __enter__(self):
+        for m in self._modules():
+            for name in self.NAMES:
+                if name in vars(m):
+                    self.orig.setdefault(name, getattr(m, name))
+                    setattr(m, name, self.fakes[name])
+        return self
+
+    def __exit__(self, *a):
+        fakes = set(id(f) for f in self.fakes.values())
+        for m in self._modules():
+            for name in self.NAMES:
+                if name in vars(m) and id(getattr(m, name)) in fakes:
+                    setattr(m, name, self.orig[name])
+
+
+class Failed(Exception):
+    pass
+
+
+class Run:
+    def __init__(self, seed, steps):
+        self.seed = seed
+        self.steps = steps
+        self.rng = rng = random.Random(seed)
+        self.trace = []
+        self.step = 0
+        self.failures = []
+        p = self.profile = {
+            "flows": rng.choice((20, 64)),
+            "size": rng.choice((512, 1024)),
+            "keepalive": rng.choice((0, 30, 60)),
+            "on_pubrel": rng.random() < 0.6,
+            "wrap": rng.random() < 0.5,
+            "filters": rng.randint(3, 8),
+        }
+        self.broker = mb.ModelBroker(random.Random(rng.random()), self.log, p["flows"],
+                                     p["on_pubrel"], p["wrap"])
+        self.broker.silent_ok = bool(p["keepalive"])
+        self.net = mb.Net(random.Random(rng.random()), self.broker, self.log)
+        # Client bookkeeping.
+        self.seq = 0
+        # seq -> [qos, pid, sessions lost and hidden losses at accept, the same when
+        # set_delivered reported it (or None), whether the broker had it then]
+        self.accepted = {}
+        self.outstanding = {}  # pid -> seq accepted and not reported delivered yet
+        self.qos0 = []  # seqs of QoS 0 messages published
+        self.got = {}  # broker seq -> times the callback had it
+        self.handled = {}  # broker seq -> times a filter's handler had it
+        self.subs = {}  # filter -> (qos, step subscribe() returned at)
+        self.maybe = set()  # filters whose subscribe() raised: the broker may have them
+        self.nfilters = 0
+        self.raised = {}  # documented exceptions seen, by call and type
+        self.settled = 0  # subscription checks made on a settled link
+        self.publishing = 0  # publish() calls under way (set_delivered can come first)
+        self.early = []  # ids set_delivered reported before publish() returned them
+        self.escapes = {}  # (exception, where) -> times
+        self.subs_failed = None
+        self.ending = False  # the final checks: their failures are listed, not traced
+
+    # -- reporting -----------------------------------------------------------
+
+    def log(self, msg):
+        self.trace.append("%4d %s" % (self.step, msg))
+
+    def fail(self, check, msg):
+        self.failures.append((check, "step %d: %s" % (self.step, msg)))
+        if not self.ending:
+            self.log("FAIL " + msg)
+
+    def report(self):
+        p = self.profile
+        groups = {}
+        for check, f in self.failures:
+            groups.setdefault(check, []).append(f)
+        lines = ["seed %d (rerun: SEED=%d), profile %s" % (self.seed, self.seed, p),
+                 "%d check(s) failed:" % len(groups)]
+        for check, fs in groups.items():
+            lines.append("  %s: %d failure(s)" % (check, len(fs)))
+            lines.extend("    - " + f for f in fs[:4])
+            if len(fs) > 4:
+                lines.append("    ... and %d more" % (len(fs) - 4))
+        lines.append("last steps of the run:")
+        lines.extend("  " + t for t in self.trace[-120:])
+        return "\n".join(lines)
+
+    # -- the client ------------------------------------------------------------
+
+    def make_client(self):
+        p = self.profile
+        c = MQTTClient(CID, "broker.test", keepalive=p["keepalive"], size=p["size"],
+                       window=p["flows"], outbox=outbox(p["flows"]), timeout_ms=3000,
+                       backoff_ms=(200, 4000))
+        c.set_callback(self.on_message)
+        c.set_delivered(self.on_delivered)
+        self.c = c
+
+    def on_message(self, topic, msg):
+        m = self._broker_msg(msg)
+        if m is None:
+            return
+        self.got[m.seq] = self.got.get(m.seq, 0) + 1
+        if bytes(topic) != m.topic:
+            self.fail("inbound messages intact", "i%d delivered on topic %r, sent on %r" % (m.seq, bytes(topic), m.topic))
+        if self.c.qos != m.qos:
+            self.fail("inbound messages intact", "i%d delivered with qos %d, sent with %d" % (m.seq, self.c.qos, m.qos))
+        if self.got[m.seq] > 1 and m.qos == 2:
+            self.log("i%d (QoS 2) delivered again, %d times now" % (m.seq, self.got[m.seq]))
+        if self.rng.random() < 0.05:  # an application that answers from its callback
+            self.log("the callback publishes")
+            self.publish(self.rng.choice((1, 2)))
+
+    def on_handler(self, topic, msg, retained):
+        m = self._broker_msg(msg)
+        if m is not None:
+            self.handled[m.seq] = self.handled.get(m.seq, 0) + 1
+
+    def _broker_msg(self, msg):
+        msg = bytes(msg)
+        m = self.broker.sent.get(int(msg[1:])) if msg[:1] == b"i" and msg[1:].isdigit() else None
+        if m is None:
+            self.fail("inbound messages intact", "callback got %r, which the broker never sent" % msg[:30])
+        return m
+
+    def on_delivered(self, pid):
+        if pid not in self.outstanding and self.publishing:
+            self.early.append(pid)  # publish() has not returned this id yet
+            return
+        seq = self.outstanding.pop(pid, None)
+        if seq is None:
+            self.fail("set_delivered once per message", "set_delivered(%d): no accepted message with this id is outstanding" % pid)
+            return
+        a = self.accepted[seq]
+        a[3] = self._losses()
+        a[4] = bool(self.broker.received.get(seq))
+        if not a[4]:
+            self.log("o%d (QoS %d, id %d) reported delivered, the broker does not have it" % (seq, a[0], pid))
+
+    def _losses(self):
+        return (self.broker.epoch, self.broker.hidden)
+
+    def publish(self, qos):
+        self.seq += 1
+        seq = self.seq
+        topic = b"out/%d" % self.rng.randint(0, 3)
+        self.publishing += 1
+        if not self.publishing > 1:
+            self.net.ops = 0  # the watchdog counts per call
+        try:
+            pid = self.c.publish(topic, b"o%d" % seq, False, qos)
+        except RAISES["publish"] as e:
+            self.note("publish", e)
+            return False
+        finally:
+            self.publishing -= 1
+        if qos == 0:
+            self.qos0.append(seq)
+            return
+        if not isinstance(pid, int) or not 0 < pid < 65536:
+            self.fail("publish() ids", "publish(qos=%d) returned %r" % (qos, pid))
+            return
+        if pid in self.outstanding:
+            self.fail("publish() ids", "publish() returned id %d, still in use by o%d" % (pid, self.outstanding[pid]))
+        self.outstanding[pid] = seq
+        self.accepted[seq] = [qos, pid, self._losses(), None, None]
+        if pid in self.early:
+            self.early.remove(pid)
+            self.on_delivered(pid)
+
+    def subscribe(self):
+        k = self.nfilters
+        self.nfilters += 1
+        pad = b"p" * self.rng.choice((0, 0, 20, 60, 120))
+        flt = b"in/%d/%s#" % (k, pad + b"/" if pad else b"")
+        qos = self.rng.choice((1, 2, 2))
+        self.log("subscribe(%r, %d)" % (flt[:20], qos))
+        try:
+            g = self.c.subscribe(flt, qos, self.on_handler)
+        except RAISES["subscribe"] as e:
+            self.note("subscribe", e)
+            self.maybe.add(flt)
+            return
+        if g != qos:
+            self.fail("subscribe() grants", "subscribe(%r, %d) granted %r, the broker granted %d" % (flt, qos, g, qos))
+        self.subs[flt] = (qos, self.step)
+
+    def note(self, call, e):
+        k = "%s: %s" % (call, type(e).__name__)
+        self.raised[k] = self.raised.get(k, 0) + 1
+        if not isinstance(e, OutboxFull) or self.raised[k] == 1:
+            self.log("%s raised %s: %s" % (call, type(e).__name__, e))
+
+    def connect(self):
+        try:
+            present = self.c.connect(clean_session=False)
+            self.log("connect() -> session present %r" % (present,))
+        except RAISES["connect"] as e:
+            self.note("connect", e)
+
+    # -- checks made during the run ------------------------------------------------------
+
+    def settle(self, why):
+        """Lets client and broker work with no new fault until nothing moves
+        on a connected link; then every subscription the client holds must be
+        in the broker's session."""
+        quiet = 0
+        link = None
+        for _ in range(80):
+            if not self.c.isconnected():
+                quiet = 0
+                self.net.advance(self.rng.randint(100, 1500))
+            before = self._moved()
+            self.c.check_msg()
+            self.broker.run()
+            link = self.net.links[-1] if self.net.links else None
+            if self.c.isconnected() and link is not None and link.up and before == self._moved() \
+                    and not link.c2b and not link.b2c:
+                quiet += 1
+                if quiet >= 3:
+                    break
+            else:
+                quiet = 0
+        else:
+            self.log("settle (%s): the link did not settle" % why)
+            return False
+        self.settled += 1
+        self.check_subs("after a reconnect, once the link settled (%s, link %d)" % (why, link.n))
+        return True
+
+    def _moved(self):
+        link = self.net.links[-1] if self.net.links else None
+        return (len(self.net.links), self.broker.packets, id(link), len(link.b2c) if link else 0)
+
+    def check_subs(self, when):
+        s = self.broker.session(CID)
+        if s is not None and s.hidden:
+            self.log("%s: not checked, the broker lost the session unseen by the client" % when)
+            return
+        have = dict(s.subs) if s is not None else {}
+        missing = sorted(f for f in self.subs if f not in have)
+        wrong = sorted(f for f in self.subs if f in have and have[f] != self.subs[f][0])
+        extra = sorted(f for f in have if f not in self.subs and f not in self.maybe)
+        if (missing or wrong or extra) and (missing, wrong, extra) != self.subs_failed:
+            self.subs_failed = (missing, wrong, extra)  # reported once until it changes
+            self.fail("subscriptions back after every reconnect", "%s: broker's session lacks %d of %d subscriptions %s%s%s"
+                      % (when, len(missing), len(self.subs), [f[:12] for f in missing],
+                         " wrong QoS %s" % [f[:12] for f in wrong] if wrong else "",
+                         " unasked %s" % [f[:12] for f in extra] if extra else ""))
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self):
+        rng = self.rng
+        p = self.profile
+        self.log("profile %s" % p)
+        self.make_client()
+        self.connect()
+        if not self.c.isconnected():
+            self.fail("first connect", "the first connect() failed with no fault on the link")
+            return
+        for _ in range(p["filters"]):
+            self.subscribe()
+        self.net.fault_rate = 0.3
+        actions = (
+            (30, "publish"), (14, "broker_publish"), (20, "check_msg"), (8, "wait_msg"),
+            (8, "network"), (5, "cut"), (3, "restart"), (5, "delay"), (2, "wrap"),
+            (2, "subscribe"), (4, "flush"), (3, "settle"), (1, "reconnect"),
+        )
+        total = sum(w for w, _ in actions)
+        for self.step in range(1, self.steps + 1):
+            r = rng.randrange(total)
+            for w, name in actions:
+                r -= w
+                if r < 0:
+                    break
+            self.net.ops = 0
+            was = (self.c.isconnected(), self.c.links)
+            try:
+                getattr(self, "do_" + name)()
+            except Exception as e:
+                self.escaped(name, e)
+            except mb.Hung as e:
+                self.fail("every call returns", "%s never returned: %s; the run stops here" % (name, e))
+                return
+            if (self.c.isconnected(), self.c.links) != was:
+                self.log("client: %s, %d links (last error: %r)"
+                         % ("connected" if self.c.isconnected() else "offline", self.c.links,
+                            self.c.last_error))
+            if len(self.failures) > 40:
+                break
+        self.step += 1
+        try:
+            self.heal()
+        except mb.Hung as e:
+            self.fail("every call returns", "healing: a call never returned: %s; the run stops here" % e)
+            return
+        self.final_checks()
+
+    def escaped(self, where, e):
+        """An exception no call documents: a failure, reported once per place
+        it came from; the run goes on, as an application that caught it would."""
+        tb = traceback.extract_tb(e.__traceback__)
+        at = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
+        key = (type(e).__name__, at)
+        if key in self.escapes:
+            self.escapes[key] += 1
+            self.log("%s escaped again (%s, %s)" % (type(e).__name__, where, at))
+            return
+        self.escapes[key] = 1
+        frames = [t for t in tb if "holdfast" in t.filename][-4:]
+        self.fail("documented exceptions only", "%s escaped from the client during %s: %s (at %s)"
+                  % (type(e).__name__, where, e,
+                     " <- ".join("%s:%d %s" % (os.path.basename(t.filename), t.lineno, t.name)
+                                 for t in reversed(frames))))
+
+    def do_publish(self):
+        n = rng_burst(self.rng, self.profile["flows"])
+        qos = self.rng.choice((0, 1, 2, 2, 2))
+        self.log("publish %d x QoS %d" % (n, qos))
+        for i in range(n):
+            if self.publish(qos) is False:
+                self.log("publish refused after %d of %d" % (i, n))
+                return  # as an application would: try again later
+
+    def do_broker_publish(self):
+        qos = self.rng.choice((None, 1, 2, 2))
+        n = self.broker.publish(CID, rng_burst(self.rng, self.profile["flows"]), self.step, qos)
+        self.log("broker publishes %d, QoS %s" % (n, "mixed" if qos is None else qos))
+
+    def do_check_msg(self):
+        for _ in range(self.rng.randint(1, 6)):
+            self.net.ops = 0
+            self.c.check_msg()
+
+    def do_wait_msg(self):
+        ms = self.rng.choice((0, 10, 200, 1000))
+        self.c.wait_msg(ms)
+
+    def do_network(self):
+        self.broker.run()
+
+    def do_cut(self):
+        link = self.net.links[-1] if self.net.links else None
+        if link is None or not link.up:
+            return
+        if self.rng.random() < 0.5:
+            self.broker.cut(link, "cut by the test")
+        elif self.rng.random() < 0.5:
+            link.c2b_left = self.rng.randint(0, 300)
+            self.log("link %d will be cut after %d more client bytes" % (link.n, link.c2b_left))
+        else:
+            link.b2c_left = self.rng.randint(0, 300)
+            self.log("link %d will be cut after %d more broker bytes" % (link.n, link.b2c_left))
+
+    def do_restart(self):
+        persist = self.rng.random() < 0.5
+        if self.rng.random() < 0.5:
+            self.broker.restart(persist, self.rng.choice((0, 0, 300, 3000)))
+        else:
+            n = self.rng.randint(1, 60)
+            self.broker.restart_after = (n, persist)
+            self.log("broker restarts (persistence %s) after %d more packets" % (persist, n))
+
+    def do_delay(self):
+        ka = self.profile["keepalive"]
+        ms = self.rng.choice((10, 300, 2000, ka * 1000 + 1, ka * 1600 + 1))
+        self.log("time passes: %d ms" % ms)
+        self.net.advance(ms)
+
+    def do_wrap(self):
+        pid = self.rng.randint(65500, 65535)
+        self.log("set_next_pid(%d)" % pid)
+        self.c.set_next_pid(pid)
+
+    def do_subscribe(self):
+        if self.nfilters < 12 and self.c.isconnected():
+            self.subscribe()
+
+    def do_flush(self):
+        ms = self.rng.choice((0, 100, 2000))
+        done = self.c.flush(ms)
+        self.log("flush(%d) -> %r, %d pending" % (ms, done, self.c.pending()))
+
+    def do_settle(self):
+        self.settle("step %d" % self.step)
+
+    def do_reconnect(self):
+        self.log("disconnect() and connect()")
+        self.c.disconnect()
+        self.broker.run()
+        if self.rng.random() < 0.5:
+            self.net.advance(self.rng.randint(0, 5000))
+        self.connect()
+
+    # -- the end -------------------------------------------------------------------------
+
+    def heal(self):
+        """No new faults; the client reconnects and flushes until the client
+        has nothing pending and the broker nothing queued or in flight."""
+        self.log("healing: no more faults")
+        self.broker.faults = False
+        self.broker.restart_after = None
+        self.net.fault_rate = 0.0
+        for link in self.net.links:
+            link.c2b_left = link.b2c_left = None
+        ka = self.profile["keepalive"]
+        for _ in range(200):
+            self.net.ops = 0
+            try:
+                if self.heal_round(ka):
+                    return
+            except Exception as e:
+                self.escaped("healing", e)
+        s = self.broker.session(CID)
+        link = self.net.links[-1]
+        self.fail("heals once the faults stop", "did not heal: connected %r, %d pending in the client (last error %r); "
+                  "its link %d %s; broker session: %s"
+                  % (self.c.isconnected(), self.c.pending(), self.c.last_error, link.n,
+                     "up" if link.up else "cut, the client sees " + link.mode,
+                     "none" if s is None else "%d queued, %d in flight, %d held"
+                     % (len(s.queue), len(s.inflight), len(s.held))))
+
+    def heal_round(self, ka):
+        if not self.c.isconnected():
+            self.net.advance(self.rng.randint(200, 1500))
+            self.c.check_msg()
+            return False
+        self.c.flush(3000)
+        self.c.check_msg()
+        self.broker.run()
+        link = self.net.links[-1]
+        if (self.c.isconnected() and self.c.pending() == 0 and self.broker.idle()
+                and link.up and not link.c2b and not link.b2c):
+            return self.settle("healing")
+        if ka:
+            self.net.advance(ka * 500)  # a dead link is found by the keepalive
+        return False
+
+    def final_checks(self):
+        self.ending = True
+        b = self.broker
+        excused = lost_in = hidden = 0
+        for seq, (qos, pid, e0, e1, had) in sorted(self.accepted.items()):
+            got = b.received.get(seq, [])
+            e1 = e1 or self._losses()
+            if had is False or not got:
+                if qos == 2 and e1[1] > e0[1]:
+                    hidden += 1  # past PUBREC when the broker lost it unseen: nothing can tell
+                elif had is False:
+                    self.fail("set_delivered only once the broker has it", "o%d (QoS %d, id %d) reported delivered by set_delivered(), but the "
+                              "broker did not have it then%s" % (seq, qos, pid, "" if got else
+                                                                 " nor ever after"))
+                else:
+                    self.fail("no accepted message lost", "o%d (QoS %d, id %d) accepted by publish(), never reached the broker"
+                              % (seq, qos, pid))
+            elif qos == 2 and len(got) > 1:
+                if e1[0] > e0[0]:
+                    excused += 1
+                else:
+                    self.fail("QoS 2 to the broker exactly once", "o%d (QoS 2, id %d) reached the broker %d times with no session lost "
+                              "in between (links %s)" % (seq, pid, len(got), [g[2] for g in got]))
+        for seq in self.qos0:
+            if len(b.received.get(seq, [])) > 1:
+                self.fail("QoS 0 at most once", "o%d (QoS 0) reached the broker %d times" % (seq, len(b.received[seq])))
+        if self.outstanding and not self.failures:
+            self.fail("set_delivered once per message", "%d accepted messages never reported by set_delivered: %s"
+                      % (len(self.outstanding), sorted(self.outstanding.values())[:10]))
+        for seq, m in sorted(b.sent.items()):
+            n = self.got.get(seq, 0)
+            if m.lost:
+                lost_in += n == 0
+                if m.qos != 1 and n > 1:
+                    self.fail("QoS 2 to the callback exactly once", "i%d (QoS %d) delivered %d times (its session was lost on the broker)"
+                              % (seq, m.qos, n))
+                continue
+            if m.qos == 0:
+                if n > 1:
+                    self.fail("QoS 0 at most once", "i%d (QoS 0) delivered %d times" % (seq, n))
+            elif n == 0 and m.qos == 2 and m.session.hidden:
+                hidden += 1  # its id may be one the client holds from the session lost unseen
+            elif n == 0:
+                self.fail("QoS 1/2 from the broker delivered", "i%d (QoS %d) the broker sent was never delivered (%s by the client)"
+                          % (seq, m.qos, "acknowledged" if m.acked else "not acknowledged"))
+            elif m.qos == 2 and n > 1:
+                self.fail("QoS 2 to the callback exactly once", "i%d (QoS 2) delivered %d times, no session lost on the broker" % (seq, n))
+            flt = [f for f in self.subs if mb.matches(f, m.topic)]
+            if flt and self.subs[flt[0]][1] < m.step and self.handled.get(seq, 0) != n:
+                self.fail("filter handlers get their messages", "i%d: the callback had it %d times, the handler of %r %d times"
+                          % (seq, n, flt[0][:12], self.handled.get(seq, 0)))
+        self.check_subs("at the end")
+        for v in b.violations:
+            self.fail("MQTT 3.1.1 conformance", "MQTT violation by the client: " + v)
+        if self.c.restore_refused:
+            self.fail("restore_refused", "restore_refused is %d, the broker refused nothing" % self.c.restore_refused)
+        self.log("end: %d accepted (%d QoS 2 duplicates after a lost session), %d broker messages "
+                 "(%d lost with a session), %d links, %d sessions lost (%d unseen by the client, "
+                 "%d QoS 2 messages lost with them), %d settled checks, raised %s"
+                 % (len(self.accepted), excused, len(b.sent), lost_in, len(self.net.links), b.epoch,
+                    b.hidden, hidden, self.settled, self.raised))
+        self.excused = excused
+
+
+def rng_burst(rng, flows):
+    return rng.choice((1, 1, 2, 5, 10, rng.randint(1, flows), flows + rng.randint(0, 10)))
+
+
+def run_seed(seed, steps=STEPS):
+    r = Run(seed, steps)
+    state = random.getstate()
+    random.seed(seed)  # the client's backoff jitter
+    try:
+        with Patched(r.net):
+            r.run()
+    finally:
+        random.setstate(state)
+    return r
+
+
+def _seeds():
+    s = os.environ.get("SEED")
+    if not s:
+        return list(FIXED_SEEDS)
+    if s == "random":
+        n = int(os.environ.get("RUNS", "20"))
+        first = random.SystemRandom().randrange(1 << 31)
+        return [first + i for i in range(n)]
+    return [int(s)]
+
+
+@pytest.mark.parametrize("seed", _seeds())
+def test_engine_survives_random_faults(seed):
+    steps = int(os.environ.get("STEPS", 1000 if os.environ.get("SEED") == "random" else STEPS))
+    print("seed %d (%d steps)" % (seed, steps))
+    r = run_seed(seed, steps)
+    print(r.trace[-1])
+    if r.failures:
+        pytest.fail(r.report(), pytrace=False)
