@@ -203,7 +203,11 @@ class MQTTClient(Front):
             n = net.flush(self.sock, s)
             if n:
                 s.sent(n, ticks_ms())
-            elif not self.poller.wait(max(0, ticks_diff(deadline, ticks_ms())), True):
+                continue
+            # The deadline is ours to keep: a socket can poll writable and
+            # still take nothing.
+            left = ticks_diff(deadline, ticks_ms())
+            if left <= 0 or not self.poller.wait(left, True):
                 raise MQTTTimeout(_why(_E_TX_STUCK, timeout_ms))
 
     def _pump(self, now, read):
