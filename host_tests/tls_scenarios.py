@@ -130,9 +130,11 @@ def burst(host, port, a, tag):
     """Publishes numbered messages at QoS a["qos"] for a["ms"] ms as fast as
     the link takes them (the test stalls the link meanwhile, so TLS writes
     block), then "end" at QoS 1. Every payload is its number padded to
-    a["size"] bytes; reports the numbers publish() dropped (QoS 0) as runs
-    [first, last], at most 200 of them: how many messages a machine gets out
-    in the time depends on its speed, what the scenario keeps must not."""
+    a["size"] bytes; reports the numbers publish() dropped (QoS 0: no room
+    within timeout_ms) as runs [first, last], at most 200 of them, and how
+    many publish() calls returned with bytes still waiting for the socket
+    (blocked): how many messages a machine gets out in the time depends on
+    its speed, what the scenario keeps must not."""
     from holdfast.store import MemoryStore
     from holdfast.errors import OutboxFull
     c = client(a, tag, host, port, timeout_ms=10000, size=4096,
@@ -142,11 +144,14 @@ def burst(host, port, a, tag):
     pad = "." * a["size"]
     n = 0
     runs = []  # QoS 0 messages publish() dropped (and counted)
+    blocked = 0
     t0 = ticks_ms()
     while ticks_diff(ticks_ms(), t0) < a["ms"] and len(runs) < 200:
         try:
             d = c.dropped_qos0
             c.publish(topic, ("%08d" % n) + pad[8:], False, a["qos"])
+            if c.s.t1 > c.s.t0:
+                blocked += 1
             if c.dropped_qos0 != d:
                 if runs and runs[-1][1] == n - 1:
                     runs[-1][1] = n
@@ -158,7 +163,7 @@ def burst(host, port, a, tag):
     c.publish(topic, "end", False, 1)
     ok = c.flush(10000)
     r = {"sent": n, "flushed": ok, "pending": c.pending(), "links": c.links,
-         "last_error": str(c.last_error), "dropped": runs}
+         "last_error": str(c.last_error), "dropped": runs, "blocked": blocked}
     c.disconnect()
     return r
 
