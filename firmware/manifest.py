@@ -9,11 +9,12 @@
 #
 # The port's own frozen modules (asyncio, ntptime, network drivers) stay: the
 # board's manifest is included, else the port's; the unix port has neither a
-# board nor ports/unix/boards, and its variants share variants/manifest.py.
+# board nor ports/unix/boards: its default variant's then (another variant:
+# BOARD_DIR=<ports/unix>/variants/NAME).
 # Only a manifest that does not exist is skipped: an error inside one (say a
 # require() without micropython-lib) still stops the build.
 for _port_manifest in ("$(BOARD_DIR)/manifest.py", "$(PORT_DIR)/boards/manifest.py",
-                       "$(PORT_DIR)/variants/manifest.py"):
+                       "$(PORT_DIR)/variants/standard/manifest.py"):
     try:
         include(_port_manifest)
         break

@@ -190,7 +190,7 @@ def _run_manifest(include):
 
 def test_manifest_on_the_unix_port():
     # ports/unix has no board manifest and no boards/manifest.py: makemanifest
-    # reports each missing file as below; the variants' shared one is taken.
+    # reports each missing file as below; the standard variant's is taken.
     tried = []
 
     def include(path):
@@ -201,7 +201,7 @@ def test_manifest_on_the_unix_port():
 
     calls = _run_manifest(include)
     assert tried == ["$(BOARD_DIR)/manifest.py", "$(PORT_DIR)/boards/manifest.py",
-                     "$(PORT_DIR)/variants/manifest.py"], tried
+                     "$(PORT_DIR)/variants/standard/manifest.py"], tried
     assert calls and calls[0][1][0] == "holdfast", calls
 
 
