@@ -127,7 +127,12 @@ firmware: $(STAMP)
 	$(MAKE) -C "$(MPY_DIR)/mpy-cross"
 	$(MAKE) -C "$(MPY_DIR)/ports/unix" VARIANT=standard MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
 	  FROZEN_MANIFEST=$(CURDIR)/tools/bench/mp/manifest.py BUILD=$(FIRMWARE_BUILD)
-	@echo "firmware: $(FIRMWARE_BUILD)/micropython (MicroPython $$(git -C "$(MPY_DIR)" describe --tags --always 2>/dev/null))"
+	@# What was frozen, for the bench's notes (it flags a build older than firmware/holdfast).
+	@{ git rev-parse --short HEAD; if [ -n "$$(git status --porcelain -- firmware/holdfast tools/bench/mp)" ]; then \
+	  echo "+ uncommitted changes"; fi; } | paste -sd" " > $(FIRMWARE_BUILD)/holdfast.version
+	@git -C "$(MPY_DIR)" describe --tags --always > $(FIRMWARE_BUILD)/micropython.version
+	@echo "firmware: $(FIRMWARE_BUILD)/micropython (MicroPython $$(cat $(FIRMWARE_BUILD)/micropython.version)," \
+	  "holdfast $$(cat $(FIRMWARE_BUILD)/holdfast.version))"
 
 # mypy over firmware/ and boards/ once per port, each against its own
 # MicroPython stubs, installed apart in build/stubs/<port> (installed together
