@@ -297,7 +297,7 @@ def run(ctx):
                 except RuntimeError as e:
                     row[mode] = {"error": str(e)}
                     continue
-                if mode == "mpy" and ok and (not quick or cfg in ("pub", "umqtt_simple")):
+                if mode == "mpy" and ok and (not quick or cfg == "pub"):
                     row[mode]["minheap"] = r.smallest(cfg, ports, took)
             ctx.log("%s: %s" % (cfg, "; ".join("%s %s" % (m, _brief(row.get(m)))
                                                 for m, _ in MODES if m in row)))
@@ -423,7 +423,7 @@ def report(rows, configs, o3, n, peers, frozen, quick):
               "after connect: also the client's state (buffers, outbox ring, slot tables); "
               "smallest heap: -X heapsize bisected in 1 KB steps (%dk..%dk) for import, connect "
               "and %d acknowledged publishes%s." % (
-                  HEAP_LO, HEAP_HI, n, " (--quick: publish-only and umqtt.simple only)"
+                  HEAP_LO, HEAP_HI, n, " (--quick: publish-only only)"
                   if quick else ""))
     md.append("- ROMFS: the image (`mpremote romfs build` of the probe and the library's .mpy) "
               "is read into a bytes object and mounted with `vfs.VfsRom` before the first "
