@@ -76,11 +76,16 @@ class RamFlash:
 _NOT_COUNTED = ("lib_", "cpy_fix", "asyncio", "footprint")
 
 
+COUNT = [False]  # count=1: the walk allocates, so smallest-heap runs leave it out
+
+
 def count_objects(before):
     """What the modules loaded since `before` create, as a frozen build keeps
     them on the heap: modules, functions (module level), methods (in class
     dicts: functions, properties, static and class methods), classes,
     exception classes, module-level names. Each object once, by id."""
+    if not COUNT[0]:
+        return
     seen = set()
     mods = set()
     c = {"modules": 0, "functions": 0, "methods": 0, "classes": 0, "exceptions": 0,
@@ -231,6 +236,7 @@ def main(a):
     for kv in a[4:]:
         k, _, v = kv.partition("=")
         o[k] = v
+    COUNT[0] = o.get("count") == "1"
 
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
