@@ -524,7 +524,7 @@ GROUPS = (("on first use: subscribe, inbound, policies, words",
            ("filters", "inbound", "subs", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
-          ("TLS (imported only with TLS on; tlsmore only to build the context)", ("tls", "tlsmore")))
+          ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")))
 
 
 def sizes(board="esp32"):
