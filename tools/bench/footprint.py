@@ -204,8 +204,9 @@ def frozen_build(root):
         except OSError:
             pass
     rev = info["holdfast"].split()[0]
-    # Stale when firmware/holdfast differs from what was frozen.
-    diff = subprocess.run(["git", "diff", "--quiet", rev, "--", "firmware/holdfast"], cwd=root,
+    # Stale when the library or the probe differs from what was frozen.
+    diff = subprocess.run(["git", "diff", "--quiet", rev, "--", "firmware/holdfast",
+                           "tools/bench/mp"], cwd=root,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     info["stale"] = diff.returncode != 0 or "+" in info["holdfast"]
     return info
@@ -433,7 +434,8 @@ def report(rows, configs, o3, n, peers, frozen, quick):
         md.append("- frozen: build/firmware/unix/micropython (`make firmware`), MicroPython %s, "
                   "holdfast %s%s; built without ssl, so no TLS rows." % (
                       frozen["micropython"], frozen["holdfast"],
-                      " - STALE: firmware/holdfast has changed since, run make firmware again"
+                      " - STALE: firmware/holdfast or the probe has changed since, run make "
+                      "firmware again"
                       if frozen["stale"] else ""))
     else:
         md.append("- frozen: not measured in this run (`make firmware MPY_DIR=<MicroPython "
