@@ -6,8 +6,9 @@
 
 What it does, with mpremote (see docs/boards.md):
 
-1. asks the board for its .mpy format (sys.implementation._mpy) and for the
-   sha256 of every file it is about to write (computed on the board), and for the size of its ROMFS partition;
+1. asks the board for its .mpy format (sys.implementation._mpy), for the
+   sha256 of every file it is about to write (computed on the board) and for
+   the size of its ROMFS partition;
 2. compiles firmware/holdfast (to /lib/holdfast) and boards/common plus
    boards/<board> (to /) with mpy-cross (-march from the board), and refuses
    clearly when the board's .mpy major version is not the one mpy-cross
