@@ -1,17 +1,18 @@
 # The footprint probe of `make bench` (tools/bench/footprint.py runs it), one
 # configuration per process, library and probe precompiled (.mpy):
 #
-#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D]
+#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), sub (+ a subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
 # RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
 # the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
-# peer's adapter: umqtt_simple, mqtt_async (lib_*.py).
+# peer's adapter: umqtt_simple, mqtt_async (lib_*.py); umqtt_simple_tls
+# (umqtt.simple over TLS, as the tls row).
 # Prints "RESULT {json}": code (heap taken by the import), total (heap held
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
-# "COUNTS {json}": the objects the library's modules hold (count_objects);
+# with count=1, "COUNTS {json}": the objects the library's modules hold;
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
 # gc.collect(), from before the import. Loaded from a ROMFS image, the probe
 # is started by tools/bench/footprint.py's bootstrap, which mounts the image
