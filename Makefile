@@ -87,16 +87,18 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck
+.PHONY: deploy emulate typecheck firmware
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
 #   [MPY_OPT=3]: mpy-cross -O3, smaller bytecode, tracebacks without line numbers
+#   [ROMFS=1]: library and app as a ROMFS image, run in place from /rom (a board with a
+#   ROMFS partition, or the emulated board; docs/boards.md)
 deploy: $(STAMP)
 	@test -n "$(PORT)" || { echo "usage: make deploy BOARD=esp32|rp2040|unix" \
-	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file]" >&2; exit 2; }
+	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file] [ROMFS=1]" >&2; exit 2; }
 	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
-	  $(if $(MPY_OPT),-O $(MPY_OPT))
+	  $(if $(MPY_OPT),-O $(MPY_OPT)) $(if $(filter 1 yes,$(ROMFS)),--romfs)
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT and on a pty
@@ -105,6 +107,33 @@ FLASH ?= build/emulated/flash
 emulate: $(STAMP)
 	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
 	  $(if $(RUN),--run) $(if $(HEAP),--heap $(HEAP))
+
+# make firmware MPY_DIR=<MicroPython source tree>: the unix port with holdfast,
+# the bench's footprint probe and its peers frozen in (tools/bench/mp/manifest.py),
+# at build/firmware/unix/micropython; `make bench` then measures the "frozen"
+# column too (docs/footprint.md). Optional: MicroPython's source is in no package
+# registry (a git checkout with lib/micropython-lib, of the release mpy-cross here
+# writes for), and the build needs gcc, make, pkg-config and libffi-dev.
+FIRMWARE_BUILD := $(CURDIR)/build/firmware/unix
+firmware: $(STAMP)
+	@test -n "$(MPY_DIR)" || { echo "error: make firmware needs MPY_DIR=<a MicroPython source" \
+	  "tree> (git clone https://github.com/micropython/micropython, then" \
+	  "git submodule update --init lib/micropython-lib in it)" >&2; exit 2; }
+	@test -f "$(MPY_DIR)/ports/unix/Makefile" || { echo "error: MPY_DIR=$(MPY_DIR) is not a" \
+	  "MicroPython source tree (no ports/unix/Makefile)" >&2; exit 2; }
+	@test -f "$(MPY_DIR)/lib/micropython-lib/README.md" || { echo "error: $(MPY_DIR)/lib/micropython-lib" \
+	  "is empty (the unix port's frozen modules come from it): run" \
+	  "git submodule update --init lib/micropython-lib in $(MPY_DIR)" >&2; exit 2; }
+	$(TOOL) bench.peers umqtt_simple mqtt_async
+	$(MAKE) -C "$(MPY_DIR)/mpy-cross"
+	$(MAKE) -C "$(MPY_DIR)/ports/unix" VARIANT=standard MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
+	  FROZEN_MANIFEST=$(CURDIR)/tools/bench/mp/manifest.py BUILD=$(FIRMWARE_BUILD)
+	@# What was frozen, for the bench's notes (it flags a build older than firmware/holdfast).
+	@{ git rev-parse --short HEAD; if [ -n "$$(git status --porcelain -- firmware/holdfast tools/bench/mp)" ]; then \
+	  echo "+ uncommitted changes"; fi; } | paste -sd" " > $(FIRMWARE_BUILD)/holdfast.version
+	@git -C "$(MPY_DIR)" describe --tags --always > $(FIRMWARE_BUILD)/micropython.version
+	@echo "firmware: $(FIRMWARE_BUILD)/micropython (MicroPython $$(cat $(FIRMWARE_BUILD)/micropython.version)," \
+	  "holdfast $$(cat $(FIRMWARE_BUILD)/holdfast.version))"
 
 # mypy over firmware/ and boards/ once per port, each against its own
 # MicroPython stubs, installed apart in build/stubs/<port> (installed together

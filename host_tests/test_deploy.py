@@ -1,8 +1,10 @@
 """tools/board/deploy.py without a board (the emulated board runs it for real in
-test_emulator.py), firmware/manifest.py, package.json, and `make typecheck`."""
+test_emulator.py), a ROMFS deploy onto the emulated board that publishes to
+mosquitto from /rom, firmware/manifest.py, package.json, and `make typecheck`."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -81,10 +83,82 @@ def test_check_config_masks_and_names(tmp_path):
 
 def test_refuses_another_mpy_version(monkeypatch):
     def query(self, paths):
-        return 5 | 10 << 10, {}, []  # MicroPython 1.12 .. 1.18
+        return 5 | 10 << 10, {}, [], -1  # MicroPython 1.12 .. 1.18
     monkeypatch.setattr(deploy.Board, "query", query)
     with pytest.raises(deploy.DeployError, match=r"reads \.mpy v5\.0, this mpy-cross writes v6\.3"):
         deploy.deploy("esp32", "/dev/null-board", out=lambda *a: None)
+
+
+def test_romfs_refuses_a_board_without_a_partition(monkeypatch):
+    def query(self, paths):
+        return 6 | 3 << 8 | 10 << 10, {}, [], -1  # an ESP32 whose firmware has no ROMFS
+    monkeypatch.setattr(deploy.Board, "query", query)
+    with pytest.raises(deploy.DeployError, match=r"has no ROMFS partition .*\(docs/boards\.md"):
+        deploy.deploy("esp32", "/dev/null-board", romfs=True, out=lambda *a: None)
+
+
+def test_make_deploy_romfs_passes_the_flag():
+    out = subprocess.run(["make", "-n", "deploy", "BOARD=unix", "PORT=socket://127.0.0.1:1",
+                          "ROMFS=1"], cwd=ROOT, capture_output=True, text=True).stdout
+    line = [x for x in out.replace("\\\n", " ").splitlines() if "board.deploy" in x]
+    assert line and line[0].rstrip().endswith("--romfs"), out
+
+
+def _rom_probe(host, port):
+    # What the board runs: the client comes from the image, not from the flash.
+    return """\
+import sys
+from holdfast.client import MQTTClient
+import app
+print('HF file', sys.modules['holdfast.client'].__file__, app.__file__)
+print('HF path', sys.path)
+c = MQTTClient(b'romfs-probe', %r, %d)
+c.connect()
+c.publish(b'test/romfs', b'from /rom', False, 1)
+c.disconnect()
+print('HF published')
+""" % (host, port)
+
+
+def test_romfs_deploy_runs_the_client_from_rom(tmp_path, mosquitto):
+    import paho.mqtt.client as mqtt
+    from board.emulator import Emulator
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"broker": mosquitto.host, "port": mosquitto.port}))
+    flash = tmp_path / "flash"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"))
+    got = []
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-romfs-%d" % os.getpid())
+    sub.on_message = lambda c, u, m: got.append(m.payload)
+    sub.connect(mosquitto.host, mosquitto.port)
+    sub.subscribe("test/romfs", 1)
+    sub.loop_start()
+    with Emulator(str(flash)) as emu:
+        # A plain deploy first: the ROMFS one must take its /lib copies away,
+        # or they would shadow /rom (sys.path has /lib first).
+        for extra in ([], ["--romfs"]):
+            proc = subprocess.run([sys.executable, "-m", "board.deploy", "--board", "unix",
+                                   "--port", emu.url, "--config", str(cfg)] + extra,
+                                  capture_output=True, text=True, env=env, timeout=300)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert re.search(r"copied  /romfs\.img \(\d+ bytes\)", proc.stdout), proc.stdout
+        assert "removed /lib/holdfast/client.mpy" in proc.stdout, proc.stdout
+        assert "removed /app.mpy" in proc.stdout, proc.stdout
+        assert not (flash / "lib" / "holdfast" / "client.mpy").exists()
+        assert (flash / "main.py").exists() and (flash / "config.json").exists()
+        emu.kill()
+        emu.start()  # power on: the image is mounted at boot
+        proc = subprocess.run([sys.executable, "-m", "mpremote", "connect", emu.url, "resume",
+                               "exec", _rom_probe(mosquitto.host, mosquitto.port)],
+                              capture_output=True, text=True, timeout=60)
+    sub.loop_stop()
+    sub.disconnect()
+    out = proc.stdout + proc.stderr
+    assert "HF file /rom/lib/holdfast/client.mpy /rom/app.mpy" in out, out
+    assert "HF path ['', '.frozen', '/lib', '/rom', '/rom/lib']" in out, out
+    assert "HF published" in out, out
+    assert got == [b"from /rom"], got
 
 
 def test_manifest_freezes_the_library():
@@ -102,6 +176,42 @@ def test_manifest_freezes_the_library():
     assert pkg and pkg[0][1][0] == "holdfast", calls
     base = os.path.join(os.path.dirname(path), pkg[0][2]["base_path"])
     assert os.path.isfile(os.path.join(base, "holdfast", "client.py")), base
+
+
+def _run_manifest(include):
+    calls = []
+    env = {"package": lambda *a, **k: calls.append(("package", a, k)),
+           "include": include, "metadata": lambda *a, **k: None}
+    path = os.path.join(ROOT, "firmware", "manifest.py")
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), env)
+    return calls
+
+
+def test_manifest_on_the_unix_port():
+    # ports/unix has no board manifest and no boards/manifest.py: makemanifest
+    # reports each missing file as below; the standard variant's is taken.
+    tried = []
+
+    def include(path):
+        tried.append(path)
+        if "variants" not in path:
+            raise Exception("Error in manifest file: %s: [Errno 2] No such file or "
+                            "directory: '%s'" % (path, path))
+
+    calls = _run_manifest(include)
+    assert tried == ["$(BOARD_DIR)/manifest.py", "$(PORT_DIR)/boards/manifest.py",
+                     "$(PORT_DIR)/variants/standard/manifest.py"], tried
+    assert calls and calls[0][1][0] == "holdfast", calls
+
+
+def test_manifest_keeps_an_error_inside_the_port_manifest():
+    def include(path):
+        raise Exception("Error in manifest file: %s: Error in manifest file: inner.py: "
+                        "[Errno 2] No such file or directory: 'inner.py'" % path)
+
+    with pytest.raises(Exception, match="inner.py"):
+        _run_manifest(include)
 
 
 def test_package_json_for_mip():

@@ -257,6 +257,7 @@ def test_tls_failure_is_a_named_error_with_the_cause_in_words(runtime, case, pki
     assert r["type"] == "TLSError" and r["mqtt_error"], r
     assert r["reason"] == reason, r
     assert words in r["msg"] and r["msg"].startswith("TLS with "), r
+    assert not r["tlsmore_loaded"], r  # the words leave the heap again
 
 
 @runtimes
@@ -327,6 +328,7 @@ def test_tls_settings_and_their_config_errors(runtime, pki):
         "ca": pki.ca["pem"], "ca_der": pki.ca["der"], "cert": pki.client["cert"],
         "key": pki.client["key"], "other_key": pki.rogue["key"], "enc_key": pki.client["enc_key"]})
     assert r["tls_port"] == 8883 and r["plain_port"] == 1883, r
+    assert not r["tlsmore_loaded"], r  # built the context, then dropped
     assert r["plain_tls"] and r["ssl_false"], r
     assert r["repr_tls"] == "<holdfast.tls.Context broker.test>", r
     assert r["der_matches"] and r["der_passthrough"], r

@@ -9,7 +9,7 @@ import json
 from scenario_support import RT, sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
 from holdfast import MQTTClient, MQTTError
 from holdfast.errors import TLSError
-from holdfast.tls import der_blocks
+from holdfast.tlsmore import der_blocks
 
 MP = RT == "micropython"
 
@@ -42,6 +42,13 @@ def info(e, ms=0):
     return {"type": e.__class__.__name__, "mqtt_error": isinstance(e, MQTTError),
             "tls_error": isinstance(e, TLSError), "reason": getattr(e, "reason", None),
             "code": getattr(e, "code", None), "msg": str(e), "ms": ms}
+
+
+def tlsmore_loaded():
+    # tls.py drops tlsmore once the context is built and once a failure is
+    # explained: neither sys.modules nor the package may keep it.
+    import holdfast
+    return "holdfast.tlsmore" in sys.modules or "tlsmore" in holdfast.__dict__
 
 
 def pump(c, until, ms=5000):
@@ -89,7 +96,9 @@ def fail(host, port, a, tag):
         c = client(a, tag, host, port, timeout_ms=a.get("timeout_ms", 5000))
         c.connect()
     except Exception as e:  # noqa: BLE001 - the test asserts what it was
-        return info(e, ticks_diff(ticks_ms(), t0))
+        r = info(e, ticks_diff(ticks_ms(), t0))
+        r["tlsmore_loaded"] = tlsmore_loaded()
+        return r
     c.disconnect()
     return {"type": None}
 
@@ -173,6 +182,7 @@ def defaults(host, port, a, tag):
     (reason config) for each unusable setting."""
     r = {}
     r["tls_port"] = MQTTClient("d", host, ssl=True, ssl_params={"cafile": a["ca"]}).port
+    r["tlsmore_loaded"] = tlsmore_loaded()
     plain = MQTTClient("d", host)
     r["plain_port"] = plain.port
     r["plain_tls"] = plain.tls is None

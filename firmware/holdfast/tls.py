@@ -1,19 +1,12 @@
 # TLS for the client, one code path over MicroPython's ssl (mbedtls) and
-# CPython's ssl: builds a verifying client context from ssl_params, wraps the
-# socket (the handshake runs in blocking mode under the socket's timeout, see
-# Context.secure), and turns a failed handshake into TLSError with the cause
-# in words. Imported only when TLS is on. Messages never carry key material,
-# file contents or passwords: only reasons, host names and file paths.
-# docs/security.md describes the parameters and every failure.
+# CPython's ssl: wraps the socket (the handshake runs in blocking mode under
+# the socket's timeout, see Context.secure). Imported only when TLS is on, and
+# kept small since it stays loaded: building the context from ssl_params and
+# putting a failed handshake into words are in tlsmore.py, loaded when needed
+# and dropped after (a client builds its context once and reuses it across
+# reconnects). docs/security.md describes the parameters and every failure.
 import sys
-import ssl
-from binascii import a2b_base64
-from .errors import TLSError
-
-_MP = sys.implementation.name == "micropython"
-
-_KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
-         "cert_reqs", "tls13")
+from .errors import TLSError  # noqa: F401  (documented as holdfast.tls.TLSError)
 
 
 class Context:
@@ -44,155 +37,12 @@ class Context:
 
 
 def context(tls, params):
-    """MQTTClient's ssl and ssl_params -> Context. ssl=True builds a context
-    from params; an SSLContext made by the caller is used as it is (only
-    server_hostname may be given with it)."""
-    for k in params:
-        if k not in _KEYS:
-            raise TLSError("config", "unknown ssl_params key %r (known: %s)" % (k, ", ".join(_KEYS)))
-    name = params.get("server_hostname")
-    if tls is not True:
-        if len(params) > (1 if name else 0):
-            raise TLSError("config", "ssl is an SSLContext: configure it directly; "
-                                     "ssl_params can only add server_hostname")
-        return Context(tls, name)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
-    if not _MP:
-        if reqs == ssl.CERT_NONE:
-            ctx.check_hostname = False
-        if not params.get("tls13"):
-            # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
-            # TLS 1.3); the host client matches them, so a broker that refuses
-            # our client certificate fails the handshake on both runtimes
-            # (with 1.3 it only closes the link after the handshake).
-            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    ctx.verify_mode = reqs
-    _load_ca(ctx, params, reqs)
-    _load_cert(ctx, params)
-    return Context(ctx, name)
-
-
-def _load_ca(ctx, params, reqs):
-    data = params.get("cadata")
-    if data is None and params.get("cafile") is not None:
-        data = _read(params["cafile"], "cafile")
-    if data is None:
-        if reqs == ssl.CERT_NONE:
-            return
-        if _MP:
-            raise TLSError("config", "TLS verifies the broker: give ssl_params cafile or cadata "
-                                     "(the CA that signed the broker's certificate)")
-        ctx.load_default_certs()  # CPython only: the host's trust store
-        return
-    if isinstance(data, str):
-        data = data.encode()
+    """MQTTClient's ssl and ssl_params -> Context (see tlsmore.build)."""
+    from . import tlsmore
     try:
-        if _MP:
-            # mbedtls here parses DER only: PEM is converted, one CA at a time.
-            for _, der in der_blocks(data, "CERTIFICATE"):
-                ctx.load_verify_locations(cadata=der)
-        else:
-            ctx.load_verify_locations(cadata=data.decode() if _pem(data) else data)
-    except (OSError, ValueError) as e:
-        raise TLSError("config", "the CA certificate (cafile/cadata) could not be loaded: %s"
-                       % _detail(e), e)
-
-
-def _load_cert(ctx, params):
-    certfile = params.get("certfile")
-    keyfile = params.get("keyfile")
-    cert = params.get("cert")
-    key = params.get("key")
-    if certfile is None and keyfile is None and cert is None and key is None:
-        return
-    if (certfile is None and cert is None) or (keyfile is None and key is None):
-        raise TLSError("config", "a client certificate needs both a certificate "
-                                 "(certfile or cert) and its key (keyfile or key)")
-    try:
-        if _MP:
-            if cert is None:
-                cert = _read(certfile, "certfile")
-            if key is None:
-                key = _read(keyfile, "keyfile")
-            cert = der_blocks(cert, "CERTIFICATE")[0][1]
-            key = der_blocks(key, "PRIVATE KEY")[0][1]
-            ctx.load_cert_chain(cert, key)
-        else:
-            if certfile is None or keyfile is None:
-                raise TLSError("config", "CPython's ssl loads the client certificate and key "
-                                         "from files: give certfile and keyfile (PEM)")
-            _path(certfile, "certfile")
-            _path(keyfile, "keyfile")
-            ctx.load_cert_chain(certfile, keyfile, password=_encrypted)
-    except (OSError, ValueError) as e:
-        raise TLSError("config", "the client certificate or key could not be loaded "
-                                 "(they must match each other): %s" % _detail(e), e)
-
-
-def _encrypted():
-    # CPython asks for the key's passphrase through this (instead of a prompt).
-    raise TLSError("config", "the key is encrypted: store it unencrypted (docs/security.md)")
-
-
-def _pem(data):
-    return data.find(b"-----BEGIN") >= 0
-
-
-def der_blocks(data, want=None):
-    """PEM bytes -> [(label, DER bytes)] for each -----BEGIN label----- block
-    (only labels containing want, if given); DER bytes come back as
-    [(None, data)]. Works on both runtimes: host tools can use it to turn
-    PEM files into the DER files a board loads fastest."""
-    if not _pem(data):
-        return [(None, data)]
-    out = []
-    i = 0
-    while True:
-        a = data.find(b"-----BEGIN ", i)
-        if a < 0:
-            break
-        e = data.find(b"-----", a + 11)
-        z = data.find(b"-----END", e + 5)
-        if e < 0 or z < 0:
-            break
-        label = data[a + 11:e].decode()
-        i = z + 8
-        if want is not None and label.find(want) < 0:
-            continue
-        body = data[e + 5:z]
-        if label.find("ENCRYPTED") >= 0 or body.find(b"Proc-Type") >= 0:
-            _encrypted()
-        out.append((label, a2b_base64(body)))
-    if not out:
-        raise TLSError("config", "no %s block in the PEM data" % (want or "PEM"))
-    return out
-
-
-def _path(p, what):
-    # Refuses certificate or key data passed where a path belongs, so that the
-    # data never ends up in an error message (a file name is shown in errors).
-    if not isinstance(p, str) or p.find("\n") >= 0 or p.find("-----") >= 0:
-        raise TLSError("config", "%s must be a file path (give the contents as %s)"
-                       % (what, "cadata" if what == "cafile" else what[:-4]))
-
-
-def _read(p, what):
-    _path(p, what)
-    try:
-        with open(p, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise TLSError("config", "cannot read %s %r: %s" % (what, p, _detail(e)), e)
-
-
-def _detail(e):
-    # The runtime's exception in one line (MicroPython's mbedtls messages span lines).
-    s = str(e).strip().replace("\n", "; ")
-    return e.__class__.__name__ + (": " + s if s else "")
-
-
-# -- the handshake -------------------------------------------------------------
+        return Context(*tlsmore.build(tls, params))
+    finally:
+        _unload()
 
 
 def wrap(tls, sock, host):
@@ -206,80 +56,21 @@ def wrap(tls, sock, host):
     try:
         return tls.wrap_socket(sock, server_hostname=name)
     except (OSError, ValueError) as e:
-        err = _explain(e, name)
+        from . import tlsmore
+        try:
+            err = tlsmore.explain(e, name)
+        finally:
+            _unload()
         if err is None:
             raise
         raise err
 
 
-_WORDS = {
-    "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
-                 "(wrong CA, or someone in the middle)",
-    "expired": "the broker's certificate has expired (or this device's clock is wrong)",
-    "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
-                     "set? sync it before connecting)",
-    "hostname": "the broker's certificate is not issued for the name %r",
-    "rejected": "the broker refused the handshake (does it require a client "
-                "certificate, and does it trust ours?)",
-    "closed": "the broker closed the connection during the handshake (it may require a "
-              "client certificate, or the port may not speak TLS)",
-    "handshake": "the TLS handshake failed",
-    "config": "the TLS settings are not usable",
-}
-
-
-def _explain(e, name):
-    reason = _reason(e)
-    if reason is None:
-        return None
-    words = _WORDS[reason]
-    if reason == "hostname":
-        words = words % name
-    return TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
-
-
-def _reason(e):
-    """The runtime's handshake exception -> a reason, or None for a timeout or
-    a network error that is not TLS's (raised as it is)."""
-    if _MP:
-        if isinstance(e, ValueError):
-            # mbedtls' verify result, one line per problem, or a usage error.
-            s = str(e)
-            if s.find("server_hostname") >= 0:
-                return "config"
-            if s.find("trusted") >= 0 or s.find("signed") >= 0:
-                return "untrusted"
-            if s.find("expired") >= 0:
-                return "expired"
-            if s.find("future") >= 0:
-                return "not-yet-valid"
-            if s.find("CN") >= 0 or s.find("name") >= 0:
-                return "hostname"
-            return "untrusted"
-        n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
-        if n in (32, 104):  # EPIPE, ECONNRESET: the peer hung up mid-handshake
-            return "closed"
-        if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
-            return "rejected"
-        if n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
-            return "closed"
-        if n < 0:  # any other mbedtls error
-            return "handshake"
-        return None
-    if isinstance(e, ssl.SSLCertVerificationError):
-        code = getattr(e, "verify_code", 0)
-        if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
-            return "expired"
-        if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
-            return "not-yet-valid"
-        if code in (62, 64):  # hostname / IP address mismatch
-            return "hostname"
-        return "untrusted"
-    if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError,
-                      BrokenPipeError)):
-        return "closed"
-    if isinstance(e, ssl.SSLError):
-        return "rejected" if str(e).find("ALERT") >= 0 else "handshake"
-    if isinstance(e, ValueError):
-        return "config"
-    return None
+def _unload():
+    # tlsmore leaves the heap at the next collection once nothing refers to
+    # it: not sys.modules, nor the package (an import sets it as an attribute;
+    # the package's __getattr__ would import it again, hence its __dict__).
+    sys.modules.pop(__name__ + "more", None)
+    pkg = sys.modules.get(__name__[:-4])
+    if pkg is not None:
+        pkg.__dict__.pop("tlsmore", None)

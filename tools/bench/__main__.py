@@ -29,6 +29,11 @@ import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# Sections a --quick run leaves out unless named with --only: Spark's start
+# and warm-up alone take minutes, and the collector's ceiling needs its full
+# load to mean anything.
+NOT_QUICK = ("pipeline", "ingest")
+
 # (name, module): run in this order. Add a section here.
 SECTIONS = [
     ("codec", "bench.codec"),
@@ -102,6 +107,10 @@ def render(report):
            "ratios rather than absolute rates."
            % (report["date"], report["duration_s"], m["nproc"], m["cpu"], m["os"], report["commit"],
               report["load"][0], report["load"][-1]), ""]
+    if report.get("left_out"):
+        out.append("A --quick smoke run (shorter runs, fewer rows: not figures to quote); left "
+                   "out: %s." % ", ".join(report["left_out"]))
+        out.append("")
     for name, sec in report["sections"].items():
         out.append("## %s" % sec["title"])
         out.append("")
@@ -123,8 +132,10 @@ def render(report):
     out.extend([
         "## Running it", "",
         "`make bench` runs every section (about 10 minutes on 2 CPUs, half of it the pipeline's 4M records) and writes "
-        "build/bench/results/latest.md and latest.json; `make bench BENCH_ARGS=\"--only client "
-        "--quick\"` is a one-minute smoke run, `--peers holdfast,floor,umqtt_simple` limits the "
+        "build/bench/results/latest.md and latest.json; `make bench BENCH_ARGS=--quick` is the "
+        "smoke run (about a minute and a half on 2 busy CPUs: short runs, the client table's "
+        "main rows, no pipeline or ingest), `--only footprint` one section, "
+        "`--peers holdfast,floor,umqtt_simple` limits the "
         "client table's columns, `--docs` also rewrites this file. Each section is a "
         "tools/bench/<name>.py with a run(ctx), listed in SECTIONS in tools/bench/__main__.py. The "
         "peers are downloaded with pip into build/peers/ at bench time and never committed. "
@@ -151,10 +162,15 @@ def main(argv=None):
     started = time.monotonic()
     ctx = Context(args, started)
     report = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-              "commit": git_rev(), "sections": {}, "targets": [], "load": [_load()]}
+              "commit": git_rev(), "sections": {}, "targets": [], "load": [_load()],
+              "left_out": []}
     ctx.log("machine: %d CPUs, %s" % (report["machine"]["nproc"], report["machine"]["cpu"]))
     for name, modname in SECTIONS:
         if (only and name not in only) or name in skip:
+            continue
+        if args.quick and not only and name in NOT_QUICK:
+            ctx.log("--quick: %s left out (--only %s --quick runs it)" % (name, name))
+            report["left_out"].append(name)
             continue
         mod = importlib.import_module(modname)
         ctx.section = name

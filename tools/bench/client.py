@@ -53,6 +53,9 @@ def mqtt_rtt_ms(host, port, n=15):
     return statistics.median(ts)
 
 
+QUICK_ROWS = ("floor", "holdfast", "umqtt_simple", "mqtt_async")
+
+
 class Plan:
     """Run lengths (--quick shortens everything)."""
 
@@ -86,6 +89,11 @@ def run(ctx):
     os.makedirs(build, exist_ok=True)
     exe = micropython_exe()
     wanted = [r for r in (ctx.args.peers.split(",") if getattr(ctx.args, "peers", "") else []) if r]
+    if not wanted and ctx.quick:
+        # A smoke run: holdfast, the floor and the two peers the footprint
+        # section compares with (each row is some ten processes).
+        wanted = list(QUICK_ROWS)
+        log("--quick: rows %s only (--peers chooses others)" % ", ".join(wanted))
     rows = [dict(r) for r in ROWS if not wanted or r["id"] in wanted]
 
     # 1. build: harness, shim, holdfast, peers (fetched now) -> .mpy

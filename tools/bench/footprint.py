@@ -1,14 +1,22 @@
-"""Footprint per configuration, on the unix port and the 32-bit WebAssembly
-port, holdfast and its peers in the same run (tools/bench/mp/footprint.py).
+"""Footprint per configuration in every way a board loads code, holdfast and
+its peers in the same run (the probe is tools/bench/mp/footprint.py):
 
-For each configuration, in its own process, everything precompiled (.mpy):
-heap taken by the import (code), heap held after import + connect (code +
-state; a frozen build keeps only the state on the heap), bytes of .mpy loaded,
-and on the unix port the smallest -X heapsize for connect + N acknowledged
-publishes (bisected in 1 KB steps). The unix port talks to mosquitto; the
-WebAssembly port has no sockets, so there the clients talk to an in-memory
-broker (tools/runtimes/wasm), loaded before the first reading; its heap grows
-on demand, so it has no smallest-heap figure.
+- .mpy copied: the unix port (64-bit) importing .mpy files, as `make deploy`
+  leaves them on a board's filesystem (bytecode and constants on the heap);
+- ROMFS in place: the unix port mounting a ROMFS image (`vfs.VfsRom`, read
+  into a bytes object before the reading) and importing from /rom, as
+  `make deploy ROMFS=1` does on a board with a ROMFS partition;
+- frozen: a unix port built with holdfast, the probe and the peers frozen in
+  (`make firmware MPY_DIR=...`, build/firmware/unix), when it has been built;
+- 32-bit .mpy: MicroPython's WebAssembly port in Node (32-bit pointers, as
+  on an ESP32 or an RP2040), against an in-memory broker (tools/runtimes/wasm).
+
+Per configuration and mode, each in its own process: heap taken by the import
+(code), heap held after import + connect (code + state), and, for copied
+.mpy on the unix port, the smallest -X heapsize for connect + N acknowledged
+publishes. The probe also counts what the library's modules create
+(functions, methods, classes, exception classes, module-level names). Then
+the issue's targets, with the ratio and by how much each is missed.
 """
 
 import json
@@ -16,32 +24,63 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from bench import mpy, peers as bench_peers
+from board.deploy import build_romfs
 from fleet.mosquitto import Mosquitto, free_port
 from runtimes import mpyc
 
-TITLE = "Footprint per configuration (unix port and 32-bit WebAssembly port)"
+TITLE = "Footprint per configuration: .mpy copied, ROMFS in place, frozen, 32-bit"
 HERE = os.path.dirname(os.path.abspath(__file__))
 MP_SRC = os.path.join(HERE, "mp")
 WASM_SHIM = os.path.join(os.path.dirname(HERE), "runtimes", "wasm")
+FROZEN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "firmware", "unix")
 
-# (id, label, runs on the WebAssembly port)
+# (id, label, runs on the WebAssembly port, runs with --quick)
 CONFIGS = [
-    ("pub", "holdfast publish-only (blocking, QoS 0/1, keepalive, reconnect, RAM outbox)", True),
-    ("sub", "+ subscribe (one filter, a callback)", True),
-    ("qos2", "+ QoS 2 publishes", True),
-    ("file", "+ FileStore outbox", True),
-    ("flash", "+ FlashStore outbox (RAM flash 8 x 512 B, made before the reading)", True),
-    ("tls", "+ TLS (ssl=True, the CA from a file, mosquitto's TLS listener)", False),
-    ("async", "holdfast AsyncClient (asyncio)", False),
-    ("umqtt_simple", "umqtt.simple (peer)", True),
-    ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", False),
+    ("pub", "holdfast publish-only (blocking, QoS 0/1, keepalive, reconnect, RAM outbox)", True, True),
+    ("sub", "+ subscribe (one filter, a callback)", True, False),
+    ("qos2", "+ QoS 2 publishes", True, False),
+    ("file", "+ FileStore outbox", True, False),
+    ("flash", "+ FlashStore outbox (RAM flash 8 x 512 B, made before the reading)", True, False),
+    ("tls", "+ TLS (ssl=True, the CA from a file, mosquitto's TLS listener)", False, True),
+    ("async", "holdfast AsyncClient (asyncio)", False, False),
+    ("umqtt_simple", "umqtt.simple (peer)", True, True),
+    ("umqtt_simple_tls", "umqtt.simple over TLS (peer, ssl_params with the CA)", False, True),
+    ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", False, True),
 ]
+MODES = [("mpy", ".mpy copied"), ("rom", "ROMFS in place"), ("frozen", "frozen"),
+         ("wasm", "32-bit .mpy")]
+PEER_LIBS = {"umqtt_simple": "umqtt_simple", "umqtt_simple_tls": "umqtt_simple",
+             "mqtt_async": "mqtt_async"}
+TLS_CFGS = ("tls", "umqtt_simple_tls")
 NOT_ON_WASM = ("the port has no ssl module, and its asyncio runs on the JavaScript event loop "
                "(no asyncio.run)")
-TARGETS = {"total": 20 * 1024, "mpy": 10 * 1024, "minheap": 40}
+# What one object costs on the heap, frozen, 64-bit unix port (measured for
+# issue 18; about half on 32-bit): a function (without defaults), a method, a
+# class or exception class, a module-level name, a module.
+COST = {"functions": 52, "methods": 54, "classes": 212, "exceptions": 212, "names": 20,
+        "modules": 128}
+COUNTED = ("modules", "functions", "methods", "classes", "exceptions", "names")
+# Issue 18's targets. mqtt_async on 32 bits cannot run on the WebAssembly
+# port (asyncio.run): its figure was measured on a unix port built with -m32.
+T_ROM, T_FROZEN, T_MINHEAP, T_TLS = 16 * 1024, 12 * 1024, 44, 5 * 1024
+MQTT_ASYNC_32 = int(18.5 * 1024)
 HEAP_LO, HEAP_HI = 8, 256
+
+# Mounts the image (read into bytes before the probe's first reading), puts
+# /rom and /rom/lib first on sys.path and runs the probe from the image.
+_ROM_BOOT = """\
+import vfs,sys
+f=open(%r,'rb')
+vfs.mount(vfs.VfsRom(f.read()),'/rom')
+f.close()
+del f
+sys.path[:0]=['/rom','/rom/lib']
+import footprint
+footprint.main(%r)
+"""
 
 
 class Runner:
@@ -53,13 +92,12 @@ class Runner:
             MP_SRC, os.path.join(b, "probe"),
             ["footprint.py", "lib_umqtt_simple.py", "lib_mqtt_async.py"])}
         self.dirs["shim"] = mpy.compile_tree(os.path.join(MP_SRC, "shim"),
-                                                      os.path.join(b, "shim"), ["cpy_fix.py"])
-        self.dirs["wasm"] = mpy.compile_tree(WASM_SHIM,
-                                                      os.path.join(b, "wasm"))
+                                             os.path.join(b, "shim"), ["cpy_fix.py"])
+        self.dirs["wasm"] = mpy.compile_tree(WASM_SHIM, os.path.join(b, "wasm"))
         self.dirs["fw"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
-                                                    os.path.join(b, "fw"))
+                                           os.path.join(b, "fw"), _library(ctx.root))
         self.dirs["fw3"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
-                                            os.path.join(b, "fw3"), opt=3)
+                                            os.path.join(b, "fw3"), _library(ctx.root), opt=3)
         self.peers = {}
         for name in ("umqtt_simple", "mqtt_async"):
             try:
@@ -68,29 +106,61 @@ class Runner:
                     p.lib, os.path.join(b, "peers", name), p.modules()), p.version)
             except Exception as e:  # the row says why
                 self.peers[name] = (None, str(e))
+        self.images = {}
+        self.imgdir = os.path.join(b, "romfs")
         self.exe = mpy.micropython_exe()
+        self.frozen = frozen_build(ctx.root)
         self.tmp = tempfile.mkdtemp(prefix="hf-fp-")
         self.ca, self.tls_conf = _pki(self.tmp)
 
     def libdirs(self, cfg, fw="fw"):
-        if cfg in self.peers:
-            d = self.peers[cfg][0]
+        if cfg in PEER_LIBS:
+            d, why = self.peers[PEER_LIBS[cfg]]
             if d is None:
-                raise RuntimeError("peer not available: %s" % self.peers[cfg][1])
+                raise RuntimeError("peer not available: %s" % why)
             return [d, self.dirs["shim"]] if cfg == "mqtt_async" else [d]
         return [self.dirs[fw]]
 
-    def unix(self, cfg, ports, kb=None, fw="fw"):
+    def image(self, cfg):
+        """The ROMFS image of the probe and cfg's library (one per library)."""
+        dirs = self.libdirs(cfg)
+        key = "+".join(os.path.basename(d) for d in dirs)
+        if key not in self.images:
+            files = {}
+            for top, prefix in [(self.dirs["probe"], "/")] + [(d, "/lib/") for d in dirs]:
+                for root, _, names in os.walk(top):
+                    for name in names:
+                        path = os.path.join(root, name)
+                        with open(path, "rb") as f:
+                            files[prefix + os.path.relpath(path, top)] = f.read()
+            img = os.path.join(self.imgdir, key + ".romfs")
+            os.makedirs(self.imgdir, exist_ok=True)
+            with open(img, "wb") as f:
+                f.write(build_romfs(files, os.path.join(self.imgdir, key)))
+            self.images[key] = img
+        return self.images[key]
+
+    def args(self, cfg, ports, d):
+        port = ports[1] if cfg in TLS_CFGS else ports[0]
+        return [cfg, "127.0.0.1", str(port), str(self.n), "dir=" + d, "ca=" + self.ca]
+
+    def unix(self, cfg, ports, mode="mpy", kb=None, fw="fw", timeout=120):
         d = os.path.join(self.tmp, "ob")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
-        env = dict(os.environ, MICROPYPATH=":".join(
-            [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))
-        port = ports[1] if cfg == "tls" else ports[0]
-        cmd = [self.exe] + (["-X", "heapsize=%dk" % kb] if kb else []) + [
-            "-m", "footprint", cfg, "127.0.0.1", str(port), str(self.n), "dir=" + d,
-            "ca=" + self.ca]
-        return _run(cmd, env, None)
+        heap = ["-X", "heapsize=%dk" % kb] if kb else []
+        args = self.args(cfg, ports, d) + ([] if kb else ["count=1"])
+        if mode == "mpy":
+            env = dict(os.environ, MICROPYPATH=":".join(
+                [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))
+            cmd = [self.exe] + heap + ["-m", "footprint"] + args
+        elif mode == "rom":
+            env = dict(os.environ, MICROPYPATH=".frozen")
+            cmd = [self.exe] + heap + ["-c", _ROM_BOOT % (self.image(cfg), args)]
+        else:  # frozen: the probe, holdfast and the peers are in the executable
+            env = dict(os.environ, MICROPYPATH=".frozen")
+            cmd = [self.frozen["exe"]] + heap + ["-m", "footprint"] + args
+        return _run(cmd, env, None, timeout)
 
     def wasm(self, cfg):
         dirs = [self.dirs["probe"], self.dirs["wasm"]] + self.libdirs(cfg)
@@ -100,21 +170,46 @@ class Runner:
             args += ["--copy", r, "--path", r]
         cmd = mpyc.wasm_command(args + ["-m", "footprint", cfg, "broker", "1883", str(self.n),
                                         "dir=/tmp"])
-        return _run(cmd, None, self.ctx.root)
+        return _run(cmd, None, self.ctx.root, 120)
 
-    def smallest(self, cfg, ports):
-        """Smallest heap (KB) in which connect + n publishes completes."""
-        ok = lambda kb: self.unix(cfg, ports, kb)[1]
-        lo, hi = HEAP_LO, HEAP_HI
-        if not ok(hi):
-            return None
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+    def smallest(self, cfg, ports, took):
+        """Smallest heap (KB) in which connect + n publishes completes. A run
+        that takes ten times as long as with a large heap (at least 10 s)
+        counts as failing: a client that retries after a MemoryError (mqtt_async
+        does) would otherwise run until the timeout."""
+        cap = max(10.0, 10 * took)
+        return mpyc.smallest_kb(lambda kb: self.unix(cfg, ports, kb=kb, timeout=cap)[1],
+                                HEAP_LO, HEAP_HI, 1)
+
+
+def _library(root):
+    """firmware/holdfast's modules, without broker.py (the broker's half of the
+    codec: host tools and tests only, never deployed)."""
+    src = os.path.join(root, "firmware", "holdfast")
+    return ["holdfast/" + f for f in sorted(os.listdir(src))
+            if f.endswith(".py") and f != "broker.py"]
+
+
+def frozen_build(root):
+    """The unix port `make firmware` built: {"exe", "holdfast", "micropython",
+    "stale"}; None if it has not been built."""
+    exe = os.path.join(FROZEN, "micropython")
+    if not os.access(exe, os.X_OK):
+        return None
+    info = {"exe": exe, "holdfast": "?", "micropython": "?", "stale": False}
+    for key in ("holdfast", "micropython"):
+        try:
+            with open(os.path.join(FROZEN, key + ".version")) as f:
+                info[key] = f.read().strip()
+        except OSError:
+            pass
+    rev = info["holdfast"].split()[0]
+    # Stale when the library or the probe differs from what was frozen.
+    diff = subprocess.run(["git", "diff", "--quiet", rev, "--", "firmware/holdfast",
+                           "tools/bench/mp"], cwd=root,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    info["stale"] = diff.returncode != 0 or "+" in info["holdfast"]
+    return info
 
 
 def _pki(d):
@@ -133,130 +228,225 @@ def _pki(d):
     return paths["ca.pem"], conf
 
 
-def _run(cmd, env, cwd):
-    """(result dict or None, completed OK, last line of output)."""
+def _run(cmd, env, cwd, timeout):
+    """(result dict or None, completed OK, last line of output, seconds)."""
+    t = time.monotonic()
     try:
         p = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, errors="replace", timeout=120)
+                           stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
         out = p.stdout
     except subprocess.TimeoutExpired:
-        return None, False, "timed out"
+        return None, False, "timed out after %.0f s" % timeout, time.monotonic() - t
     res = None
     for line in out.splitlines():
         if line.startswith("RESULT "):
             res = json.loads(line[7:])
+        elif line.startswith("COUNTS ") and res is not None:
+            res["counts"] = json.loads(line[7:])
     lines = out.strip().splitlines()
-    return res, "FOOTPRINT OK" in out, lines[-1] if lines else "exit %d" % p.returncode
+    return (res, "FOOTPRINT OK" in out, lines[-1] if lines else "exit %d" % p.returncode,
+            time.monotonic() - t)
 
 
 def kb(v):
     return "%.1f KB" % (v / 1024.0)
 
 
+def _cell(r, mode, cfg, key="total"):
+    x = r.get(mode)
+    if x is None:
+        return "-"
+    if "error" in x:
+        return "failed: %s" % x["error"]
+    if "na" in x:
+        return "n/a"
+    return kb(x[key])
+
+
 def run(ctx):
-    n = 50 if ctx.quick else 200
+    quick = ctx.quick
+    n = 20 if quick else 200
     ctx.log("compiling the probe, holdfast (-O0 and -O3) and the peers")
     r = Runner(ctx, n)
+    if r.frozen is None:
+        ctx.log("no frozen build (make firmware MPY_DIR=...): the frozen column is left out")
     tls_port = free_port()
     broker = Mosquitto(extra_conf=r.tls_conf.format(port=tls_port))
     broker.start()
     ports = (broker.port, tls_port)
     rows = {}
+    configs = [c for c in CONFIGS if c[3] or not quick]
     try:
-        for cfg, label, on_wasm in CONFIGS:
+        for cfg, label, on_wasm, _ in configs:
             row = rows[cfg] = {"label": label}
-            try:
-                res, ok, last = r.unix(cfg, ports)
-                row["unix"] = res if ok else {"error": last}
-                if ok:
-                    row["unix"]["minheap"] = r.smallest(cfg, ports)
-            except RuntimeError as e:
-                row["unix"] = {"error": str(e)}
-            if on_wasm:
+            for mode, _ in MODES:
+                if mode == "wasm":
+                    if not on_wasm:
+                        row[mode] = {"na": NOT_ON_WASM}
+                        continue
+                    run_ = lambda: r.wasm(cfg)
+                elif mode == "frozen" and r.frozen is None:
+                    continue
+                elif mode == "frozen" and cfg in TLS_CFGS:
+                    row[mode] = {"na": "built without ssl (MICROPY_PY_SSL=0)"}
+                    continue
+                else:
+                    run_ = lambda: r.unix(cfg, ports, mode)
                 try:
-                    res, ok, last = r.wasm(cfg)
-                    row["wasm"] = res if ok else {"error": last}
+                    res, ok, last, took = run_()
+                    row[mode] = res if ok else {"error": last}
                 except RuntimeError as e:
-                    row["wasm"] = {"error": str(e)}
-            else:
-                row["wasm"] = {"na": NOT_ON_WASM}
-            ctx.log("%s: unix %s; wasm %s" % (cfg, _brief(row["unix"]), _brief(row["wasm"])))
-        res, ok, last = r.unix("pub", ports, fw="fw3")
+                    row[mode] = {"error": str(e)}
+                    continue
+                if mode == "mpy" and ok and (not quick or cfg == "pub"):
+                    row[mode]["minheap"] = r.smallest(cfg, ports, took)
+            ctx.log("%s: %s" % (cfg, "; ".join("%s %s" % (m, _brief(row.get(m)))
+                                                for m, _ in MODES if m in row)))
+        res, ok, last, _ = r.unix("pub", ports, fw="fw3")
         o3 = res if ok else {"error": last}
     finally:
         broker.close()
         shutil.rmtree(r.tmp, ignore_errors=True)
-    return report(rows, o3, n, r.peers)
+    return report(rows, configs, o3, n, r.peers, r.frozen, quick)
 
 
 def _brief(x):
+    if x is None:
+        return "-"
     if "error" in x:
         return "error: " + x["error"]
     if "na" in x:
         return "n/a"
-    return "code %s, after connect %s, .mpy %d B%s" % (
-        kb(x["code"]), kb(x["total"]), x["mpy"],
+    return "code %s, after connect %s%s" % (
+        kb(x["code"]), kb(x["total"]),
         ", smallest heap %sk" % x["minheap"] if x.get("minheap") else "")
 
 
-def _cells(x, unix):
-    if "error" in x:
-        return ["failed: %s" % x["error"]] + [""] * (4 if unix else 3)
-    if "na" in x:
-        return ["n/a"] * (5 if unix else 4)
-    c = [kb(x["total"]), kb(x["code"]), kb(x["total"] - x["code"]), "{:,}".format(x["mpy"])]
-    if unix:
-        c.append("%dk" % x["minheap"] if x.get("minheap") else "> %dk" % HEAP_HI)
-    return c
+def _ok(row, mode):
+    x = row.get(mode) if row else None
+    return x if x and "error" not in x and "na" not in x else None
 
 
-def report(rows, o3, n, peers):
-    md = ["| configuration | unix: heap after connect | code | state (a frozen build's heap) "
-          "| .mpy loaded, B | smallest heap | 32-bit: heap after connect | code | state "
-          "| .mpy loaded, B |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for cfg, label, _ in CONFIGS:
+def _estimate(counts):
+    return sum(counts[k] * COST[k] for k in COUNTED)
+
+
+def targets_of(rows, frozen):
+    """The issue's targets: [{"name", "value", "goal", "pass", "ratio", "missed"}]."""
+    out = []
+
+    def add(name, value, goal, goal_text, note=""):
+        t = {"name": name, "goal": goal_text}
+        if value is None or goal is None:
+            t.update(value=note or "not measured", passed=None, ratio="-", missed="-")
+        else:
+            t.update(value=(kb(value) if goal > 1000 else "%dk" % value) + note,
+                     passed=value <= goal, ratio="%.2f" % (value / goal),
+                     missed="-" if value <= goal else
+                     (kb(value - goal) if goal > 1000 else "%dk" % (value - goal)))
+        out.append(t)
+
+    pub, ma, us = rows.get("pub"), rows.get("mqtt_async"), rows.get("umqtt_simple")
+    p, m = _ok(pub, "mpy"), _ok(ma, "mpy")
+    add("publish-only, .mpy copied: heap after connect <= mqtt_async's",
+        p and p["total"], m and m["total"], "<= %s (mqtt_async, this run)" % (
+            kb(m["total"]) if m else "?"))
+    x = _ok(pub, "rom")
+    add("publish-only, ROMFS in place: heap after connect", x and x["total"], T_ROM, "<= 16 KB")
+    x = _ok(pub, "frozen")
+    note = "" if frozen is None or not frozen["stale"] else " (frozen build is stale)"
+    add("publish-only, frozen: heap after connect", x and x["total"], T_FROZEN, "<= 12 KB",
+        note if x else "not built (make firmware MPY_DIR=...)")
+    add("publish-only, smallest heap (.mpy, unix)", p and p.get("minheap"), T_MINHEAP, "<= 44k")
+    w = _ok(pub, "wasm")
+    add("32-bit .mpy publish-only: heap after connect <= mqtt_async's",
+        w and w["total"], MQTT_ASYNC_32, "<= 18.5 KB (mqtt_async 32-bit, recorded)")
+    t, u, ut = _ok(rows.get("tls"), "mpy"), _ok(us, "mpy"), _ok(rows.get("umqtt_simple_tls"), "mpy")
+    add("TLS over plain, GC heap (.mpy)", t and p and t["total"] - p["total"], T_TLS,
+        "<= 5 KB (umqtt.simple this run: %s)" % (
+            kb(ut["total"] - u["total"]) if ut and u else "?"))
+    return out
+
+
+def report(rows, configs, o3, n, peers, frozen, quick):
+    modes = [(m, label) for m, label in MODES if m != "frozen" or frozen is not None]
+    head = ["configuration"]
+    for m, label in modes:
+        head += ["%s: code" % label, "after connect"]
+        if m == "mpy":
+            head.append("smallest heap")
+    md = ["| %s |" % " | ".join(head), "| %s |" % " | ".join(["---"] * len(head))]
+    for cfg, label, _, _ in configs:
         row = rows[cfg]
-        md.append("| %s | %s |" % (label, " | ".join(_cells(row["unix"], True)
-                                                      + _cells(row["wasm"], False))))
+        cells = [label]
+        for m, _ in modes:
+            cells += [_cell(row, m, cfg, "code"), _cell(row, m, cfg)]
+            if m == "mpy":
+                x = _ok(row, m)
+                cells.append("%dk" % x["minheap"] if x and x.get("minheap") else "-")
+        md.append("| %s |" % " | ".join(cells))
     md.append("")
-    pub = rows["pub"]["unix"]
-    if "error" not in o3 and "error" not in pub:
+    pub = _ok(rows["pub"], "mpy")
+    if pub and "error" not in o3:
         md.append("With `mpy-cross -O3` (`make deploy MPY_OPT=3`: no line numbers in tracebacks) "
-                  "the publish-only client loads %s B of .mpy instead of %s B and holds %s after "
-                  "connect instead of %s (unix port)."
-                  % ("{:,}".format(o3["mpy"]), "{:,}".format(pub["mpy"]), kb(o3["total"]),
-                     kb(pub["total"])))
+                  "the publish-only client holds %s after connect instead of %s (.mpy copied, "
+                  "unix port)." % (kb(o3["total"]), kb(pub["total"])))
         md.append("")
+
+    md.append("What the library's modules create (walked under MicroPython after connect, "
+              ".mpy copied; the probe's adapters and asyncio are not counted), and what those "
+              "objects take frozen at the measured costs (64-bit: function %d B, method %d, "
+              "class %d, module-level name %d, module %d):" % (
+                  COST["functions"], COST["methods"], COST["classes"], COST["names"],
+                  COST["modules"]))
+    md.append("")
+    md.append("| configuration | modules | functions | methods | classes | exception classes "
+              "| module-level names | objects, frozen (est.) |")
+    md.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for cfg, label, _, _ in configs:
+        x = _ok(rows[cfg], "mpy")
+        c = x and x.get("counts")
+        if c:
+            md.append("| %s | %s | %s |" % (label, " | ".join(str(c[k]) for k in COUNTED),
+                                             kb(_estimate(c))))
+    md.append("")
+
+    targets = targets_of(rows, frozen)
+    md.append("Targets (issue 18; the peers measured in this run):")
+    md.append("")
+    md.append("| target | goal | holdfast | ratio to goal | missed by |")
+    md.append("| --- | --- | --- | ---: | ---: |")
+    for t in targets:
+        md.append("| %s | %s | %s | %s | %s |" % (t["name"], t["goal"], t["value"], t["ratio"],
+                                                  t["missed"]))
+    md.append("")
     md.append("- code: gc.mem_alloc() after gc.collect(), from before the import to after it; "
-              "state: from after the import to after connect (and subscribe); smallest heap: "
-              "-X heapsize bisected in 1 KB steps (%dk..%dk) for import, connect and %d "
-              "acknowledged publishes (QoS 2 for the QoS 2 row)." % (HEAP_LO, HEAP_HI, n))
-    md.append("- 32-bit: MicroPython %s's WebAssembly port in Node (tools/runtimes/mpwasm.mjs), against "
-              "an in-memory broker (tools/runtimes/wasm); its heap grows on demand, so no smallest "
-              "heap there; TLS and asyncio rows: %s." % ("1.27.0", NOT_ON_WASM))
+              "after connect: also the client's state (buffers, outbox ring, slot tables); "
+              "smallest heap: -X heapsize bisected in 1 KB steps (%dk..%dk) for import, connect "
+              "and %d acknowledged publishes%s." % (
+                  HEAP_LO, HEAP_HI, n, " (--quick: publish-only only)"
+                  if quick else ""))
+    md.append("- ROMFS: the image (`mpremote romfs build` of the probe and the library's .mpy) "
+              "is read into a bytes object and mounted with `vfs.VfsRom` before the first "
+              "reading, so the figures count only what importing from it creates, as on a board "
+              "whose ROMFS partition is in flash.")
+    if frozen is not None:
+        md.append("- frozen: build/firmware/unix/micropython (`make firmware`), MicroPython %s, "
+                  "holdfast %s%s; built without ssl, so no TLS rows." % (
+                      frozen["micropython"], frozen["holdfast"],
+                      " - STALE: firmware/holdfast or the probe has changed since, run make "
+                      "firmware again"
+                      if frozen["stale"] else ""))
+    else:
+        md.append("- frozen: not measured in this run (`make firmware MPY_DIR=<MicroPython "
+                  "source>` builds the unix port it needs; docs/footprint.md has recorded "
+                  "figures).")
+    md.append("- 32-bit: MicroPython %s's WebAssembly port in Node (tools/runtimes/mpwasm.mjs), "
+              "against an in-memory broker (tools/runtimes/wasm); TLS and asyncio rows: %s." % (
+                  "1.27.0", NOT_ON_WASM))
     md.append("- peers: %s." % ", ".join("%s %s" % (k, v[1]) for k, v in sorted(peers.items())))
-    if "error" not in pub:
-        md.append("")
-        md.append("Why the publish-only targets (heap after connect <= 20 KB, .mpy <= 10 KB, "
-                  "smallest heap <= 40k) are missed: of the %s held after connect, %s is code "
-                  "loaded from .mpy and %s state (buffers, outbox ring, slot tables). The code is "
-                  "the one engine every configuration shares (session, codec, outbox, shell); "
-                  "what a sensor that only publishes does not use already loads on first use, "
-                  "and the rest is the engine's own functions, each 100-250 B of heap once "
-                  "loaded. Frozen into the firmware (firmware/manifest.py) the code leaves the "
-                  "heap: the state column is then the figure to compare with the 20 KB target. "
-                  "docs/footprint.md has the breakdown by module."
-                  % (kb(pub["total"]), kb(pub["code"]), kb(pub["total"] - pub["code"])))
-    targets = []
-    if "error" not in pub:
-        targets = [
-            {"name": "publish-only: heap after connect (unix)", "value": kb(pub["total"]),
-             "goal": "<= 20 KB", "pass": pub["total"] <= TARGETS["total"]},
-            {"name": "publish-only: .mpy loaded", "value": "{:,} B".format(pub["mpy"]),
-             "goal": "<= 10 KB", "pass": pub["mpy"] <= TARGETS["mpy"]},
-            {"name": "publish-only: smallest heap, %d QoS 1 publishes" % n,
-             "value": "%sk" % pub.get("minheap"), "goal": "<= 40k",
-             "pass": bool(pub.get("minheap")) and pub["minheap"] <= TARGETS["minheap"]},
-        ]
-    return {"markdown": "\n".join(md), "data": {"rows": rows, "o3": o3}, "targets": targets}
+    bench_targets = [{"name": t["name"], "value": t["value"], "goal": t["goal"],
+                      "pass": t["passed"]} for t in targets]
+    return {"markdown": "\n".join(md),
+            "data": {"rows": rows, "o3": o3, "frozen": frozen, "targets": targets},
+            "targets": bench_targets}

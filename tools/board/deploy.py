@@ -2,12 +2,13 @@
 
     PYTHONPATH=tools python -m board.deploy --board esp32 --port /dev/ttyUSB0 [--config my.json]
     PYTHONPATH=tools python -m board.deploy --board unix --port socket://127.0.0.1:PORT   (emulator)
-    make deploy BOARD=esp32 PORT=/dev/ttyUSB0 [CONFIG=my.json]
+    make deploy BOARD=esp32 PORT=/dev/ttyUSB0 [CONFIG=my.json] [ROMFS=1]
 
 What it does, with mpremote (see docs/boards.md):
 
-1. asks the board for its .mpy format (sys.implementation._mpy) and for the
-   sha256 of every file it is about to write (computed on the board);
+1. asks the board for its .mpy format (sys.implementation._mpy), for the
+   sha256 of every file it is about to write (computed on the board) and for
+   the size of its ROMFS partition;
 2. compiles firmware/holdfast (to /lib/holdfast) and boards/common plus
    boards/<board> (to /) with mpy-cross (-march from the board), and refuses
    clearly when the board's .mpy major version is not the one mpy-cross
@@ -30,6 +31,18 @@ armed; at the end it removes /hf_hold and resets again. An emulated board
 Never prints secrets: config values are not shown, and the passwords in the
 config are masked in any mpremote output it passes on. Ends with a summary
 line: "deploy: N copied, M skipped, K removed".
+
+--romfs (make deploy ROMFS=1): the library and the app's modules go into a
+ROMFS image (`mpremote romfs build` over the compiled .mpy: lib/holdfast/
+and the app modules at its root), which the board mounts at /rom and runs in
+place, like frozen code, without a firmware build (docs/footprint.md); only
+main.py and config.json go to the filesystem, and the filesystem copies of
+what the image holds are removed (sys.path has /lib before /rom, so they
+would shadow it). A real board gets the image with `mpremote romfs deploy`
+into its ROMFS partition (MicroPython 1.25+ built with one, docs/boards.md;
+deploy refuses a board without one); the emulated board (--board unix) has
+no partition: its image is the file /romfs.img on its flash, mounted at boot
+by tools/board/emulator.py.
 """
 
 import argparse
@@ -59,6 +72,10 @@ ARCHS = (None, "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp"
 
 class DeployError(Exception):
     pass
+
+
+# The emulated board's stand-in for a ROMFS partition (tools/board/emulator.py).
+EMULATED_ROMFS = "/romfs.img"
 
 
 # -- host side ---------------------------------------------------------------
@@ -210,7 +227,8 @@ class Board:
         return proc.returncode, out
 
     def query(self, paths):
-        """(mpy value, {path: sha256 hex, '-' if missing}, [names in /lib/holdfast])."""
+        """(mpy value, {path: sha256 hex, '-' if missing}, [names in /lib/holdfast]
+        or None without that directory, bytes of the ROMFS partition, -1 without one)."""
         code = _QUERY % (list(paths), LIB_DST)
         # A real board gets mpremote's soft reset first (it stops the app
         # cleanly); the unix port has none.
@@ -218,6 +236,8 @@ class Board:
         mpy = None
         hashes = {}
         lib = []
+        libdir = False
+        rom = -1
         for line in out.splitlines():
             parts = line.strip().split(" ")
             if len(parts) < 2 or parts[0] != "HF":
@@ -228,9 +248,13 @@ class Board:
                 hashes[parts[2]] = parts[3]
             elif parts[1] == "ls":
                 lib.append(parts[2])
+            elif parts[1] == "libdir":
+                libdir = True
+            elif parts[1] == "rom":
+                rom = int(parts[2])
         if mpy is None:
             raise DeployError("no answer from the board on %s:\n%s" % (self.port, out.strip()[-1000:]))
-        return mpy, hashes, lib
+        return mpy, hashes, lib if libdir else None, rom
 
     def wait_ready(self, timeout=30.0):
         """After a reset: until the board answers again (USB serial comes back)."""
@@ -277,8 +301,15 @@ for p in %r:
 try:
  for e in os.ilistdir(%r):
   print('HF ls',e[0])
+ print('HF libdir')
 except OSError:
  pass
+try:
+ import vfs
+ d=vfs.rom_ioctl(2,0)
+ print('HF rom',d.ioctl(4,0)*d.ioctl(5,0) if hasattr(d,'ioctl') else len(d))
+except Exception:
+ print('HF rom -1')
 """
 
 
@@ -292,8 +323,10 @@ def _twin(path):
 
 
 def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=None,
-           verbose=False, out=print, opt=0):
+           verbose=False, out=print, opt=0, romfs=False):
     """Returns (copied, skipped, removed)."""
+    if romfs and source:
+        raise DeployError("--romfs puts compiled .mpy into the image: it cannot go with --source")
     secrets = []
     cfg_bytes = None
     if config:
@@ -309,7 +342,12 @@ def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=No
 
     targets = [d for d, _, _ in files]
     twins = [t for t in (_twin(d) for d in targets) if t and t not in targets]
-    mpy, hashes, lib = dev.query(targets + twins + ["/config.json"])
+    mpy, hashes, lib, rom = dev.query(targets + twins + ["/config.json", EMULATED_ROMFS])
+    if romfs and board != "unix" and rom <= 0:
+        raise DeployError(
+            "the board on %s has no ROMFS partition (its firmware has no vfs.rom_ioctl, or "
+            "reserves no flash for it): flash a MicroPython 1.25 or later built with a ROMFS "
+            "partition (docs/boards.md, \"ROMFS\"), or deploy without --romfs (ROMFS=1)" % port)
 
     march = None
     if not source:
@@ -326,15 +364,29 @@ def deploy(board, port, config=None, source=False, extra=(), reset=None, hold=No
     work = tempfile.mkdtemp(prefix="hf-deploy-")  # per run: deploys may run side by side
     try:
         return _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes,
-                       reset, hold, source, work, out, opt)
+                       reset, hold, source, work, out, opt, rom if romfs else None)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # nothing (secret) stays behind on the host
 
 
 def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, reset, hold,
-            source, work, out, opt):
+            source, work, out, opt, rom):
     targets = [d for d, _, _ in files]
     data = compile_all(files, os.path.join(work, "mpy"), march, opt)
+    image = None
+    if rom is not None:
+        in_image = [d for d in targets if d.endswith(".mpy")]
+        image = build_romfs({d: data[d] for d in in_image}, os.path.join(work, "romfs"))
+        if board != "unix" and len(image) > rom:
+            raise DeployError("the ROMFS image is %d bytes, the board's ROMFS partition %d"
+                              % (len(image), rom))
+        targets = [d for d in targets if d not in in_image]
+        twins = in_image + [t for t in twins if t not in targets]
+        if board == "unix":
+            data[EMULATED_ROMFS] = image
+            targets.append(EMULATED_ROMFS)
+    elif board == "unix":
+        twins = twins + [EMULATED_ROMFS]  # back to the filesystem: no image to mount at boot
     template = False
     if cfg_bytes is None and hashes.get("/config.json", "-") == "-":
         # A new board: the template (no secrets in it) tells the app, and the
@@ -350,9 +402,14 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
     skipped = len(targets) - len(copy)
     remove = [t for t in twins if hashes.get(t, "-") != "-"]
     lib_names = set(d.rsplit("/", 1)[1] for d in targets if d.startswith(LIB_DST + "/"))
-    remove += [LIB_DST + "/" + n for n in lib if n not in lib_names]
+    remove += [t for t in (LIB_DST + "/" + n for n in lib or () if n not in lib_names)
+               if t not in remove]
+    write_rom = image is not None and board != "unix"
+    # An empty /lib/holdfast would still be found first (sys.path has /lib
+    # before /rom/lib) as a package without the modules.
+    rmdirs = [LIB_DST] if image is not None and lib is not None else []
 
-    if not copy and not remove:
+    if not copy and not remove and not write_rom and not rmdirs:
         out("deploy: %s on %s is up to date" % (board, port))
     else:
         if hold:
@@ -364,16 +421,23 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
         stage = os.path.join(work, "stage")
         os.makedirs(stage, exist_ok=True)
         args = ["exec", _PREPARE % (sorted(set(d.rsplit("/", 1)[0] for d in copy if d.count("/") > 1)),
-                                    remove)]
+                                    remove, rmdirs)]
         for d in copy:
             local = os.path.join(stage, d.lstrip("/").replace("/", "__"))
             with open(local, "wb") as f:
                 f.write(data[d])
             args += ["+", "fs", "cp", "-f", local, ":" + d]
+        if write_rom:
+            img = os.path.join(work, "holdfast.romfs")  # mpremote takes an image by its name
+            with open(img, "wb") as f:
+                f.write(image)
+            args += ["+", "romfs", "deploy", img]
         dev.run(args, timeout=600)
+        if write_rom:
+            out("  wrote   the ROMFS partition (%d of %d bytes)" % (len(image), rom))
         for d in copy:
             out("  copied  %s (%d bytes)" % (d, len(data[d])))
-        for d in remove:
+        for d in remove + rmdirs:
             out("  removed %s" % d)
     if template:
         out("deploy: warning: the board had no config.json: it got boards/%s/config.json, "
@@ -384,10 +448,11 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
         dev.run(["exec", "--no-follow", _RESET % HOLD], check=False, timeout=30)
     elif hold:
         dev.run(["exec", _UNHOLD % HOLD], check=False, timeout=30)
-    out("deploy: %d copied, %d skipped, %d removed (%s, .mpy %s)" % (
+    out("deploy: %d copied, %d skipped, %d removed (%s, .mpy %s%s)" % (
         len(copy), skipped, len(remove), board,
         "sources" if source else "v%d.%d%s" % (decode_mpy(mpy)[:2] + (
-            " " + march if march else "",))))
+            " " + march if march else "",)),
+        ", ROMFS image %d bytes" % len(image) if image is not None else ""))
     return len(copy), skipped, len(remove)
 
 
@@ -406,6 +471,11 @@ for f in %r:
   os.remove(f)
  except OSError:
   pass
+for d in %r:
+ try:
+  os.rmdir(d)
+ except OSError:
+  pass
 """
 
 _UNHOLD = """\
@@ -417,6 +487,26 @@ except OSError:
 """
 
 _RESET = _UNHOLD + "import machine\nmachine.reset()\n"
+
+
+def build_romfs(files, stage):
+    """A ROMFS image (bytes) of {device path: .mpy bytes}, built by mpremote:
+    /lib/holdfast/x.mpy lands at lib/holdfast/x.mpy in the image (/rom/lib on
+    sys.path), /app.mpy at its root (/rom)."""
+    for dst, blob in files.items():
+        path = os.path.join(stage, "tree", dst.lstrip("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(blob)
+    img = os.path.join(stage, "image.romfs")
+    # --no-mpy: the files are compiled already, for the board's -march and -O.
+    proc = subprocess.run([sys.executable, "-m", "mpremote", "romfs", "--no-mpy", "-o", img,
+                           "build", os.path.join(stage, "tree")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode or not os.path.exists(img):
+        raise DeployError("mpremote romfs build failed:\n%s" % proc.stdout.strip()[-2000:])
+    with open(img, "rb") as f:
+        return f.read()
 
 
 def package_json(version="0.1.0"):
@@ -435,7 +525,7 @@ GROUPS = (("on first use: subscribe, inbound, policies, words",
            ("filters", "inbound", "subs", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
-          ("TLS (imported only with TLS on)", ("tls",)))
+          ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")))
 
 
 def sizes(board="esp32"):
@@ -498,11 +588,14 @@ def main(argv=None):
     ap.add_argument("-O", dest="opt", type=int, choices=(0, 1, 2, 3), default=0,
                     help="mpy-cross optimisation level: 3 gives smaller bytecode (less heap "
                          "once loaded, see docs/bench.md) but tracebacks without line numbers")
+    ap.add_argument("--romfs", action="store_true",
+                    help="the library and app as a ROMFS image, run in place from /rom "
+                         "(MicroPython 1.25+ with a ROMFS partition; the emulated board mounts it)")
     ap.add_argument("-v", "--verbose", action="store_true", help="show mpremote's output")
     a = ap.parse_args(argv)
     try:
         deploy(a.board, a.port, a.config, a.source, a.extra, a.reset, a.hold, a.verbose,
-               opt=a.opt)
+               opt=a.opt, romfs=a.romfs)
     except DeployError as e:
         sys.stderr.write("deploy: error: %s\n" % e)
         return 1

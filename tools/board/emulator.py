@@ -27,6 +27,12 @@ What the board sees:
   from the raw REPL (mpremote without `resume`), enters the raw REPL again.
 - with --run, /main.py (or main.mpy) is imported at start, as a board does
   at boot; ctrl-C from mpremote interrupts it and leaves the REPL.
+- ROMFS: a board with a ROMFS partition mounts it at /rom at boot and puts
+  /rom and /rom/lib at the end of sys.path; the emulated board's partition is
+  the file romfs.img on its flash (what `make deploy ROMFS=1` writes), read
+  into a bytes object first thing at boot and mounted with vfs.VfsRom, so its
+  .mpy run in place as on a board. The image then sits on the heap, not in
+  flash: the heap is made that much larger, and gc.mem_alloc() counts it.
 - a factory "unique id": FLASH_DIR/unique_id is created once with 8 random
   bytes (hex) unless --uid gives one (then HOLDFAST_UID is set instead).
 
@@ -87,14 +93,25 @@ def micropython_exe():
     raise SystemExit("emulator: micropython (unix port) not found: run `make setup`")
 
 
-# Runs in the board before its REPL: flash at "/", sys.path as on a board,
-# then main if asked. Kept short: it is compiled from source on the board.
+# Runs in the board before its REPL: flash at "/", the ROMFS image (read
+# first, so it lies at the bottom of the heap) at /rom, sys.path as on a
+# board, then main if asked. Kept short: it is compiled from source on the board.
+ROMFS_IMAGE = "romfs.img"
 _BOOT = """\
 import sys,os,vfs
+sys.path[:]=['','.frozen','/lib']
+try:
+ f=open(%r,'rb')
+except OSError:
+ pass
+else:
+ vfs.mount(vfs.VfsRom(f.read()),'/rom')
+ f.close()
+ del f
+ sys.path+=['/rom','/rom/lib']
 vfs.umount('/')
 vfs.mount(vfs.VfsPosix(%r),'/')
 os.chdir('/')
-sys.path[:]=['','.frozen','/lib']
 del vfs
 if %r:
  try:
@@ -105,7 +122,19 @@ if %r:
 
 
 def _boot_code(flash, run):
-    return _BOOT % (flash, bool(run))
+    return _BOOT % (os.path.join(flash, ROMFS_IMAGE), flash, bool(run))
+
+
+def _heap_with_rom(flash, heap):
+    """heap ("256k", "1m", bytes) plus the ROMFS image's size: what the board
+    is given is what it would have with the image in flash."""
+    try:
+        rom = os.path.getsize(os.path.join(flash, ROMFS_IMAGE))
+    except OSError:
+        return heap
+    units = {"k": 1024, "m": 1024 * 1024}
+    n = int(heap[:-1]) * units[heap[-1].lower()] if heap[-1].lower() in units else int(heap)
+    return "%dk" % ((n + rom + 2047) // 1024)
 
 
 def ensure_flash(flash, uid=None):
@@ -136,7 +165,8 @@ def _spawn_board(flash, heap, run, uid):
     env["MICROPYPATH"] = os.path.join(flash, "lib") + ":.frozen"
     if uid:
         env["HOLDFAST_UID"] = uid
-    argv = [exe, "-X", "heapsize=" + heap, "-i", "-c", _boot_code(flash, run)]
+    argv = [exe, "-X", "heapsize=" + _heap_with_rom(flash, heap), "-i", "-c",
+            _boot_code(flash, run)]
     master, slave = os.openpty()
     pid = os.fork()
     if pid == 0:  # child: the board

@@ -1,18 +1,22 @@
 # The footprint probe of `make bench` (tools/bench/footprint.py runs it), one
 # configuration per process, library and probe precompiled (.mpy):
 #
-#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D]
+#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), sub (+ a subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
 # RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
 # the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
-# peer's adapter: umqtt_simple, mqtt_async (lib_*.py).
+# peer's adapter: umqtt_simple, mqtt_async (lib_*.py); umqtt_simple_tls
+# (umqtt.simple over TLS, as the tls row).
 # Prints "RESULT {json}": code (heap taken by the import), total (heap held
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
+# with count=1, "COUNTS {json}": the objects the library's modules hold;
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
-# gc.collect(), from before the import.
+# gc.collect(), from before the import. Loaded from a ROMFS image, the probe
+# is started by tools/bench/footprint.py's bootstrap, which mounts the image
+# first and calls main().
 import gc
 import os
 import sys
@@ -69,6 +73,50 @@ class RamFlash:
         return 0
 
 
+# Not the library's: the probe's adapters and shim, and asyncio (the port's).
+_NOT_COUNTED = ("lib_", "cpy_fix", "asyncio", "footprint")
+
+
+COUNT = [False]  # count=1: the walk allocates, so smallest-heap runs leave it out
+
+
+def count_objects(before):
+    """What the modules loaded since `before` create, as a frozen build keeps
+    them on the heap: modules, functions (module level), methods (in class
+    dicts: functions, properties, static and class methods), classes,
+    exception classes, module-level names. Each object once, by id."""
+    if not COUNT[0]:
+        return
+    seen = set()
+    mods = set()
+    c = {"modules": 0, "functions": 0, "methods": 0, "classes": 0, "exceptions": 0,
+         "names": 0}
+    for name in list(sys.modules):
+        if name in before or name.startswith(_NOT_COUNTED):
+            continue
+        m = sys.modules[name]
+        if id(m) in mods:  # a module under two names (ussl)
+            continue
+        mods.add(id(m))
+        d = m.__dict__
+        c["modules"] += 1
+        c["names"] += len(d)
+        for v in d.values():
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            t = type(v).__name__
+            if t in ("function", "generator", "closure"):
+                c["functions"] += 1
+            elif isinstance(v, type):
+                c["exceptions" if issubclass(v, BaseException) else "classes"] += 1
+                for m in v.__dict__.values():
+                    if type(m).__name__ in ("function", "generator", "closure", "property",
+                                            "staticmethod", "classmethod"):
+                        c["methods"] += 1
+    print("COUNTS " + repr(c).replace("'", '"'))
+
+
 def holdfast(cfg, host, port, n, o, report):
     dev = RamFlash(8, 512) if cfg == "flash" else None
     before = set(sys.modules)
@@ -78,7 +126,8 @@ def holdfast(cfg, host, port, n, o, report):
         from holdfast.aclient import AsyncClient
         code = used() - base
         c = AsyncClient(b"fp-async", host, port)
-        asyncio.run(_arun(c, n, lambda: report(code, used() - base, mpy_bytes(before))))
+        asyncio.run(_arun(c, n, lambda: report(code, used() - base, mpy_bytes(before)),
+                          lambda: count_objects(before)))
         return
     from holdfast.client import MQTTClient
     kw = {}
@@ -99,6 +148,7 @@ def holdfast(cfg, host, port, n, o, report):
         c.set_callback(lambda t, m: None)
         c.subscribe(b"bench/cmd", 1)
     report(code, used() - base, mpy_bytes(before))
+    count_objects(before)
     qos = 2 if cfg == "qos2" else 1
     for _ in range(n):
         c.publish(T, P, False, qos)
@@ -107,9 +157,10 @@ def holdfast(cfg, host, port, n, o, report):
     c.disconnect()
 
 
-async def _arun(c, n, report):
+async def _arun(c, n, report, count):
     await c.connect()
     report()
+    count()
     for _ in range(n):
         await c.publish(T, P, False, 1)
     await c.flush()
@@ -125,10 +176,12 @@ def peer(lib, host, port, n, report):
     c = m.Client(host, port, "fp-" + lib, {})
     if getattr(m, "ASYNC", False):
         import asyncio
-        asyncio.run(_apeer(c, n, lambda: report(code, used() - base, mpy_bytes(before))))
+        asyncio.run(_apeer(c, n, lambda: report(code, used() - base, mpy_bytes(before)),
+                           lambda: count_objects(before)))
         return
     c.connect()
     report(code, used() - base, mpy_bytes(before))
+    count_objects(before)
     t = c.topic(T)
     c.prepare(t, t, P)
     for _ in range(n):
@@ -137,9 +190,39 @@ def peer(lib, host, port, n, report):
     c.close()
 
 
-async def _apeer(c, n, report):
+def umqtt_tls(host, port, n, o, report):
+    """umqtt.simple 1.3.4 over TLS, verifying the broker with the CA, as the
+    tls row does: ssl=True and ssl_params for ssl.wrap_socket."""
+    from binascii import a2b_base64
+    with open(o["ca"], "rb") as f:
+        pem = f.read()
+    # mbedtls here takes a DER CA: the probe converts it before the reading
+    # (holdfast's tls.py does it itself, inside the figure).
+    der = a2b_base64(pem[pem.find(b"-----", 10) + 5:pem.find(b"-----END")])
+    del pem
+    before = set(sys.modules)
+    base = used()
+    import ssl
+    sys.modules["ussl"] = ssl  # 1.3.4 imports ussl, MicroPython 1.24+ names it ssl
+    m = __import__("lib_umqtt_simple")  # as in the plain row, so the difference is TLS's
+    m.load()
+    MQTTClient = m.Client.MQTTClient
+    code = used() - base
+    c = MQTTClient(b"fp-umqtt-tls", host, port, ssl=True,
+                   ssl_params={"cert_reqs": ssl.CERT_REQUIRED, "cadata": der,
+                               "server_hostname": host})
+    c.connect()
+    report(code, used() - base, mpy_bytes(before))
+    count_objects(before)
+    for _ in range(n):
+        c.publish(T, P, False, 1)
+    c.disconnect()
+
+
+async def _apeer(c, n, report, count):
     await c.connect()
     report()
+    count()
     t = c.topic(T)
     c.prepare(t, t, P)
     for _ in range(n):
@@ -154,12 +237,15 @@ def main(a):
     for kv in a[4:]:
         k, _, v = kv.partition("=")
         o[k] = v
+    COUNT[0] = o.get("count") == "1"
 
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
     if cfg in ("pub", "sub", "qos2", "file", "flash", "tls", "async"):
         holdfast(cfg, host, port, n, o, report)
+    elif cfg == "umqtt_simple_tls":
+        umqtt_tls(host, port, n, o, report)
     else:
         peer(cfg, host, port, n, report)
     print("FOOTPRINT OK")
