@@ -153,7 +153,7 @@ class Session:
         self.inflight = 0
         for i in range(self.window):
             self._state[i] = _FREE
-        self.rx.start = self.rx.end = self.rx.skip = 0
+        self.rx.reset()
         self.t0 = self.t1 = 0
         self.offered = 0
         self.ping_at = -1
