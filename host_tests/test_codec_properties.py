@@ -114,19 +114,23 @@ from_broker = st.one_of(
 
 
 @st.composite
-def big_publish_heads(draw):
-    """The start of a PUBLISH that may be larger than the buffer, with a
-    topic length that may or may not fit inside it, and some of its body."""
+def long_heads(draw):
+    """The start of a packet that may be larger than the buffer, most often a
+    PUBLISH with a topic length that may or may not fit inside it, and some
+    of its body."""
     rl = draw(st.one_of(st.integers(0, 80), st.integers(0, 400)))
     head = bytearray(8)
-    head[0] = 0x30 | draw(qos) << 1 | draw(st.integers(0, 1))
+    head[0] = draw(st.one_of(st.builds(lambda q, r: 0x30 | q << 1 | r, qos, st.integers(0, 1)),
+                             st.sampled_from([0x10, 0x20, 0x40, 0x50, 0x62, 0x70, 0x82, 0x90, 0xa2, 0xb0, 0xd0])))
     n = c.put_length(head, 1, rl)
     # Most often near where the topic and packet id stop fitting inside it.
     tl = draw(st.one_of(st.integers(max(0, rl - 6), rl + 1), st.integers(0, rl + 3), st.integers(0, 65535)))
-    return bytes(head[:n]) + bytes((tl >> 8, tl & 255)) + draw(st.binary(max_size=max(0, rl - 2)))
+    rest = max(0, rl - 2)  # all of it, or its start
+    return bytes(head[:n]) + bytes((tl >> 8, tl & 255)) + draw(
+        st.one_of(st.binary(min_size=rest, max_size=rest), st.binary(max_size=rest)))
 
 
-pieces = st.one_of(from_broker.map(enc), big_publish_heads(), st.binary(min_size=1, max_size=12))
+pieces = st.one_of(from_broker.map(enc), long_heads(), st.binary(min_size=1, max_size=12))
 
 
 def hostile_events(stream, size, cuts, by_tail):
