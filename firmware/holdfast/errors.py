@@ -24,7 +24,7 @@ class MQTTProtocolError(MQTTError):
 
 
 class PacketTooLarge(MQTTProtocolError):
-    """An inbound packet is larger than the receive buffer; it was skipped whole."""
+    """An inbound PUBLISH is larger than the receive buffer; it was skipped whole."""
 
     def __init__(self, msg, type, length, pid, qos=0):
         super().__init__(msg)

@@ -1,6 +1,6 @@
 # What the broker sends unasked: inbound PUBLISH packets (parsed, handed to
-# the application, acknowledged; QoS 2 held until PUBREL) and packets too
-# large for the receive buffer (skipped, and acknowledged so the broker does
+# the application, acknowledged; QoS 2 held until PUBREL), those too large
+# for the receive buffer too (skipped, and acknowledged so the broker does
 # not re-send them forever). Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
 from .compat import const

@@ -77,6 +77,10 @@ def test_malformed_input_is_a_named_error():
 def test_31_allows_dup_on_pubrel_311_does_not():
     assert one(b"\x6a\x02\x00\x01", level=3) == (c.PUBREL, 1)
     bad(b"\x6a\x02\x00\x01", "PUBREL fixed-header flags are 10")
+    # Otherwise the flags 3.1.1 fixes are enforced in 3.1 too: 3.1 sends a
+    # PUBREL at QoS 1 as well, and leaves the acks' flags unused.
+    bad(b"\x60\x02\x00\x01", "PUBREL fixed-header flags are 0, must be 2", level=3)
+    bad(b"\x48\x02\x00\x01", "PUBACK fixed-header flags are 8, must be 0", level=3)
 
 
 def test_encoder_refuses_bad_arguments():
