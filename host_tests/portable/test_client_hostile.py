@@ -4,7 +4,7 @@
 # the next link starts clean. The byte-level cases are in test_codec_errors.py.
 from holdfast import codec as c
 from fakebroker import wire
-from test_client_mock import Rig, CONNACK
+from rig import Rig, CONNACK
 
 
 def _hit(bad, want):
