@@ -202,7 +202,7 @@ def roomy_events(stream, size):
         p = current(r)
         if r.start - s > size:
             if t != c.PUBLISH:
-                return out, ("error", c._why(c._E_TOO_LARGE, t, r.start - s, size))
+                return out, ("error", c.why(c._E_TOO_LARGE, t, r.start - s, size))
             p = ("too large", r.start - s, p[6], p[3])
         out.append(p)
 

@@ -2,7 +2,7 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import _why
+from .codec import why
 from .errors import MQTTTimeout, LinkDown
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE
@@ -208,7 +208,7 @@ class MQTTClient(Front):
             # still take nothing.
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0 or not self.poller.wait(left, True):
-                raise MQTTTimeout(_why(_E_TX_STUCK, timeout_ms))
+                raise MQTTTimeout(why(_E_TX_STUCK, timeout_ms))
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is

@@ -62,7 +62,8 @@ _FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
 _RL = bytes((255, 255, 2, 255, 2, 2, 2, 2, 255, 255, 255, 2, 0, 0, 0, 255))
 
 
-def _why(code, *args):
+def why(code, *args):
+    """The words of error reason code (reasons.py), formatted with args."""
     from .reasons import text  # loaded only when there is an error to explain
     return text(code, args)
 
@@ -92,13 +93,14 @@ def inbound():
     return _inbound
 
 
-def _b(s):
+def as_bytes(s):
+    """A topic or payload given as str, as bytes (others as they are)."""
     return s.encode() if isinstance(s, str) else s
 
 
 def _fit(buf, off, total):
     if off + total > len(buf):
-        raise ValueError(_why(_E_FIT, total, len(buf) - off))
+        raise ValueError(why(_E_FIT, total, len(buf) - off))
 
 
 def _length_size(n):
@@ -107,7 +109,7 @@ def _length_size(n):
 
 def _check_length(n):
     if not 0 <= n <= MAX_REMAINING:
-        raise ValueError(_why(_E_RL_MAX, n, MAX_REMAINING))
+        raise ValueError(why(_E_RL_MAX, n, MAX_REMAINING))
 
 
 def put_length(buf, i, n):
@@ -140,7 +142,7 @@ def _u16(buf, i, v):
 def _str(buf, i, s):
     n = len(s)
     if n > 65535:
-        raise ValueError(_why(_E_STR_LONG, n))
+        raise ValueError(why(_E_STR_LONG, n))
     buf[i] = n >> 8
     buf[i + 1] = n & 0xFF
     i += 2
@@ -150,19 +152,19 @@ def _str(buf, i, s):
 
 def _check_pid(pid):
     if not 0 < pid < 65536:
-        raise ValueError(_why(_E_PID_RANGE, pid))
+        raise ValueError(why(_E_PID_RANGE, pid))
 
 
 def _check_qos(qos):
     if not 0 <= qos <= 2:
-        raise ValueError(_why(_E_QOS, qos))
+        raise ValueError(why(_E_QOS, qos))
 
 
 def check_topic(topic):
     """Raise ValueError unless topic is a valid topic name to publish to."""
     n = len(topic)
     if not n:
-        raise ValueError(_why(_E_TOPIC_EMPTY))
+        raise ValueError(why(_E_TOPIC_EMPTY))
     if isinstance(topic, memoryview):
         for i in range(n):
             if topic[i] == 43 or topic[i] == 35:
@@ -171,7 +173,7 @@ def check_topic(topic):
             return
     elif b"+" not in topic and b"#" not in topic:
         return
-    raise ValueError(_why(_E_TOPIC_WILD, bytes(topic)))
+    raise ValueError(why(_E_TOPIC_WILD, bytes(topic)))
 
 
 def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b"",
@@ -181,29 +183,29 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
     elif level == 3:
         name = b"MQIsdp"
     else:
-        raise ValueError(_why(_E_LEVEL, level))
-    cid = _b(client_id)
+        raise ValueError(why(_E_LEVEL, level))
+    cid = as_bytes(client_id)
     if not cid and (level == 3 or not clean):
-        raise ValueError(_why(_E_EMPTY_ID))
+        raise ValueError(why(_E_EMPTY_ID))
     if not 0 <= keepalive <= 65535:
-        raise ValueError(_why(_E_KEEPALIVE, keepalive))
+        raise ValueError(why(_E_KEEPALIVE, keepalive))
     flags = 2 if clean else 0
     rl = 2 + len(name) + 4 + 2 + len(cid)
     if will_topic is not None:
-        will_topic = _b(will_topic)
-        will_msg = _b(will_msg)
+        will_topic = as_bytes(will_topic)
+        will_msg = as_bytes(will_msg)
         check_topic(will_topic)
         _check_qos(will_qos)
         flags |= 4 | will_qos << 3 | (0x20 if will_retain else 0)
         rl += 4 + len(will_topic) + len(will_msg)
     if user is not None:
-        user = _b(user)
+        user = as_bytes(user)
         flags |= 0x80
         rl += 2 + len(user)
     if password is not None:
         if user is None and level == 4:
-            raise ValueError(_why(_E_PW_NO_USER))
-        password = _b(password)
+            raise ValueError(why(_E_PW_NO_USER))
+        password = as_bytes(password)
         flags |= 0x40
         rl += 2 + len(password)
     i = _header(buf, CONNECT << 4, rl, off)
@@ -224,7 +226,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
 
 def publish_size(topic, length, qos):
     """Bytes of a whole PUBLISH packet with a payload of length bytes."""
-    rl = 2 + len(_b(topic)) + length + (2 if qos else 0)
+    rl = 2 + len(as_bytes(topic)) + length + (2 if qos else 0)
     return 1 + _length_size(rl) + rl
 
 
@@ -232,14 +234,14 @@ def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, of
     """Fixed and variable header of a PUBLISH whose payload has length bytes;
     returns the offset where the payload goes."""
     _check_qos(qos)
-    topic = _b(topic)
+    topic = as_bytes(topic)
     check_topic(topic)
     rl = 2 + len(topic) + length
     if qos:
         _check_pid(pid)
         rl += 2
     elif dup:
-        raise ValueError(_why(_E_DUP_QOS0))
+        raise ValueError(why(_E_DUP_QOS0))
     i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0), rl, off)
     i = _str(buf, i, topic)
     if qos:
@@ -248,7 +250,7 @@ def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, of
 
 
 def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0):
-    payload = _b(payload)
+    payload = as_bytes(payload)
     n = len(payload)
     i = publish_header(buf, topic, n, qos, retain, dup, pid, off)
     buf[i:i + n] = payload
@@ -341,7 +343,7 @@ class Reader:
         return n
 
     def _err(self, code, *args):
-        raise MQTTProtocolError(_why(code, *args))
+        raise MQTTProtocolError(why(code, *args))
 
     def _u16(self, i):
         return self.buf[i] << 8 | self.buf[i + 1]

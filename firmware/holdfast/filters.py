@@ -3,7 +3,7 @@
 # subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
 # never carries it.
 from .compat import const
-from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, _b, _why, _check_pid, _check_qos, _header, _u16, _str
+from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, as_bytes, why, _check_pid, _check_qos, _header, _u16, _str
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
@@ -19,16 +19,16 @@ def subscribe(buf, pid, filters, off=0):
     """filters: a sequence of (topic filter, QoS) pairs."""
     _check_pid(pid)
     if not filters:
-        raise ValueError(_why(_E_NO_FILTER_SUB))
+        raise ValueError(why(_E_NO_FILTER_SUB))
     rl = 2
     for f, q in filters:
         _check_qos(q)
-        f = _b(f)
+        f = as_bytes(f)
         check_filter(f, 0, len(f))
         rl += 3 + len(f)
     i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
     for f, q in filters:
-        i = _str(buf, i, _b(f))
+        i = _str(buf, i, as_bytes(f))
         buf[i] = q
         i += 1
     return i
@@ -37,15 +37,15 @@ def subscribe(buf, pid, filters, off=0):
 def unsubscribe(buf, pid, topics, off=0):
     _check_pid(pid)
     if not topics:
-        raise ValueError(_why(_E_NO_FILTER_UNSUB))
+        raise ValueError(why(_E_NO_FILTER_UNSUB))
     rl = 2
     for f in topics:
-        f = _b(f)
+        f = as_bytes(f)
         check_filter(f, 0, len(f))
         rl += 2 + len(f)
     i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
     for f in topics:
-        i = _str(buf, i, _b(f))
+        i = _str(buf, i, as_bytes(f))
     return i
 
 
@@ -86,15 +86,15 @@ def utf8_ok(b, i, end):
 def check_filter(b, i, end):
     """Raise ValueError unless b[i:end] is a valid topic filter."""
     if i >= end:
-        raise ValueError(_why(_E_FILTER_EMPTY))
+        raise ValueError(why(_E_FILTER_EMPTY))
     if not utf8_ok(b, i, end):
-        raise ValueError(_why(_E_FILTER_UTF8))
+        raise ValueError(why(_E_FILTER_UTF8))
     start = i
     while i < end:
         c = b[i]
         if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
             if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError(_why(_E_FILTER_WILD))
+                raise ValueError(why(_E_FILTER_WILD))
         i += 1
 
 

@@ -4,7 +4,7 @@
 # reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
-from .codec import SUBACK_FAILURE, _b, _why
+from .codec import SUBACK_FAILURE, as_bytes, why
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
 from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, CLOSED, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
@@ -35,7 +35,7 @@ class Front:
     def __init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, level,
                  size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full):
         if when_full not in ("refuse", "drop_oldest"):
-            raise ValueError(_why(_E_WHEN_FULL, when_full))
+            raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
         # What open_socket wraps with: None without TLS, else a tls.Context
         # (tls.py loads only then).
@@ -97,7 +97,7 @@ class Front:
         raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.s.will = (_b(topic), _b(msg), qos, retain)
+        self.s.will = (as_bytes(topic), as_bytes(msg), qos, retain)
 
     def isconnected(self):
         return self.s.state == CONNECTED
@@ -112,12 +112,12 @@ class Front:
         # A call that waits for the broker cannot run inside a callback: say
         # so before doing anything.
         if self._busy:
-            raise MQTTError(_why(_E_IN_CALLBACK))
+            raise MQTTError(why(_E_IN_CALLBACK))
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
         if not self.s.client_id and not clean:
-            raise ValueError(_why(_E_EMPTY_ID_CLEAN))
+            raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s = self.s
         s.clean = clean
         s.connack_ms = timeout_ms or self.timeout_ms
@@ -130,7 +130,7 @@ class Front:
         if self.s.acked < link:
             err = self.last_error
             if err is None:
-                err = MQTTTimeout(_why(46, self.s.connack_ms))  # NO_CONNACK
+                err = MQTTTimeout(why(46, self.s.connack_ms))  # NO_CONNACK
             raise err
         self.backoff.reset()
         return self.s.session_present
@@ -151,7 +151,7 @@ class Front:
             return False
         self.dropped_qos0 += 1
         if s.state == CONNECTED and not self._busy:
-            self.last_error = MQTTTimeout(_why(_E_NO_ROOM, n, self.timeout_ms))
+            self.last_error = MQTTTimeout(why(_E_NO_ROOM, n, self.timeout_ms))
         return True
 
     def _room_for(self, n):
@@ -170,7 +170,7 @@ class Front:
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
         self._idle()
         self._need_link()
-        topic = _b(topic)
+        topic = as_bytes(topic)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):
@@ -179,9 +179,9 @@ class Front:
     def _reply(self, e, arrived):
         # After the wait for its ack: the granted QoS, or why there is none.
         if not arrived:
-            raise MQTTTimeout(_why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
+            raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] == SUBACK_FAILURE:
-            raise SubscribeError(_why(_E_SUB_REFUSED, e[0]))
+            raise SubscribeError(why(_E_SUB_REFUSED, e[0]))
         return e[4]
 
     def _empty(self, _):
@@ -202,8 +202,8 @@ class Front:
 
     def _need_link(self):
         if not self.isconnected():
-            raise LinkDown(_why(_E_OFFLINE, self.last_error) if self.last_error is not None
-                           else _why(_E_NOT_STARTED))
+            raise LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
+                           else why(_E_NOT_STARTED))
 
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
@@ -232,7 +232,7 @@ class Front:
                         self._on_delivered(s.done_pid)
                 else:  # REFUSED
                     self.restore_refused += s.subs.nrefused
-                    self.last_error = SubscribeError(_why(_E_RESTORE_REFUSED, s.subs.refused))
+                    self.last_error = SubscribeError(why(_E_RESTORE_REFUSED, s.subs.refused))
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
@@ -259,7 +259,7 @@ class Front:
         # False while pending; MQTTTimeout after timeout_ms.
         if sock is None:
             if ticks_diff(now, since) > self.timeout_ms:
-                raise MQTTTimeout(_why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
+                raise MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
         self.sock = self.tls.secure(sock, self.server, self.timeout_ms) if self.tls else sock
         self.links += 1
@@ -279,7 +279,7 @@ class Front:
         s = self.s
         now = ticks_ms()
         if s.state == CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
-            err = LinkDown(_why(_E_RESET_AT_CONNECT, err))
+            err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         self._close()
         if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again

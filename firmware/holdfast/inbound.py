@@ -78,7 +78,7 @@ def skip_big(r):
     k = min(r.skip, r.end - r.start)
     r.start += k
     r.skip -= k
-    raise PacketTooLarge(c._why(_E_TOO_LARGE, c.PUBLISH, total, len(r.buf)), c.PUBLISH, total, pid,
+    raise PacketTooLarge(c.why(_E_TOO_LARGE, c.PUBLISH, total, len(r.buf)), c.PUBLISH, total, pid,
                          (r.flags >> 1) & 3)
 
 

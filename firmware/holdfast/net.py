@@ -4,7 +4,7 @@
 import socket
 import select
 from .compat import const
-from .codec import _why
+from .codec import why
 from .errors import Unreachable
 
 _MP = hasattr(socket.socket, "readinto")
@@ -93,7 +93,7 @@ def open_socket(host, port, timeout_ms, tls=None):
     finally:
         c.close()
     if s is None:
-        raise Unreachable(_ETIMEDOUT, _why(_E_NO_TCP, host, port, timeout_ms))
+        raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
     return tls.secure(s, host, timeout_ms) if tls else s
 
 
@@ -101,7 +101,7 @@ def _unreachable(reason, e, host, port):
     # The runtime's errno stays in args[0] for code that checks it; a name
     # that did not resolve has none on MicroPython ("[addrinfo error -2]").
     n = e.args[0] if e.args else None
-    words = _why(reason, host, port) if reason == _E_REFUSED else _why(reason, host, port, e)
+    words = why(reason, host, port) if reason == _E_REFUSED else why(reason, host, port, e)
     return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 

@@ -154,7 +154,7 @@ class Session:
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
         if n > len(self.tx) - ACK_ROOM:
-            raise ValueError(c._why(_E_TX_FIT, n, len(self.tx), len(self.tx) - ACK_ROOM, ACK_ROOM))
+            raise ValueError(c.why(_E_TX_FIT, n, len(self.tx), len(self.tx) - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -208,9 +208,9 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == CONNECTING:
-            self._fail(LinkDown(c._why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
+            self._fail(LinkDown(c.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
                                        if self.level == 3 else "MQTT 3.1.1 (level 4)")))
-        self._fail(LinkDown(c._why(_E_CLOSED)))
+        self._fail(LinkDown(c.why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
@@ -238,7 +238,7 @@ class Session:
         # The one reconciliation with the broker's session: what happens to
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
-            raise MQTTProtocolError(c._why(_E_CONNACK2))
+            raise MQTTProtocolError(c.why(_E_CONNACK2))
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -272,7 +272,7 @@ class Session:
         """The id the next QoS 1/2 message or (UN)SUBSCRIBE tries first, 1..65535
         (ids still in use are skipped). For tests of id wrap-around."""
         if not 0 < pid < 65536:
-            raise ValueError(c._why(_E_PID_SET, pid))
+            raise ValueError(c.why(_E_PID_SET, pid))
         self.next_pid = pid
 
     def new_pid(self):
@@ -434,7 +434,7 @@ class Session:
                 self.last_rx = now
                 self.ping_at = -1
                 if self.state != CONNECTED and t != c.CONNACK:
-                    raise MQTTProtocolError(c._why(_E_EARLY, t))
+                    raise MQTTProtocolError(c.why(_E_EARLY, t))
                 ev = self._handle(t, now)
             except PacketTooLarge as e:
                 c.inbound().too_large(self, e)
@@ -481,7 +481,7 @@ class Session:
         elif t == c.CONNACK:
             self._connack(r, now)
         elif t != c.PINGRESP:
-            raise MQTTProtocolError(c._why(_E_UNEXPECTED, t))
+            raise MQTTProtocolError(c.why(_E_UNEXPECTED, t))
         return 0
 
     def handled(self):
@@ -497,23 +497,23 @@ class Session:
         stopped taking bytes."""
         if self.state == CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
-                self._fail(MQTTTimeout(c._why(_E_NO_CONNACK, self.connack_ms)))
+                self._fail(MQTTTimeout(c.why(_E_NO_CONNACK, self.connack_ms)))
             return
         if self.state != CONNECTED:
             return
         if self.t0 == self.t1:
             self.drained = now
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(LinkDown(c._why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
+            self._fail(LinkDown(c.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
         ka = self.keepalive * 1000
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
             dead = ka + ka // 2
             if ticks_diff(now, self.last_rx) >= dead:
-                self._fail(LinkDown(c._why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
+                self._fail(LinkDown(c.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
             if ticks_diff(now, self.drained) >= dead:
-                self._fail(LinkDown(c._why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+                self._fail(LinkDown(c.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
             if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)

@@ -169,10 +169,10 @@ class MemoryStore(Held):
         while self._state[k % self.slots]:
             k += 1
             if k - self.tail == self.slots:
-                raise OutboxFull(codec._why(_E_FULL_SLOTS, self.slots))
+                raise OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
         o = self._place(n)
         if o < 0:
-            raise OutboxFull(codec._why(_E_FULL_BYTES, n, len(self.ring), len(self)))
+            raise OutboxFull(codec.why(_E_FULL_BYTES, n, len(self.ring), len(self)))
         end = codec.publish(self.ring, topic, payload, qos, retain, False, pid, o)
         s = k % self.slots
         self._off[s] = o
@@ -229,7 +229,7 @@ class MemoryStore(Held):
         return self._dl[key % self.slots]
 
     def find_topic(self, topic, after):
-        topic = codec._b(topic)
+        topic = codec.as_bytes(topic)
         n = len(topic)
         ring = self.ring
         k = self.next(after)

@@ -185,7 +185,7 @@ class Subs:
                     g[_GRANTED] = 0
                     self.gone.remove(g)
                     return True
-            raise MQTTProtocolError(c._why(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK"))
+            raise MQTTProtocolError(c.why(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK"))
         self.nrefused = 0
         j = 0
         i = 0
@@ -196,7 +196,7 @@ class Subs:
                 i += 1
                 continue
             if j >= len(codes):
-                raise MQTTProtocolError(c._why(_E_SUBACK_COUNT, pid, len(codes)))
+                raise MQTTProtocolError(c.why(_E_SUBACK_COUNT, pid, len(codes)))
             g = codes[j]
             j += 1
             if g == c.SUBACK_FAILURE:
@@ -212,7 +212,7 @@ class Subs:
         if not j:
             for g in self.gone:
                 if g[_PID] == pid:
-                    raise MQTTProtocolError(c._why(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK"))
+                    raise MQTTProtocolError(c.why(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK"))
         return True
 
 
