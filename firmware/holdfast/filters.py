@@ -87,14 +87,14 @@ def check_filter(b, i, end):
     """Raise ValueError unless b[i:end] is a valid topic filter."""
     if i >= end:
         raise ValueError(why(_E_FILTER_EMPTY))
-    if not utf8_ok(b, i, end):
-        raise ValueError(why(_E_FILTER_UTF8))
     start = i
+    if not utf8_ok(b, i, end):
+        raise ValueError(why(_E_FILTER_UTF8, bytes(b[start:end])))
     while i < end:
         c = b[i]
         if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
             if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError(why(_E_FILTER_WILD))
+                raise ValueError(why(_E_FILTER_WILD, bytes(b[start:end])))
         i += 1
 
 

@@ -21,8 +21,8 @@ TEXT = (
     'SUBSCRIBE needs at least one topic filter',  # NO_FILTER_SUB
     'UNSUBSCRIBE needs at least one topic filter',  # NO_FILTER_UNSUB
     'empty topic filter',  # FILTER_EMPTY
-    'topic filter is not valid UTF-8',  # FILTER_UTF8
-    'misplaced wildcard in topic filter',  # FILTER_WILD
+    'topic filter %r is not valid UTF-8',  # FILTER_UTF8
+    'misplaced wildcard in topic filter %r',  # FILTER_WILD
     '@ with message id 0',  # PID_ZERO
     '%s: length field runs past the packet',  # LEN_PAST
     '%s: string length %d runs past the packet',  # STR_PAST

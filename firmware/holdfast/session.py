@@ -401,6 +401,8 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(9 + len(flt))
+        c._check_qos(qos)  # both before the filter is registered
+        c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
         self._fill(self.last_tx)
         return e
@@ -413,6 +415,7 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(7 + len(flt))
+        c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.remove(flt)
         self._fill(self.last_tx)
         return e

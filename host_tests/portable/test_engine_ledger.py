@@ -251,3 +251,15 @@ def test_subscribing_again_waits_for_the_new_answer():
     out = sent(s)
     feed(s, (c.SUBACK, out[0][1], (2,)))
     assert e[4] == 2 and len(s.subs.list) == 1
+
+
+def test_an_invalid_filter_is_refused_before_it_is_registered_and_named():
+    s = session()
+    for bad in (b"a/#/b", b"a+", b""):
+        e = raises(ValueError, s.subscribe, bad, 1)
+        assert bad == b"" or repr(bad) in str(e), str(e)
+        raises(ValueError, s.unsubscribe, bad)
+    raises(ValueError, s.subscribe, b"ok", 3)
+    assert s.subs.list == [] and s.subs.gone == [] and sent(s) == []
+    relink(s, False)  # nothing left behind to trip over
+    assert s.state == CONNECTED
