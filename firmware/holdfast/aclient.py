@@ -70,7 +70,7 @@ class AsyncClient(Front):
             self.task = asyncio.create_task(self._run())
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
         link = self.s.link
-        await self._until(self._answered, 0, 2 * self.s.connack_ms)
+        await self._until(Front._answered, 0, 2 * self.s.connack_ms)
         try:
             return self._connect_end(link)
         except Exception:
@@ -82,12 +82,12 @@ class AsyncClient(Front):
         s = self.s
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
-                await self._until(self._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
+                await self._until(Front._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
                 self._publish0(topic, msg, retain, True)
             self._write()
             return None
         if not self._busy and not self._window_open(0):
-            await self._until(self._window_open, 0, self.timeout_ms)
+            await self._until(Front._window_open, 0, self.timeout_ms)
         pid = self._queue(topic, msg, retain, qos, expiry, latest)
         self._write()
         return pid
@@ -95,12 +95,12 @@ class AsyncClient(Front):
     async def subscribe(self, topic, qos=0, handler=None):
         e = self._request(topic, qos, handler)
         self._write()
-        return self._reply(e, await self._until(self._replied, e, self.timeout_ms))
+        return self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
         e = self._request(topic, -1, None)
         self._write()
-        self._reply(e, await self._until(self._replied, e, self.timeout_ms))
+        self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
@@ -175,7 +175,7 @@ class AsyncClient(Front):
     async def _until(self, cond, arg, timeout_ms):
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms)
-        while not cond(arg):
+        while not cond(self, arg):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False

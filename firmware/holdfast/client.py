@@ -56,7 +56,7 @@ class MQTTClient(Front):
             raise
         link = self.s.link
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
-        self._wait(self._answered, 0, 2 * self.s.connack_ms)
+        self._wait(Front._answered, 0, 2 * self.s.connack_ms)
         return self._connect_end(link)
 
     def disconnect(self):
@@ -89,13 +89,13 @@ class MQTTClient(Front):
             self._service()
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
-                self._wait(self._room_for, len(topic) + len(msg) + 5, None)
+                self._wait(Front._room_for, len(topic) + len(msg) + 5, None)
                 self._publish0(topic, msg, retain, True)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)
             return None
         if not self._busy and not self._window_open(0):
-            self._wait(self._window_open, 0, None, True)
+            self._wait(Front._window_open, 0, None, True)
         pid = self._queue(topic, msg, retain, qos, expiry, latest)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
@@ -107,12 +107,12 @@ class MQTTClient(Front):
         from the moment the SUBSCRIBE is queued."""
         self._service()
         e = self._request(topic, qos, handler)
-        return self._reply(e, self._wait(self._replied, e, None))
+        return self._reply(e, self._wait(Front._replied, e, None))
 
     def unsubscribe(self, topic):
         self._service()
         e = self._request(topic, -1, None)
-        self._reply(e, self._wait(self._replied, e, None))
+        self._reply(e, self._wait(Front._replied, e, None))
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
@@ -157,7 +157,7 @@ class MQTTClient(Front):
         byte written (for example before a deep sleep). True if so. Either
         way what is still pending is then committed to the outbox's storage."""
         self._idle()
-        done = self._empty(0) or timeout_ms != 0 and self._wait(self._empty, 0, timeout_ms, True)
+        done = self._empty(0) or timeout_ms != 0 and self._wait(Front._empty, 0, timeout_ms, True)
         return self.s.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
@@ -252,8 +252,10 @@ class MQTTClient(Front):
         return s.packets - n
 
     def _wait(self, cond, arg, timeout_ms, linkless=False):
-        # Runs the I/O until cond(arg) holds (True) or timeout_ms passes
-        # (False). Without a link only a reconnect can help: linkless waits
+        # Runs the I/O until cond(self, arg) holds (True) or timeout_ms
+        # passes (False). cond is a Front function, not a bound method: a
+        # bound method would be allocated on every call (flush() after each
+        # burst of publishes). Without a link only a reconnect can help: linkless waits
         # (for the outbox, the window) keep stepping it, the others end.
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
@@ -261,11 +263,11 @@ class MQTTClient(Front):
             now = ticks_ms()
             if self.sock is None:
                 if not linkless and self._dialing is None:
-                    return cond(arg)
+                    return cond(self, arg)
                 self._service()
             else:
                 self._pump(now, True)
-            if cond(arg):
+            if cond(self, arg):
                 return True
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
