@@ -3,7 +3,7 @@
 # subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
 # never carries it.
 from .compat import const
-from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, as_bytes, why, _check_pid, _check_qos, _header, _u16, _str
+from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, to_bytes, why, _check_pid, _check_qos, _header, _u16, _str
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
@@ -23,12 +23,12 @@ def subscribe(buf, pid, filters, off=0):
     rl = 2
     for f, q in filters:
         _check_qos(q)
-        f = as_bytes(f)
+        f = to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 3 + len(f)
     i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
     for f, q in filters:
-        i = _str(buf, i, as_bytes(f))
+        i = _str(buf, i, to_bytes(f))
         buf[i] = q
         i += 1
     return i
@@ -40,12 +40,12 @@ def unsubscribe(buf, pid, topics, off=0):
         raise ValueError(why(_E_NO_FILTER_UNSUB))
     rl = 2
     for f in topics:
-        f = as_bytes(f)
+        f = to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 2 + len(f)
     i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
     for f in topics:
-        i = _str(buf, i, as_bytes(f))
+        i = _str(buf, i, to_bytes(f))
     return i
 
 

@@ -4,7 +4,7 @@
 # reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
-from .codec import SUBACK_FAILURE, as_bytes, why
+from .codec import SUBACK_FAILURE, to_bytes, why
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
 from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, CLOSED, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
@@ -97,7 +97,7 @@ class Front:
         raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.s.will = (as_bytes(topic), as_bytes(msg), qos, retain)
+        self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
 
     def isconnected(self):
         return self.s.state == CONNECTED
@@ -170,7 +170,7 @@ class Front:
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
         self._idle()
         self._need_link()
-        topic = as_bytes(topic)
+        topic = to_bytes(topic)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):

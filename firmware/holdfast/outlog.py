@@ -25,7 +25,7 @@ except ImportError:
     crc32 = crc32_soft
 
 
-def as_bytes(s):
+def to_bytes(s):
     if isinstance(s, str):
         return s.encode()
     return bytes(s) if isinstance(s, memoryview) else s
@@ -197,7 +197,7 @@ class Log(Held):
 
     def find_topic(self, topic, after):
         """First pending key > after whose message has this topic, or -1."""
-        topic = as_bytes(topic)
+        topic = to_bytes(topic)
         h = crc32(topic) & 0xFFFF
         i = self._at(after + 1)
         st = self._st
@@ -303,8 +303,8 @@ class Log(Held):
         aligned record length. What to write: self._v (the part of hb),
         self._t (topic), self.pb if QoS > 0, self._p (payload), self.db if
         self._d (a deadline)."""
-        topic = self._t = as_bytes(topic)
-        payload = self._p = as_bytes(payload)
+        topic = self._t = to_bytes(topic)
+        payload = self._p = to_bytes(payload)
         if not topic or b"+" in topic or b"#" in topic:
             raise ValueError("topic %r is empty or has a wildcard" % topic)
         if not 0 <= qos <= 2:

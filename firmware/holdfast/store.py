@@ -229,7 +229,7 @@ class MemoryStore(Held):
         return self._dl[key % self.slots]
 
     def find_topic(self, topic, after):
-        topic = codec.as_bytes(topic)
+        topic = codec.to_bytes(topic)
         n = len(topic)
         ring = self.ring
         k = self.next(after)
