@@ -386,6 +386,7 @@ class ModelBroker:
         self.violations = []
         self.stray_acks = 0
         self.connacks = []  # (link n, session present)
+        self.sub_log = {}  # filter -> SUBSCRIBE packets received with it
         self.packets = 0
 
     # -- lifecycle -------------------------------------------------------------
@@ -585,6 +586,7 @@ class ModelBroker:
                 if q > 2:
                     raise Violation("SUBSCRIBE QoS %d" % q)
                 s.subs[flt] = q
+                self.sub_log[flt] = self.sub_log.get(flt, 0) + 1
                 codes += bytes([q])
             self.log("broker: SUBSCRIBE id %d, %d filters, link %d" % (pid, len(codes), cn.link.n))
             self._send(cn, _packet(SUBACK, 0, _u16(pid) + codes))
