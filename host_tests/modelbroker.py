@@ -13,6 +13,8 @@
 # and a broker that refuses connections for a while.
 import errno
 
+_TICKS = (1 << 30) - 1
+
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 10, 11, 12, 13, 14
 NAMES = {1: "CONNECT", 2: "CONNACK", 3: "PUBLISH", 4: "PUBACK", 5: "PUBREC", 6: "PUBREL",
@@ -215,11 +217,11 @@ class Net:
     poll with nothing to read lets the broker run and then lets the time
     pass, as a real wait would."""
 
-    def __init__(self, rng, broker, log):
+    def __init__(self, rng, broker, log, now=1000):
         self.rng = rng
         self.broker = broker
         self.log = log
-        self.now = 1000
+        self.now = now  # ms, wrapping at 2**30 as MicroPython's ticks_ms does
         self.links = []
         self.fault_rate = 0.0  # chance that a new link carries a scheduled cut
         self.ops = 0  # looks at the clock, polls and socket calls since the driver's last step
@@ -235,12 +237,16 @@ class Net:
     # the clock
     def ticks_ms(self):
         self.op()
-        self.now = (self.now + 1) & ((1 << 30) - 1)
+        self.now = (self.now + 1) & _TICKS
         return self.now
 
     def advance(self, ms):
-        self.now = (self.now + ms) & ((1 << 30) - 1)
+        self.now = (self.now + ms) & _TICKS
         self.broker.run()
+
+    def since(self, t):
+        """ms from tick t to now, across the wrap."""
+        return ((self.now - t + (_TICKS + 1) // 2) & _TICKS) - (_TICKS + 1) // 2
 
     def sleep_ms(self, ms):
         self.advance(ms)
@@ -394,7 +400,7 @@ class ModelBroker:
     def down(self):
         if self.down_until is None:
             return False
-        if self.net.now - self.down_until >= 0:
+        if self.net.since(self.down_until) >= 0:
             self.down_until = None
             return False
         return True
@@ -417,7 +423,7 @@ class ModelBroker:
             self.sessions = {}
             self.epoch += 1
         if down_ms:
-            self.down_until = self.net.now + down_ms
+            self.down_until = (self.net.now + down_ms) & _TICKS
 
     def cut(self, link, why, mode=None):
         """The link breaks at a byte: the broker reads a prefix of what the
@@ -463,7 +469,7 @@ class ModelBroker:
                 self._drop(cn)
                 continue
             if (cn.keepalive and cn.session is not None
-                    and self.net.now - cn.last_rx > cn.keepalive * 1500):
+                    and self.net.since(cn.last_rx) > cn.keepalive * 1500):
                 self.log("broker: nothing from the client for 1.5 x keepalive on link %d" % link.n)
                 self.cut(link, "keepalive expired", "end")
                 continue

@@ -113,7 +113,9 @@ class Run:
                                      p["on_pubrel"], p["wrap"])
         self.broker.silent_ok = bool(p["keepalive"])
         self.broker.faults = faults
-        self.net = mb.Net(random.Random(rng.random()), self.broker, self.log)
+        # The clock starts just before its wrap at 2**30 in half of the runs.
+        now = rng.choice((1000, (1 << 30) - rng.randint(1, 3600000)))
+        self.net = mb.Net(random.Random(rng.random()), self.broker, self.log, now)
         # Client bookkeeping.
         self.seq = 0
         # seq -> [qos, pid, sessions lost and hidden losses at accept, the same when
@@ -342,7 +344,7 @@ class Run:
     def run(self):
         rng = self.rng
         p = self.profile
-        self.log("profile %s" % p)
+        self.log("profile %s, clock at %d ms" % (p, self.net.now))
         self.make_client()
         self.connect()
         if not self.c.isconnected():
