@@ -224,6 +224,7 @@ class Net:
         self.now = now  # ms, wrapping at 2**30 as MicroPython's ticks_ms does
         self.links = []
         self.fault_rate = 0.0  # chance that a new link carries a scheduled cut
+        self.smooth = False  # every read and write takes all it is offered
         self.ops = 0  # looks at the clock, polls and socket calls since the driver's last step
         self.max_ops = 200000
         broker.net = self
@@ -253,6 +254,8 @@ class Net:
 
     # the I/O the client does
     def read_chunk(self):
+        if self.smooth:
+            return 1 << 20
         r = self.rng.random()
         if r < 0.6:
             return 1 << 20
@@ -261,6 +264,8 @@ class Net:
         return self.rng.randint(1, 200)
 
     def write_chunk(self, n):
+        if self.smooth:
+            return n
         r = self.rng.random()
         if r < 0.75:
             return n
@@ -384,14 +389,14 @@ class ModelBroker:
         self.down_until = None
         self.restart_after = None  # (packets, persist): a restart once this many more are read
         self.faults = True
+        self.silent_ok = False  # silent and stalled links only when the client has a keepalive
         # What the checks look at.
         self.received = {}  # client seq -> [(qos, dup, link n, epoch)] as it went onward
         self.first_seen = {}  # client seq -> (epoch, link n) of its first PUBLISH
         self.sent = {}  # broker seq -> Msg
         self.next_seq = 1
         self.violations = []
-        self.stray_acks = 0
-        self.connacks = []  # (link n, session present)
+        self.stray_acks = 0  # acknowledgements of ids not in flight (ignored, as brokers do)
         self.sub_log = {}  # filter -> SUBSCRIBE packets received with it
         self.packets = 0
 
@@ -444,8 +449,6 @@ class ModelBroker:
                                             if self.silent_ok else ("end", "reset"))
         self.log("link %d cut (%s): client sees %s, %d bytes still to read"
                  % (link.n, why, link.mode, len(link.b2c)))
-
-    silent_ok = False  # silent and stalled links only when the client has a keepalive
 
     def _conn(self, link):
         for cn in self.conns:
@@ -648,7 +651,6 @@ class ModelBroker:
                      "it: the loss of the one before is hidden from the client")
         cn.session = s
         s.conn = cn
-        self.connacks.append((cn.link.n, present))
         self.log("broker: CONNACK present=%d on link %d (%d subs, %d queued, %d in flight)"
                  % (present, cn.link.n, len(s.subs), len(s.queue), len(s.inflight)))
         self._send(cn, _packet(CONNACK, 0, bytes([1 if present else 0, 0])))
