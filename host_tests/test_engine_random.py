@@ -32,7 +32,6 @@ import traceback
 
 import pytest
 
-import holdfast.client  # noqa: F401  (loads the modules whose I/O is replaced)
 from holdfast.client import MQTTClient
 from holdfast.store import MemoryStore
 from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
