@@ -13,6 +13,8 @@
 # and a broker that refuses connections for a while.
 import errno
 
+_TICKS = (1 << 30) - 1
+
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 10, 11, 12, 13, 14
 NAMES = {1: "CONNECT", 2: "CONNACK", 3: "PUBLISH", 4: "PUBACK", 5: "PUBREC", 6: "PUBREL",
@@ -215,13 +217,14 @@ class Net:
     poll with nothing to read lets the broker run and then lets the time
     pass, as a real wait would."""
 
-    def __init__(self, rng, broker, log):
+    def __init__(self, rng, broker, log, now=1000):
         self.rng = rng
         self.broker = broker
         self.log = log
-        self.now = 1000
+        self.now = now  # ms, wrapping at 2**30 as MicroPython's ticks_ms does
         self.links = []
         self.fault_rate = 0.0  # chance that a new link carries a scheduled cut
+        self.smooth = False  # every read and write takes all it is offered
         self.ops = 0  # looks at the clock, polls and socket calls since the driver's last step
         self.max_ops = 200000
         broker.net = self
@@ -235,18 +238,24 @@ class Net:
     # the clock
     def ticks_ms(self):
         self.op()
-        self.now = (self.now + 1) & ((1 << 30) - 1)
+        self.now = (self.now + 1) & _TICKS
         return self.now
 
     def advance(self, ms):
-        self.now = (self.now + ms) & ((1 << 30) - 1)
+        self.now = (self.now + ms) & _TICKS
         self.broker.run()
+
+    def since(self, t):
+        """ms from tick t to now, across the wrap."""
+        return ((self.now - t + (_TICKS + 1) // 2) & _TICKS) - (_TICKS + 1) // 2
 
     def sleep_ms(self, ms):
         self.advance(ms)
 
     # the I/O the client does
     def read_chunk(self):
+        if self.smooth:
+            return 1 << 20
         r = self.rng.random()
         if r < 0.6:
             return 1 << 20
@@ -255,6 +264,8 @@ class Net:
         return self.rng.randint(1, 200)
 
     def write_chunk(self, n):
+        if self.smooth:
+            return n
         r = self.rng.random()
         if r < 0.75:
             return n
@@ -378,14 +389,15 @@ class ModelBroker:
         self.down_until = None
         self.restart_after = None  # (packets, persist): a restart once this many more are read
         self.faults = True
+        self.silent_ok = False  # silent and stalled links only when the client has a keepalive
         # What the checks look at.
         self.received = {}  # client seq -> [(qos, dup, link n, epoch)] as it went onward
         self.first_seen = {}  # client seq -> (epoch, link n) of its first PUBLISH
         self.sent = {}  # broker seq -> Msg
         self.next_seq = 1
         self.violations = []
-        self.stray_acks = 0
-        self.connacks = []  # (link n, session present)
+        self.stray_acks = 0  # acknowledgements of ids not in flight (ignored, as brokers do)
+        self.sub_log = {}  # filter -> SUBSCRIBE packets received with it
         self.packets = 0
 
     # -- lifecycle -------------------------------------------------------------
@@ -393,7 +405,7 @@ class ModelBroker:
     def down(self):
         if self.down_until is None:
             return False
-        if self.net.now - self.down_until >= 0:
+        if self.net.since(self.down_until) >= 0:
             self.down_until = None
             return False
         return True
@@ -416,7 +428,7 @@ class ModelBroker:
             self.sessions = {}
             self.epoch += 1
         if down_ms:
-            self.down_until = self.net.now + down_ms
+            self.down_until = (self.net.now + down_ms) & _TICKS
 
     def cut(self, link, why, mode=None):
         """The link breaks at a byte: the broker reads a prefix of what the
@@ -437,8 +449,6 @@ class ModelBroker:
                                             if self.silent_ok else ("end", "reset"))
         self.log("link %d cut (%s): client sees %s, %d bytes still to read"
                  % (link.n, why, link.mode, len(link.b2c)))
-
-    silent_ok = False  # silent and stalled links only when the client has a keepalive
 
     def _conn(self, link):
         for cn in self.conns:
@@ -462,7 +472,7 @@ class ModelBroker:
                 self._drop(cn)
                 continue
             if (cn.keepalive and cn.session is not None
-                    and self.net.now - cn.last_rx > cn.keepalive * 1500):
+                    and self.net.since(cn.last_rx) > cn.keepalive * 1500):
                 self.log("broker: nothing from the client for 1.5 x keepalive on link %d" % link.n)
                 self.cut(link, "keepalive expired", "end")
                 continue
@@ -585,6 +595,7 @@ class ModelBroker:
                 if q > 2:
                     raise Violation("SUBSCRIBE QoS %d" % q)
                 s.subs[flt] = q
+                self.sub_log[flt] = self.sub_log.get(flt, 0) + 1
                 codes += bytes([q])
             self.log("broker: SUBSCRIBE id %d, %d filters, link %d" % (pid, len(codes), cn.link.n))
             self._send(cn, _packet(SUBACK, 0, _u16(pid) + codes))
@@ -640,7 +651,6 @@ class ModelBroker:
                      "it: the loss of the one before is hidden from the client")
         cn.session = s
         s.conn = cn
-        self.connacks.append((cn.link.n, present))
         self.log("broker: CONNACK present=%d on link %d (%d subs, %d queued, %d in flight)"
                  % (present, cn.link.n, len(s.subs), len(s.queue), len(s.inflight)))
         self._send(cn, _packet(CONNACK, 0, bytes([1 if present else 0, 0])))
