@@ -5,7 +5,7 @@ from . import net
 from .codec import why
 from .errors import MQTTTimeout, LinkDown
 from .front import Front, LINK_ERRORS
-from .session import CLOSED, OFFLINE
+from .session import CLOSED, OFFLINE, CONNECTED
 
 _TICK_MS = const(20)  # timers run at most this often
 
@@ -88,7 +88,9 @@ class MQTTClient(Front):
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
-            if not self._publish0(topic, msg, retain, self._busy):
+            if s.state == CONNECTED and s.publish(topic, msg, 0, retain, now):
+                pass  # the common case, without a call more
+            elif not self._publish0(topic, msg, retain, self._busy):
                 self._wait(Front._room_for, len(topic) + len(msg) + 5, None)
                 self._publish0(topic, msg, retain, True)
             if self.sock is not None:

@@ -289,7 +289,8 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = c.publish_size(topic, len(payload), qos)
-        self.fits(n)
+        if n > len(self.tx) - ACK_ROOM:
+            self.fits(n)  # raises, with the words
         if not qos:
             if self.room() - ACK_ROOM < n:
                 return False
