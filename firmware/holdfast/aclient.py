@@ -106,7 +106,7 @@ class AsyncClient(Front):
         """As MQTTClient.flush."""
         self._idle()
         done = self._empty(0) or timeout_ms != 0 and await self._until(
-            self._empty, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
+            Front._empty, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.s.store.sync() and done
 
     async def ping(self):
