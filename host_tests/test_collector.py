@@ -374,3 +374,55 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
         pub.loop_stop()
         pub.disconnect()
     assert _log_has(log_path, "dying before the ack")
+
+
+def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
+    # The connection drops after a batch is on disk and before its PUBRECs
+    # reach the broker (what a broker restart or a network reset does). The
+    # broker sends those messages again with DUP set when the collector is
+    # back: the QoS 2 ones must not land twice (exactly once), the QoS 1
+    # ones may (at least once).
+    landing = str(tmp_path / "landing")
+    col = Collector(mosquitto.host, mosquitto.port, landing,
+                    client_id="test-q2-redelivery", batch_max=20, batch_ms=300,
+                    batch_idle_ms=100, progress_s=0, log=lambda line: None)
+    real_flush = col._flush
+    cut = []
+
+    def flush(ack):
+        if col._batch and ack and not cut:
+            cut.append(len(col._batch))
+            real_flush(ack=False)          # on disk, nothing acknowledged
+            col._client.socket().shutdown(2)   # and the link goes down
+            return
+        real_flush(ack)
+
+    col._flush = flush
+    col.start()
+    pub = publisher(mosquitto, "test-q2-redelivery-pub")
+    n = 120
+    try:
+        infos = [pub.publish("holdfast/redeliv-dev/telemetry",
+                             reading("redeliv-dev", s, 1 + s % 2), qos=1 + s % 2)
+                 for s in range(n)]
+        for i in infos:
+            i.wait_for_publish(10)
+        wait_for(lambda: {json.loads(r["payload"])["s"] for r in landed(landing)}
+                 >= set(range(n)), 30, "every sequence number landed")
+        # The cut batch comes again, all of it (nothing of it was acked).
+        wait_for(lambda: col.stats()["received"] >= n + cut[0], 15,
+                 "the broker sent the unacknowledged batch again")
+    finally:
+        col.stop()
+        pub.loop_stop()
+        pub.disconnect()
+    st = col.stats()
+    assert cut and st["reconnects"] >= 1
+    copies = {}
+    for r in landed(landing, hidden=False):
+        s = json.loads(r["payload"])["s"]
+        copies[s] = copies.get(s, 0) + 1
+    assert set(copies) == set(range(n))
+    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
+    assert twice_q2 == [], twice_q2
+    assert st["q2_redelivered"] >= 1

@@ -110,12 +110,16 @@ class _Client(mqtt.Client):
         self._handle_on_message(msg)
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
+    on_pubrel = None
+
     def _handle_pubrel(self):
         if not self._manual_ack:
             return super()._handle_pubrel()
         res = _paho_packet.decode_pubrel(self._in_packet["command"],
                                          self._in_packet["packet"],
                                          self._protocol)
+        if self.on_pubrel is not None:
+            self.on_pubrel(res.mid)
         return self._send_pubcomp(res.mid)
 
     def ack(self, mid, qos):
@@ -283,10 +287,17 @@ class Collector:
         self._writers = {}        # key -> _Writer; key ("date", "hour") or QUARANTINE
         self._batch = []          # (key, line bytes)
         self._acks = []           # (mid, qos) to send once the batch is on disk
+        # QoS 2 packet ids landed and not yet released (PUBREL): a PUBLISH
+        # the broker sends again (DUP, after a reconnect, because our PUBREC
+        # did not reach it) is answered with PUBREC, not landed twice. This
+        # is the receiver's side of exactly once (MQTT 3.1.1, 4.3.3); it
+        # lasts as long as the process (a crashed collector lands such a
+        # message again: docs/telemetry.md).
+        self._landed_q2 = set()
         self._batch_start = 0.0
         self._t0 = time.monotonic()
         self._n = dict(received=0, written=0, quarantined=0, acked=0,
-                       batches=0, files=0, reconnects=0)
+                       batches=0, files=0, reconnects=0, q2_redelivered=0)
         c = _Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                     clean_session=False, protocol=mqtt.MQTTv311,
                     manual_ack=True)
@@ -294,6 +305,7 @@ class Collector:
         c.on_disconnect = self._on_disconnect
         c.on_subscribe = self._on_subscribe
         c.on_message = self._on_message
+        c.on_pubrel = self._landed_q2.discard
         self._client = c
 
     # -- public -------------------------------------------------------------
@@ -462,6 +474,8 @@ class Collector:
                  % (self.host, self.port, self.client_id,
                     "resumed persistent session" if flags.session_present
                     else "new session"))
+        if not flags.session_present:
+            self._landed_q2.clear()   # the broker kept no packet id of ours
         client.subscribe(self.topic, qos=self.sub_qos)
 
     def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
@@ -491,6 +505,12 @@ class Collector:
     def _on_message(self, client, userdata, msg):
         rx_ms = int(time.time() * 1000)
         self._n["received"] += 1
+        if msg.qos == 2 and msg.dup and msg.mid in self._landed_q2:
+            self._n["q2_redelivered"] += 1
+            self._acks.append((msg.mid, 2))   # with the next batch: in order
+            if not self._batch:
+                self._flush_acks()
+            return
         text = msg.payload.decode("utf-8", errors="replace")
         rec = {"topic": msg.topic, "qos": msg.qos, "retain": bool(msg.retain),
                "dup": bool(msg.dup), "rx_ms": rx_ms, "payload": text}
@@ -541,8 +561,15 @@ class Collector:
         self._n["quarantined"] += bad
         self._n["batches"] += 1
         self._batch = []
-        acks, self._acks = self._acks, []
+        self._landed_q2.update(mid for mid, qos in self._acks if qos == 2)
         if ack:
+            self._flush_acks()
+        else:
+            self._acks = []
+
+    def _flush_acks(self):
+        acks, self._acks = self._acks, []
+        if self._connected:
             for mid, qos in acks:
                 self._client.ack(mid, qos)
             self._n["acked"] += len(acks)
