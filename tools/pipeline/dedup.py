@@ -9,14 +9,14 @@ READING_COLS = ["device", "boot", "seq", "qos", "temp_c", "uptime_ms",
 BAD_COLS = ["landing_bad", "line", "payload", "topic", "file"]
 
 
-def _with_day_latency(df):
+def with_day_latency(df):
     from pyspark.sql import functions as F
     return (df.withColumn("latency_ms", F.col("rx_ms") - F.col("wall_ms"))
             .withColumn("day", F.date_format(F.timestamp_millis("rx_ms"),
                                              "yyyy-MM-dd")))
 
 
-def _copy_aggs():
+def copy_aggs():
     """Per reading: the earliest copy, and what its copies say about how
     they came (for the QoS 2 promise: see report.py).
 
@@ -38,15 +38,9 @@ def _copy_aggs():
             F.count(F.when(F.col("dup"), 1)).alias("dup_copies")]
 
 
-def deduplicate(valid):
-    """One row per (device, boot, seq) of valid rows: the earliest copy,
-    `copies` (see _copy_aggs)."""
-    return _with_day_latency(valid.groupBy(*KEY).agg(*_copy_aggs()))
-
-
 def aggregate_landing(parsed):
     """One shuffle and one aggregate over the parsed landing (ok and not):
-    a row per reading (ok, de-duplicated as deduplicate() does) and a row
+    a row per reading (ok: its earliest copy, see copy_aggs) and a row
     per rejected line (ok false, its own group: a per-row id in the key, so
     two equal bad lines stay two).  Partitioned by device, so the readings
     writer and the per-device health need no other shuffle.  The rejected
@@ -58,5 +52,5 @@ def aggregate_landing(parsed):
         "*", F.when(~F.col("ok"), F.monotonically_increasing_id())
         .alias("bad_id"))
     agg = (keyed.repartition("device")
-           .groupBy("ok", *(KEY + ["bad_id"] + BAD_COLS)).agg(*_copy_aggs()))
-    return _with_day_latency(agg)
+           .groupBy("ok", *(KEY + ["bad_id"] + BAD_COLS)).agg(*copy_aggs()))
+    return with_day_latency(agg)
