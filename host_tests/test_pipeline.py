@@ -467,3 +467,71 @@ def test_no_landing_files(tmp_path, spark):
     with pytest.raises(SystemExit) as e:
         run_batch(spark, str(empty), str(tmp_path / "out"))
     assert "no landing files" in str(e.value)
+
+
+def test_stream_follows_a_landing_being_written(spark, tmp_path):
+    # Files appear (renamed in, as the collector publishes them) while the
+    # stream runs with a processing-time trigger; it is stopped between
+    # micro-batches once every reading is in readings/, and its readings
+    # equal the batch's on the same landing.
+    import threading
+    staged = str(tmp_path / "staged")
+    truth = gen_landing.generate(staged, 3000, devices=4, seed=11,
+                                 dup_rate=0.05, per_file=300)
+    files = sorted((os.path.join(r, f) for r, _, fs in os.walk(staged) for f in fs),
+                   key=lambda p: (os.path.dirname(p), int(p.rsplit("-", 1)[1].split(".")[0])))
+    assert len(files) >= 6
+    landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
+    stop = threading.Event()
+    err = []
+
+    def stream():
+        try:
+            run_stream(spark, landing, out, follow=True, interval="0.5 seconds",
+                       stop_event=stop)
+        except Exception as e:     # reported below
+            err.append(e)
+
+    os.makedirs(os.path.join(landing, "date=2026-01-01", "hour=00"))
+    th = threading.Thread(target=stream)
+    th.start()
+    readings = os.path.join(out, "readings")
+    try:
+        for i, path in enumerate(files):
+            dest = os.path.join(landing, os.path.relpath(path, staged))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.rename(path, dest)
+            # The next file once the stream has taken this one in (a
+            # micro-batch, and its marker, per new file): the landing grows
+            # under the running query.
+            for _ in range(1200):
+                if len(glob_batches(out)) > i or err:
+                    break
+                th.join(0.1)
+        for _ in range(1200):
+            if err or (os.path.isdir(readings) and spark.read.parquet(readings).count()
+                       >= truth["readings"]):
+                break
+            th.join(0.25)
+    finally:
+        stop.set()
+        th.join(120)
+    assert not th.is_alive()
+    assert not err, err
+    batch_out = str(tmp_path / "batch")
+    run_batch(spark, landing, batch_out, plots=False)
+
+    def rows(path):
+        return sorted(tuple(r) for r in spark.read.parquet(path)
+                      .select(*READING_COLS).collect())
+
+    got = rows(readings)
+    assert len(got) == truth["readings"]
+    assert got == rows(os.path.join(batch_out, "readings"))
+    assert len(glob_batches(out)) == len(files)   # it followed, file by file
+
+
+def glob_batches(out):
+    d = os.path.join(out, "_batches")
+    return [f for f in os.listdir(d) if not f.startswith(".")] if os.path.isdir(d) else []

@@ -381,7 +381,10 @@ class Collector:
         os.makedirs(self.landing, exist_ok=True)
         backoff = 0.5
         next_progress = time.monotonic() + self.progress_s
-        next_roll = time.monotonic() + 1.0
+        # Checked often enough that a file is rolled within a quarter of
+        # roll_s of its age (streaming reads only rolled files).
+        roll_check = min(1.0, self.roll_s / 4.0)
+        next_roll = time.monotonic() + roll_check
         first = True
         while not self._stop.is_set():
             if not self._connected:
@@ -412,7 +415,7 @@ class Collector:
                 self._lost("loop: %s" % mqtt.error_string(rc))
             if now >= next_roll:
                 self._roll(now)
-                next_roll = now + 1.0
+                next_roll = now + roll_check
             if self.progress_s and now >= next_progress:
                 self._progress()
                 next_progress = now + self.progress_s

@@ -68,3 +68,11 @@ def path_exists(spark, uri):
     path = jvm.org.apache.hadoop.fs.Path(uri)
     found = path.getFileSystem(conf).globStatus(path)
     return found is not None and len(found) > 0
+
+
+def touch(spark, uri):
+    """Create an empty file (a marker) through Hadoop's file system: no job."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    path.getFileSystem(conf).create(path, True).close()

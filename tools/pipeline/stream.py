@@ -7,7 +7,7 @@ import time
 
 from pipeline.dedup import BAD_COLS, KEY, READING_COLS, copy_aggs, with_day_latency
 from pipeline.landing import parse_landing, read_landing_stream, rejected_rows
-from pipeline.session import join, log, path_exists
+from pipeline.session import join, log, path_exists, touch
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -66,8 +66,7 @@ def make_batch_writer(spark, output_uri):
                  .parquet(join(output_uri, "rejected", "batch=%d" % batch_id)))
         finally:
             new.unpersist()
-        spark.createDataFrame([(batch_id,)], "batch long").coalesce(1) \
-            .write.mode("overwrite").json(marker)
+        touch(spark, marker)
         log("stream batch %d written (%.1fs)" % (batch_id, time.monotonic() - t))
 
     return write_batch
