@@ -535,3 +535,41 @@ def test_stream_follows_a_landing_being_written(spark, tmp_path):
 def glob_batches(out):
     d = os.path.join(out, "_batches")
     return [f for f in os.listdir(d) if not f.startswith(".")] if os.path.isdir(d) else []
+
+
+def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
+    # A Spark standalone master and two workers (1 core each) on 127.0.0.1,
+    # from the pyspark installation; the pipeline's command line with
+    # --master spark://... must write the same tables as local mode. The
+    # daemons are stopped by pid whatever happens (LocalCluster).
+    import subprocess
+    import sys
+    from pipeline.cluster import LocalCluster
+    landing = str(tmp_path / "landing")
+    gen_landing.generate(landing, 6000, devices=5, seed=21, dup_rate=0.03,
+                         loss_rate=0.01, malformed=3, per_file=800)
+    local_out = str(tmp_path / "local")
+    run_batch(spark, landing, local_out, plots=False)
+    cluster_out = str(tmp_path / "cluster")
+    tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+    with LocalCluster(workers=2, cores=1, memory="1g", workdir=str(tmp_path / "spark")) as c:
+        r = subprocess.run(
+            [sys.executable, "-m", "pipeline", "--master", c.url, "--input", landing,
+             "--output", cluster_out, "--no-plots", "--driver-memory", "1g",
+             "--shuffle-partitions", "4"],
+            env=dict(os.environ, PYTHONPATH=tools), capture_output=True, text=True,
+            timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        # Work ran on the workers: each started an executor for the app.
+        started = [d for w in ("worker-1", "worker-2")
+                   for d in os.listdir(str(tmp_path / "spark" / w)) if d.startswith("app-")]
+        assert len(started) == 2, started
+    assert "pipeline: batch pass done" in r.stderr
+
+    def table(root, name, drop=()):
+        df = spark.read.parquet(os.path.join(root, name))
+        cols = sorted(c for c in df.columns if c not in drop)
+        return sorted(tuple(str(v) for v in row) for row in df.select(*cols).collect())
+
+    for name in ("readings", "health", "qos", "rejected"):
+        assert table(cluster_out, name) == table(local_out, name), name
