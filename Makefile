@@ -129,4 +129,4 @@ typecheck: $(STAMP)
 # The main job: mosquitto, collector, 5 emulated boards with faults for a
 # minute, then the PySpark pipeline and its report (build/demo/report.md).
 demo: setup
-	$(TOOL) fleet.demo
+	$(TOOL) fleet.demo $(if $(CLUSTER),--cluster)
