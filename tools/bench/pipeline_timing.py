@@ -142,6 +142,81 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
     return results
 
 
+def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 seconds",
+               warmup_s=10, devices=20):
+    """Streaming lag, reading -> readings/: a writer lands `rate` readings/s
+    as the collector does (lines with rx_ms = now into a hidden file, renamed
+    every roll_s), the stream follows with `trigger`; per reading, the time
+    from its rx_ms to the end of the micro-batch that wrote it. The first
+    warmup_s are left out (JVM warm-up). Returns p50/p95/max in s and the
+    count."""
+    import json
+    import threading
+    from pipeline.stream import run_stream
+    landing = os.path.join(workdir, "landing")
+    out = os.path.join(workdir, "out")
+    d = os.path.join(landing, "date=2026-01-01", "hour=00")   # the partition is not read
+    os.makedirs(d, exist_ok=True)
+    stop, lags, err = threading.Event(), [], []
+    t_start = time.time()
+
+    def written(batch_id, new):
+        end = time.time() * 1000
+        for r in new.select("rx_ms").collect():
+            if r["rx_ms"] >= (t_start + warmup_s) * 1000:
+                lags.append((end - r["rx_ms"]) / 1000.0)
+
+    def stream():
+        try:
+            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop,
+                       on_written=written)
+        except Exception as e:
+            err.append(e)
+
+    th = threading.Thread(target=stream)
+    th.start()
+    seq, k = 0, 0
+    end = time.monotonic() + warmup_s + seconds
+    try:
+        while time.monotonic() < end and not err:
+            tmp = os.path.join(d, ".part-9-%d.jsonl.inprogress" % k)
+            roll_at = time.monotonic() + roll_s
+            with open(tmp, "w") as f:
+                while time.monotonic() < roll_at:
+                    now = int(time.time() * 1000)
+                    for _ in range(max(1, int(rate / 20))):
+                        dev = "dev-%02d" % (seq % devices)
+                        p = json.dumps({"d": dev, "b": 1, "s": seq, "q": 1, "w": now},
+                                       separators=(",", ":"))
+                        f.write(json.dumps({"topic": "holdfast/%s/telemetry" % dev, "qos": 1,
+                                            "retain": False, "dup": False, "rx_ms": now,
+                                            "payload": p}, separators=(",", ":")) + "\n")
+                        seq += 1
+                    f.flush()
+                    time.sleep(0.05)
+            os.rename(tmp, os.path.join(d, "part-9-%d.jsonl" % k))
+            k += 1
+        # Let the stream take the last file in before stopping it.
+        want = seq
+        for _ in range(600):
+            if err or os.path.isdir(os.path.join(out, "readings")) and \
+                    spark.read.parquet(os.path.join(out, "readings")).count() >= want:
+                break
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        th.join(120)
+    if err:
+        raise err[0]
+    lags.sort()
+
+    def q(p):
+        return lags[min(len(lags) - 1, int(p * len(lags)))] if lags else None
+
+    return {"p50": q(0.5), "p95": q(0.95), "max": lags[-1] if lags else None,
+            "readings": len(lags), "rate": rate, "roll_s": roll_s, "trigger": trigger}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,4000000",
@@ -154,7 +229,23 @@ def main(argv=None):
                          "temporary directory, removed)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the generated landings and outputs")
+    ap.add_argument("--stream-lag", action="store_true",
+                    help="measure the streaming lag instead (stream_lag())")
     a = ap.parse_args(argv)
+    if a.stream_lag:
+        workdir = tempfile.mkdtemp(prefix="hf-stream-lag-")
+        spark = spark_session(a.master, app="holdfast-stream-lag", driver_memory="1g",
+                              shuffle_partitions=2)
+        try:
+            r = stream_lag(spark, workdir)
+        finally:
+            spark.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s), after a warm-up: "
+              "p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
+              % (a.master, r["rate"], r["roll_s"], r["trigger"], r["p50"], r["p95"], r["max"],
+                 r["readings"]))
+        return 0
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     own = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")

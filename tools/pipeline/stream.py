@@ -34,13 +34,15 @@ def streaming_readings(parsed):
                                   F.max("seen").alias("last_seen")])))
 
 
-def make_batch_writer(spark, output_uri):
+def make_batch_writer(spark, output_uri, on_written=None):
     """foreachBatch function: append the readings new in this micro-batch
     (and its rejected lines), once.
 
     A replayed micro-batch (after a crash between the write and the
     checkpoint's commit) finds its marker `_batches/<id>` and writes
     nothing again: the marker is written after the readings.
+    on_written(batch_id, new readings DataFrame): called after the write,
+    with the DataFrame still cached (the lag benchmark reads its rx_ms).
     """
     from pyspark.sql import functions as F
     readings_uri = join(output_uri, "readings")
@@ -64,6 +66,8 @@ def make_batch_writer(spark, output_uri):
                                                   .cast("int"))).alias("_n")))
                  .coalesce(1).write.mode("overwrite")
                  .parquet(join(output_uri, "rejected", "batch=%d" % batch_id)))
+            if on_written is not None:
+                on_written(batch_id, new.where("ok"))
         finally:
             new.unpersist()
         touch(spark, marker)
@@ -74,7 +78,7 @@ def make_batch_writer(spark, output_uri):
 
 def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
                interval="0.5 seconds", duration=None, max_files=None,
-               stop_event=None, stop_timeout=30.0):
+               stop_event=None, stop_timeout=30.0, on_written=None):
     """Structured Streaming over the landing; returns when caught up
     (default, trigger availableNow) or, with follow, on stop_event/duration.
     Returns the query's last progress (a dict) or None.
@@ -87,7 +91,7 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
     src = read_landing_stream(spark, input_uri, max_files)
     w = (streaming_readings(parse_landing(src)).writeStream
          .outputMode("update")
-         .foreachBatch(make_batch_writer(spark, output_uri))
+         .foreachBatch(make_batch_writer(spark, output_uri, on_written))
          .option("checkpointLocation", checkpoint))
     if follow:
         w = w.trigger(processingTime=interval)
