@@ -82,6 +82,19 @@ def du(path):
     return total
 
 
+def spark_readings_per_device(spark, landing):
+    """Spark doing only DuckDB's work (duckdb_ref): distinct readings per
+    device of the valid landing lines; ({device: n}, seconds)."""
+    from pyspark.sql import functions as F
+    from pipeline.batch import size_splits
+    from pipeline.landing import parse_landing, read_landing
+    t = time.monotonic()
+    size_splits(spark)
+    rows = (parse_landing(read_landing(spark, landing)).where("ok")
+            .groupBy("device").agg(F.count_distinct("boot", "seq").alias("n")).collect())
+    return {r["device"]: r["n"] for r in rows}, time.monotonic() - t
+
+
 def run(sizes, master, devices, workdir, keep, driver_memory):
     _err("starting Spark (%s)" % master)
     spark = spark_session(master, app="holdfast-pipeline-bench",
@@ -130,8 +143,13 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                                  "(%d vs %d devices, %d vs %d readings)"
                                  % (len(ref), len(spark_counts), sum(ref.values()),
                                     sum(spark_counts.values())))
+            same, spark_ref_secs = spark_readings_per_device(spark, landing)
+            if same != ref:
+                raise SystemExit("bench: Spark's distinct readings per device disagree with "
+                                 "DuckDB's")
             results.append({"records": truth["lines"], "mb": size / 1e6,
                             "seconds": secs, "duckdb_seconds": ref_secs,
+                            "spark_ref_seconds": spark_ref_secs,
                             "cpu": None if c0 is None or c1 is None
                             else c1 - c0})
             _err("%d records: %.1fs" % (truth["lines"], secs))
@@ -261,14 +279,17 @@ def main(argv=None):
                                                              a.devices))
     print()
     print("| records | landing MB | pipeline s | records/s | JVM CPU s "
-          "| records/CPU-s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| records/CPU-s | DuckDB s | pipeline / DuckDB | Spark on DuckDB's work s "
+          "| that / DuckDB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         cpu = "-" if r["cpu"] is None else "%.0f" % r["cpu"]
         per_cpu = "-" if not r["cpu"] else "%.0f" % (r["records"] / r["cpu"])
-        print("| %d | %.0f | %.1f | %.0f | %s | %s |"
+        print("| %d | %.0f | %.1f | %.0f | %s | %s | %.2f | %.1fx | %.2f | %.1fx |"
               % (r["records"], r["mb"], r["seconds"],
-                 r["records"] / r["seconds"], cpu, per_cpu))
+                 r["records"] / r["seconds"], cpu, per_cpu, r["duckdb_seconds"],
+                 r["seconds"] / r["duckdb_seconds"], r["spark_ref_seconds"],
+                 r["spark_ref_seconds"] / r["duckdb_seconds"]))
     print()
     if len(results) >= 2:
         a0, a1 = results[0], results[-1]

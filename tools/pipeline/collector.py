@@ -261,13 +261,21 @@ class Collector:
                  prefix=DEFAULT_PREFIX, client_id=DEFAULT_CLIENT_ID,
                  sub_qos=2, batch_max=100, batch_ms=200, batch_idle_ms=5,
                  roll_s=60.0, roll_bytes=64 << 20, keepalive=30,
-                 progress_s=10.0, log=None):
+                 progress_s=10.0, log=None, group=None):
         if sub_qos not in (1, 2):
             raise ValueError("sub_qos must be 1 or 2")
         self.host, self.port = host, int(port)
         self.landing = os.path.abspath(landing)
         self.prefix = prefix.rstrip("/")
         self.topic = "%s/+/telemetry" % self.prefix
+        if group:
+            # A shared subscription: the broker hands each message to one
+            # member of the group (mosquitto 2 does it for MQTT 3.1.1
+            # clients too). Each member needs its own client id (its own
+            # persistent session: what it had in flight waits for it).
+            if "/" in group or "+" in group or "#" in group:
+                raise ValueError("group %r: a share name has no '/', '+' or '#'" % group)
+            self.topic = "$share/%s/%s" % (group, self.topic)
         self.client_id = client_id
         self.sub_qos = sub_qos
         self.batch_max = max(1, int(batch_max))
@@ -626,6 +634,10 @@ def main(argv=None):
     ap.add_argument("--roll-mb", type=float, default=64,
                     help="... or once it holds this many MB")
     ap.add_argument("--keepalive", type=int, default=30)
+    ap.add_argument("--group", default=None,
+                    help="share the load with other collectors: subscribe "
+                         "$share/GROUP/<prefix>/+/telemetry (each collector "
+                         "its own --client-id; same landing directory allowed)")
     ap.add_argument("--progress-s", type=float, default=10,
                     help="progress line to stderr every S seconds (0: off)")
     a = ap.parse_args(argv)
@@ -634,7 +646,8 @@ def main(argv=None):
                     batch_max=a.batch_max, batch_ms=a.batch_ms,
                     batch_idle_ms=a.batch_idle_ms, roll_s=a.roll_s,
                     roll_bytes=int(a.roll_mb * (1 << 20)),
-                    keepalive=a.keepalive, progress_s=a.progress_s)
+                    keepalive=a.keepalive, progress_s=a.progress_s,
+                    group=a.group)
 
     def on_signal(signum, frame):
         col.log("%s: stopping" % signal.Signals(signum).name)
