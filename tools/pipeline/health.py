@@ -183,7 +183,6 @@ def qos_health(dedup, health):
                         .otherwise(F.col("qos")).alias("qos_class"))
     per = (dedup.join(F.broadcast(cls), "device")
            .groupBy(F.col("qos_class").alias("qos")).agg(
-               F.countDistinct("device").alias("devices"),
                F.count("*").alias("readings"),
                F.sum(F.col("copies") - 1).cast("long").alias("duplicates"),
                F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
@@ -192,6 +191,7 @@ def qos_health(dedup, health):
                _percentiles("latency_ms").alias("lat")))
     loss = (health.join(cls, "device").groupBy(F.col("qos_class")
                                                .alias("qos")).agg(
+        F.count("*").alias("devices"),      # health has a row per device
         F.sum("missing").cast("long").alias("missing"),
         F.sum("expected").cast("long").alias("expected"),
         F.sum(F.when(F.col("missing") > 0, 1).otherwise(0))
