@@ -25,8 +25,9 @@ def qos2_cause(row, events):
     if row["dup_copies"] >= row["copies"] - 1:
         how = ("the broker sent it again with DUP set: the collector's "
                "connection dropped after it landed the message and before "
-               "its PUBREC reached the broker, and the collector did not "
-               "know the packet id any more")
+               "its PUBREC reached the broker, and the collector no longer "
+               "knew the packet id (it keeps them only while it runs: it "
+               "had restarted)")
     elif row["dup_copies"] == 0:
         how = ("a new PUBLISH, not a redelivery: the broker had lost its "
                "QoS 2 state for the message (a broker restarted without "
@@ -37,12 +38,12 @@ def qos2_cause(row, events):
     near = [(ms, what) for ms, what in events or ()
             if what.startswith(QOS2_CAUSE_EVENTS)
             and row["rx_ms"] - QOS2_CAUSE_WINDOW_MS <= ms <= row["last_rx_ms"]]
-    if near:
-        ms, what = near[-1]
-        return "%s (%s %.1f s before the first copy)" % (
-            how, what, (row["rx_ms"] - ms) / 1000.0) if ms <= row["rx_ms"] else \
-            "%s (%s between the copies)" % (how, what)
-    return how
+    if not near:
+        return how
+    ms, what = near[-1]
+    if ms > row["rx_ms"]:
+        return "%s (%s between the copies)" % (how, what)
+    return "%s (%s %.1f s before the first copy)" % (how, what, (row["rx_ms"] - ms) / 1000.0)
 
 
 def qos2_duplicates(dedup, total, events, limit=200):
@@ -50,7 +51,6 @@ def qos2_duplicates(dedup, total, events, limit=200):
     first), each with its cause; no job when there are none."""
     if not total:
         return []
-    from pyspark.sql import functions as F
     rows = (dedup.where(qos2_duplicate_flag())
             .select("device", "boot", "seq", "copies", "dup_copies", "rx_ms",
                     "last_rx_ms").orderBy("rx_ms", "device").limit(limit)
