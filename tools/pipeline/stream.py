@@ -56,8 +56,10 @@ def make_batch_writer(spark, output_uri, on_written=None):
         new = (batch_df.where(F.col("first_seen") == F.col("last_seen"))
                .persist())
         try:
+            # By day only: a directory per device would be a file per
+            # device per micro-batch (the batch's readings/ has them).
             (with_day_latency(new.where("ok")).select(*READING_COLS)
-             .write.mode("append").partitionBy("day", "device")
+             .write.mode("append").partitionBy("day")
              .parquet(readings_uri))
             bad = new.where(~F.col("ok"))
             if not bad.isEmpty():
