@@ -165,12 +165,18 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     """Streaming lag, reading -> readings/: a writer lands `rate` readings/s
     as the collector does (lines with rx_ms = now into a hidden file, renamed
     every roll_s), the stream follows with `trigger`; per reading, the time
-    from its rx_ms to the end of the micro-batch that wrote it. The first
-    warmup_s are left out (JVM warm-up). Returns p50/p95/max in s and the
-    count."""
+    from its rx_ms to the end of the micro-batch that wrote it. A stream
+    over a small landing first, and the first warmup_s of this one, are left
+    out (JVM start and JIT, as the batch benchmark's warm-up run). Returns
+    p50/p95/max in s and the count."""
     import json
     import threading
     from pipeline.stream import run_stream
+    warm = os.path.join(workdir, "warmup")
+    for i in range(3):
+        gen_landing.generate(os.path.join(warm, "landing"), 2000, devices=devices, seed=i,
+                             gen_id=i + 1)
+        run_stream(spark, os.path.join(warm, "landing"), os.path.join(warm, "out"))
     landing = os.path.join(workdir, "landing")
     out = os.path.join(workdir, "out")
     d = os.path.join(landing, "date=2026-01-01", "hour=00")   # the partition is not read

@@ -4,8 +4,9 @@ Input: the collector's landing (docs/telemetry.md), any URI Spark reads; the
 files read are `<input>/date=*/hour=*/*.jsonl` (hidden in-progress files are
 skipped).  Output, under OUT_URI:
 
-    readings/   Parquet, partitioned by day (UTC date of rx_ms) and device:
-                one row per (device, boot, seq), the earliest received copy
+    readings/   Parquet, partitioned by day (UTC date of rx_ms) and device
+                (stream mode: by day): one row per (device, boot, seq), the
+                earliest received copy
     health/     Parquet, one row per device: expected/received/missing,
                 gaps, duplicates, reboots, latency percentiles
     qos/        Parquet, the same per QoS
