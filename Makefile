@@ -159,7 +159,7 @@ typecheck: $(STAMP)
 # The main job: mosquitto, collector, 5 emulated boards with faults for a
 # minute, then the PySpark pipeline and its report (build/demo/report.md).
 demo: setup
-	$(TOOL) fleet.demo
+	$(TOOL) fleet.demo $(if $(CLUSTER),--cluster)
 
 # -- your own script, and this list ------------------------------------------
 .PHONY: run help
@@ -176,7 +176,7 @@ help:
 	@echo "make test        the whole suite, on CPython, the MicroPython unix port and the 32-bit WebAssembly port"
 	@echo "make run SCRIPT=my.py [ARGS=...]   your script on the MicroPython unix port, holdfast importable"
 	@echo "make bench [BENCH_ARGS=--quick|--only client|--docs]   the side-by-side figures (docs/bench.md)"
-	@echo "make demo        mosquitto, collector, 5 emulated boards under faults, then the PySpark report"
+	@echo "make demo [CLUSTER=1]   mosquitto, collector, 5 emulated boards under faults, then the PySpark report (CLUSTER=1: on a local Spark standalone cluster)"
 	@echo "make deploy BOARD=esp32|rp2040|unix PORT=... [ROMFS=1]   compile to .mpy and copy to a board with mpremote (ROMFS=1: as a ROMFS image)"
 	@echo "make firmware MPY_DIR=path/to/micropython   a unix port with holdfast frozen in (the bench's frozen column)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"

@@ -304,7 +304,10 @@ def test_report(batch):
                    "report-latency.png", "report-delivery.png",
                    "## Over time", "report-timeline.png",
                    "Sequence numbers seen under more than one boot",
-                   "`dev-e` (1)"):
+                   "`dev-e` (1)",
+                   "**QoS 2 exactly-once broken: 1 duplicate copy of 1 reading(s)**",
+                   "- `dev-c` b=1 s=6: 2 copies, the last 10 ms after the first; "
+                   "the broker sent it again with DUP set"):
         assert needle in text, needle
     assert "rx_ms - w" not in text  # the prose reads without the glossary
     for png in ("report-latency.png", "report-delivery.png", "report-timeline.png"):
@@ -365,18 +368,27 @@ def test_stream_two_batches_matches_batch(batch, spark, tmp_path):
     # (The health of stream mode is run_batch's over the same landing.)
 
 
-def test_generated_landing_matches_truth(spark, tmp_path):
+def test_generated_landing_matches_truth_and_duckdb(spark, tmp_path):
+    # The one-pass batch (one scan, one aggregate, one cache) against what
+    # the generator wrote and against DuckDB on the same landing: every
+    # table and figure. QoS 2 devices' duplicates are all delivered at QoS
+    # 2 here, so each one breaks the promise and is counted as such.
+    from pipeline import duckdb_ref
     landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
     truth = gen_landing.generate(landing, 8000, devices=6, seed=3,
                                  loss_rate=0.01, dup_rate=0.02,
                                  late_rate=0.01, reboot_every=400,
                                  malformed=4, per_file=1000)
-    s = run_batch(spark, landing, str(tmp_path / "out"),
-                  plots=False)
+    s = run_batch(spark, landing, out, plots=False)
     assert s["lines"] == truth["lines"]
     assert s["rejected"] == truth["malformed"] == 4
     assert s["duplicates"] == truth["duplicates"]
+    assert s["readings"] == truth["readings"]
     assert s["missing"] == truth["missing"] > 0
+    q2 = {t["device"]: t["duplicates"] for t in truth["devices"] if t["qos"] == 2}
+    assert s["qos2_duplicates"] == sum(q2.values()) > 0
+    assert sum(r["copies"] - 1 for r in s["qos2_breaks"]) == sum(q2.values())
     got = {h["device"]: h for h in s["health"]}
     for t in truth["devices"]:
         h = got[t["device"]]
@@ -385,6 +397,68 @@ def test_generated_landing_matches_truth(spark, tmp_path):
             assert h[k] == t[k], (t["device"], k, h[k], t[k])
         assert h["gaps"] == t["gaps_text"], t["device"]
         assert h["qos"] == str(t["qos"])
+        assert h["qos2_duplicates"] == q2.get(t["device"], 0)
+    ref, _ = duckdb_ref.readings_per_device(landing)
+    assert ref == {d: h["received"] + h["reused_seq"] for d, h in got.items()}
+    # The tables on disk say the same as the summary.
+    r = spark.read.parquet(os.path.join(out, "readings"))
+    assert r.count() == truth["readings"]
+    assert r.groupBy("device", "boot", "seq").count().where("count > 1").count() == 0
+    assert spark.read.parquet(os.path.join(out, "rejected")).count() == 4
+    h = {x["device"]: x for x in spark.read.parquet(os.path.join(out, "health")).collect()}
+    assert {d: (x["received"], x["missing"], x["duplicates"], x["qos2_duplicates"])
+            for d, x in h.items()} == {
+        d: (x["received"], x["missing"], x["duplicates"], x["qos2_duplicates"])
+        for d, x in got.items()}
+    q = {x["qos"]: x for x in spark.read.parquet(os.path.join(out, "qos")).collect()}
+    for level in (0, 1, 2):
+        devs = [t for t in truth["devices"] if t["qos"] == level]
+        row = q[str(level)]
+        assert row["devices"] == len(devs)
+        assert row["readings"] == sum(t["received"] for t in devs)
+        assert row["missing"] == sum(t["missing"] for t in devs)
+        assert row["duplicates"] == sum(t["duplicates"] for t in devs)
+        assert row["qos2_duplicates"] == (sum(q2.values()) if level == 2 else 0)
+
+
+def test_qos2_duplicates_counted_apart_with_cause(spark, tmp_path):
+    # Exactly once is QoS 2 on both hops: a QoS 2 reading delivered twice
+    # at QoS 2 breaks it; delivered at QoS 1 (the collector subscribed at
+    # 1) it does not; a QoS 1 duplicate never does. The cause comes from
+    # the copies (DUP: a redelivery; none: a new PUBLISH) and the faults.
+    landing = str(tmp_path / "landing")
+    f = "date=2026-01-01/hour=00/part-1-0.jsonl"
+
+    def at(r, delivered):
+        r["qos"] = delivered
+        return r
+
+    lines = [
+        rec("dev-n", 1, 1, 2, H0 + 1000), rec("dev-n", 1, 2, 2, H0 + 2000),
+        rec("dev-n", 1, 2, 2, H0 + 4500),                 # new PUBLISH
+        rec("dev-r", 1, 7, 2, H0 + 1500),
+        rec("dev-r", 1, 7, 2, H0 + 1900, dup=True),       # redelivered
+        at(rec("dev-s", 1, 3, 2, H0 + 1000), 1),
+        at(rec("dev-s", 1, 3, 2, H0 + 1200, dup=True), 1),
+        rec("dev-t", 1, 5, 1, H0 + 1000), rec("dev-t", 1, 5, 1, H0 + 1100),
+    ]
+    write_files(landing, {f: [json.dumps(x) for x in lines]})
+    s = run_batch(spark, landing, str(tmp_path / "out"), plots=False,
+                  events=[(H0 + 3000, "broker restart")])
+    assert s["duplicates"] == 4
+    assert s["qos2_duplicates"] == 2
+    got = {r["device"]: r for r in s["qos2_breaks"]}
+    assert set(got) == {"dev-n", "dev-r"}
+    assert "lost its QoS 2 state" in got["dev-n"]["cause"]
+    assert "broker restart between the copies" in got["dev-n"]["cause"]
+    assert "DUP set" in got["dev-r"]["cause"]
+    assert "broker restart" not in got["dev-r"]["cause"]   # it came after
+    assert {h["device"]: h["qos2_duplicates"] for h in s["health"]} == {
+        "dev-n": 1, "dev-r": 1, "dev-s": 0, "dev-t": 0}
+    with open(s["report"]) as fh:
+        text = fh.read()
+    assert "**QoS 2 exactly-once broken: 2 duplicate copies of 2 reading(s)**" in text
+    assert "- `dev-n` b=1 s=2: 2 copies, the last 2500 ms after the first; a new PUBLISH" in text
 
 
 def test_no_landing_files(tmp_path, spark):
@@ -393,3 +467,109 @@ def test_no_landing_files(tmp_path, spark):
     with pytest.raises(SystemExit) as e:
         run_batch(spark, str(empty), str(tmp_path / "out"))
     assert "no landing files" in str(e.value)
+
+
+def test_stream_follows_a_landing_being_written(spark, tmp_path):
+    # Files appear (renamed in, as the collector publishes them) while the
+    # stream runs with a processing-time trigger; it is stopped between
+    # micro-batches once every reading is in readings/, and its readings
+    # equal the batch's on the same landing.
+    import threading
+    staged = str(tmp_path / "staged")
+    truth = gen_landing.generate(staged, 3000, devices=4, seed=11,
+                                 dup_rate=0.05, per_file=300)
+    files = sorted((os.path.join(r, f) for r, _, fs in os.walk(staged) for f in fs),
+                   key=lambda p: (os.path.dirname(p), int(p.rsplit("-", 1)[1].split(".")[0])))
+    assert len(files) >= 6
+    landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
+    stop = threading.Event()
+    err = []
+
+    def stream():
+        try:
+            run_stream(spark, landing, out, follow=True, interval="0.5 seconds",
+                       stop_event=stop)
+        except Exception as e:     # reported below
+            err.append(e)
+
+    os.makedirs(os.path.join(landing, "date=2026-01-01", "hour=00"))
+    th = threading.Thread(target=stream)
+    th.start()
+    readings = os.path.join(out, "readings")
+    try:
+        for i, path in enumerate(files):
+            dest = os.path.join(landing, os.path.relpath(path, staged))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.rename(path, dest)
+            # The next file once the stream has taken this one in (a
+            # micro-batch, and its marker, per new file): the landing grows
+            # under the running query.
+            for _ in range(1200):
+                if len(glob_batches(out)) > i or err:
+                    break
+                th.join(0.1)
+        for _ in range(1200):
+            if err or (os.path.isdir(readings) and spark.read.parquet(readings).count()
+                       >= truth["readings"]):
+                break
+            th.join(0.25)
+    finally:
+        stop.set()
+        th.join(120)
+    assert not th.is_alive()
+    assert not err, err
+    batch_out = str(tmp_path / "batch")
+    run_batch(spark, landing, batch_out, plots=False)
+
+    def rows(path):
+        return sorted(tuple(r) for r in spark.read.parquet(path)
+                      .select(*READING_COLS).collect())
+
+    got = rows(readings)
+    assert len(got) == truth["readings"]
+    assert got == rows(os.path.join(batch_out, "readings"))
+    assert len(glob_batches(out)) == len(files)   # it followed, file by file
+
+
+def glob_batches(out):
+    d = os.path.join(out, "_batches")
+    return [f for f in os.listdir(d) if not f.startswith(".")] if os.path.isdir(d) else []
+
+
+def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
+    # A Spark standalone master and two workers (1 core each) on 127.0.0.1,
+    # from the pyspark installation; the pipeline's command line with
+    # --master spark://... must write the same tables as local mode. The
+    # daemons are stopped by pid whatever happens (LocalCluster).
+    import subprocess
+    import sys
+    from pipeline.cluster import LocalCluster
+    landing = str(tmp_path / "landing")
+    gen_landing.generate(landing, 6000, devices=5, seed=21, dup_rate=0.03,
+                         loss_rate=0.01, malformed=3, per_file=800)
+    local_out = str(tmp_path / "local")
+    run_batch(spark, landing, local_out, plots=False)
+    cluster_out = str(tmp_path / "cluster")
+    tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+    with LocalCluster(workers=2, cores=1, memory="1g", workdir=str(tmp_path / "spark")) as c:
+        r = subprocess.run(
+            [sys.executable, "-m", "pipeline", "--master", c.url, "--input", landing,
+             "--output", cluster_out, "--no-plots", "--driver-memory", "1g",
+             "--shuffle-partitions", "4"],
+            env=dict(os.environ, PYTHONPATH=tools), capture_output=True, text=True,
+            timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        # Work ran on the workers: each started an executor for the app.
+        started = [d for w in ("worker-1", "worker-2")
+                   for d in os.listdir(str(tmp_path / "spark" / w)) if d.startswith("app-")]
+        assert len(started) == 2, started
+    assert "pipeline: batch pass done" in r.stderr
+
+    def table(root, name, drop=()):
+        df = spark.read.parquet(os.path.join(root, name))
+        cols = sorted(c for c in df.columns if c not in drop)
+        return sorted(tuple(str(v) for v in row) for row in df.select(*cols).collect())
+
+    for name in ("readings", "health", "qos", "rejected"):
+        assert table(cluster_out, name) == table(local_out, name), name

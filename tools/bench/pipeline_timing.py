@@ -82,6 +82,19 @@ def du(path):
     return total
 
 
+def spark_readings_per_device(spark, landing):
+    """Spark doing only DuckDB's work (duckdb_ref): distinct readings per
+    device of the valid landing lines; ({device: n}, seconds)."""
+    from pyspark.sql import functions as F
+    from pipeline.batch import size_splits
+    from pipeline.landing import parse_landing, read_landing
+    t = time.monotonic()
+    size_splits(spark)
+    rows = (parse_landing(read_landing(spark, landing)).where("ok")
+            .groupBy("device").agg(F.count_distinct("boot", "seq").alias("n")).collect())
+    return {r["device"]: r["n"] for r in rows}, time.monotonic() - t
+
+
 def run(sizes, master, devices, workdir, keep, driver_memory):
     _err("starting Spark (%s)" % master)
     spark = spark_session(master, app="holdfast-pipeline-bench",
@@ -130,8 +143,13 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                                  "(%d vs %d devices, %d vs %d readings)"
                                  % (len(ref), len(spark_counts), sum(ref.values()),
                                     sum(spark_counts.values())))
+            same, spark_ref_secs = spark_readings_per_device(spark, landing)
+            if same != ref:
+                raise SystemExit("bench: Spark's distinct readings per device disagree with "
+                                 "DuckDB's")
             results.append({"records": truth["lines"], "mb": size / 1e6,
                             "seconds": secs, "duckdb_seconds": ref_secs,
+                            "spark_ref_seconds": spark_ref_secs,
                             "cpu": None if c0 is None or c1 is None
                             else c1 - c0})
             _err("%d records: %.1fs" % (truth["lines"], secs))
@@ -140,6 +158,87 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
     finally:
         spark.stop()
     return results
+
+
+def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 seconds",
+               warmup_s=10, devices=20):
+    """Streaming lag, reading -> readings/: a writer lands `rate` readings/s
+    as the collector does (lines with rx_ms = now into a hidden file, renamed
+    every roll_s), the stream follows with `trigger`; per reading, the time
+    from its rx_ms to the end of the micro-batch that wrote it. A stream
+    over a small landing first, and the first warmup_s of this one, are left
+    out (JVM start and JIT, as the batch benchmark's warm-up run). Returns
+    p50/p95/max in s and the count."""
+    import json
+    import threading
+    from pipeline.stream import run_stream
+    warm = os.path.join(workdir, "warmup")
+    for i in range(3):
+        gen_landing.generate(os.path.join(warm, "landing"), 2000, devices=devices, seed=i,
+                             gen_id=i + 1)
+        run_stream(spark, os.path.join(warm, "landing"), os.path.join(warm, "out"))
+    landing = os.path.join(workdir, "landing")
+    out = os.path.join(workdir, "out")
+    d = os.path.join(landing, "date=2026-01-01", "hour=00")   # the partition is not read
+    os.makedirs(d, exist_ok=True)
+    stop, lags, err = threading.Event(), [], []
+    t_start = time.time()
+
+    def written(batch_id, new):
+        end = time.time() * 1000
+        for r in new.select("rx_ms").collect():
+            if r["rx_ms"] >= (t_start + warmup_s) * 1000:
+                lags.append((end - r["rx_ms"]) / 1000.0)
+
+    def stream():
+        try:
+            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop,
+                       on_written=written)
+        except Exception as e:
+            err.append(e)
+
+    th = threading.Thread(target=stream)
+    th.start()
+    seq, k = 0, 0
+    end = time.monotonic() + warmup_s + seconds
+    try:
+        while time.monotonic() < end and not err:
+            tmp = os.path.join(d, ".part-9-%d.jsonl.inprogress" % k)
+            roll_at = time.monotonic() + roll_s
+            with open(tmp, "w") as f:
+                while time.monotonic() < roll_at:
+                    now = int(time.time() * 1000)
+                    for _ in range(max(1, int(rate / 20))):
+                        dev = "dev-%02d" % (seq % devices)
+                        p = json.dumps({"d": dev, "b": 1, "s": seq, "q": 1, "w": now},
+                                       separators=(",", ":"))
+                        f.write(json.dumps({"topic": "holdfast/%s/telemetry" % dev, "qos": 1,
+                                            "retain": False, "dup": False, "rx_ms": now,
+                                            "payload": p}, separators=(",", ":")) + "\n")
+                        seq += 1
+                    f.flush()
+                    time.sleep(0.05)
+            os.rename(tmp, os.path.join(d, "part-9-%d.jsonl" % k))
+            k += 1
+        # Let the stream take the last file in before stopping it.
+        want = seq
+        for _ in range(600):
+            if err or os.path.isdir(os.path.join(out, "readings")) and \
+                    spark.read.parquet(os.path.join(out, "readings")).count() >= want:
+                break
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        th.join(120)
+    if err:
+        raise err[0]
+    lags.sort()
+
+    def q(p):
+        return lags[min(len(lags) - 1, int(p * len(lags)))] if lags else None
+
+    return {"p50": q(0.5), "p95": q(0.95), "max": lags[-1] if lags else None,
+            "readings": len(lags), "rate": rate, "roll_s": roll_s, "trigger": trigger}
 
 
 def main(argv=None):
@@ -154,7 +253,23 @@ def main(argv=None):
                          "temporary directory, removed)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the generated landings and outputs")
+    ap.add_argument("--stream-lag", action="store_true",
+                    help="measure the streaming lag instead (stream_lag())")
     a = ap.parse_args(argv)
+    if a.stream_lag:
+        workdir = tempfile.mkdtemp(prefix="hf-stream-lag-")
+        spark = spark_session(a.master, app="holdfast-stream-lag", driver_memory="1g",
+                              shuffle_partitions=2)
+        try:
+            r = stream_lag(spark, workdir)
+        finally:
+            spark.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s), after a warm-up: "
+              "p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
+              % (a.master, r["rate"], r["roll_s"], r["trigger"], r["p50"], r["p95"], r["max"],
+                 r["readings"]))
+        return 0
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     own = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")
@@ -170,14 +285,17 @@ def main(argv=None):
                                                              a.devices))
     print()
     print("| records | landing MB | pipeline s | records/s | JVM CPU s "
-          "| records/CPU-s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| records/CPU-s | DuckDB s | pipeline / DuckDB | Spark on DuckDB's work s "
+          "| that / DuckDB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         cpu = "-" if r["cpu"] is None else "%.0f" % r["cpu"]
         per_cpu = "-" if not r["cpu"] else "%.0f" % (r["records"] / r["cpu"])
-        print("| %d | %.0f | %.1f | %.0f | %s | %s |"
+        print("| %d | %.0f | %.1f | %.0f | %s | %s | %.2f | %.1fx | %.2f | %.1fx |"
               % (r["records"], r["mb"], r["seconds"],
-                 r["records"] / r["seconds"], cpu, per_cpu))
+                 r["records"] / r["seconds"], cpu, per_cpu, r["duckdb_seconds"],
+                 r["seconds"] / r["duckdb_seconds"], r["spark_ref_seconds"],
+                 r["spark_ref_seconds"] / r["duckdb_seconds"]))
     print()
     if len(results) >= 2:
         a0, a1 = results[0], results[-1]

@@ -53,7 +53,7 @@ class Counts:
 
 
 def run(boards=5, duration=60, seed=7, out="build/demo", interval_ms=200, master="local[*]",
-        faults=FAULTS):
+        faults=FAULTS, cluster=False):
     out = os.path.abspath(out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -86,14 +86,26 @@ def run(boards=5, duration=60, seed=7, out="build/demo", interval_ms=200, master
         time.monotonic() - t0, summary["faults"], json.dumps(collector.stats())), flush=True)
 
     from pipeline.batch import run_batch
+    from pipeline.cluster import LocalCluster
     from pipeline.session import spark_session
-    spark = spark_session(master)
+    local = None
+    if cluster:
+        # CLUSTER=1: a standalone master and two workers on this machine,
+        # the same code with --master spark://... (docs/pipeline.md).
+        local = LocalCluster(workers=2, cores=1, memory="1g",
+                             workdir=os.path.join(out, "spark")).start()
+        master = local.url
     try:
-        events = [(int((summary["t0_wall"] + t) * 1000), what) for t, what in summary["events"]]
-        res = run_batch(spark, landing, os.path.join(out, "tables"),
-                        report=os.path.join(out, "report.md"), events=events)
+        spark = spark_session(master, shuffle_partitions=4 if cluster else None)
+        try:
+            events = [(int((summary["t0_wall"] + t) * 1000), what) for t, what in summary["events"]]
+            res = run_batch(spark, landing, os.path.join(out, "tables"),
+                            report=os.path.join(out, "report.md"), events=events)
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
+        if local is not None:
+            local.stop()
     return check(res, last, summary, out)
 
 
@@ -139,8 +151,12 @@ def main(argv=None):
     ap.add_argument("--out", default="build/demo")
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--no-faults", action="store_true")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run the pipeline on a Spark standalone master and two workers "
+                         "started on 127.0.0.1 (make demo CLUSTER=1)")
     a = ap.parse_args(argv)
-    v = run(a.boards, a.duration, a.seed, a.out, a.interval_ms, a.master, () if a.no_faults else FAULTS)
+    v = run(a.boards, a.duration, a.seed, a.out, a.interval_ms, a.master,
+            () if a.no_faults else FAULTS, cluster=a.cluster)
     return 1 if v["problems"] else 0
 
 

@@ -4,8 +4,9 @@ Input: the collector's landing (docs/telemetry.md), any URI Spark reads; the
 files read are `<input>/date=*/hour=*/*.jsonl` (hidden in-progress files are
 skipped).  Output, under OUT_URI:
 
-    readings/   Parquet, partitioned by day (UTC date of rx_ms) and device:
-                one row per (device, boot, seq), the earliest received copy
+    readings/   Parquet, partitioned by day (UTC date of rx_ms) and device
+                (stream mode: by day): one row per (device, boot, seq), the
+                earliest received copy
     health/     Parquet, one row per device: expected/received/missing,
                 gaps, duplicates, reboots, latency percentiles
     qos/        Parquet, the same per QoS
@@ -14,13 +15,14 @@ skipped).  Output, under OUT_URI:
 
 and a Markdown report with PNG plots (default OUT/report.md when OUT is a
 local path).  `--mode stream` runs Structured Streaming over the landing
-(checkpointed; each micro-batch de-duplicates against the readings already
-written and appends), then computes health and the report with a batch pass.
+(checkpointed; de-duplicated in the streaming plan, one append per
+micro-batch), then computes health and the report with a batch pass.
 See docs/pipeline.md and README.md here.
 
 One module a step: session (Spark, URIs, progress), landing (read and
 parse the landing, rejected lines), dedup, health, report, batch and stream
 (the two ways to run them), __main__ (the command line); beside them the
 collector that writes the landing, gen_landing (synthetic landings), plots,
-duckdb_ref (the result without Spark, for the bench).
+duckdb_ref (the result without Spark, for the bench), cluster (a standalone
+Spark cluster on this machine).
 """

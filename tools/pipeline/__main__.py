@@ -34,7 +34,10 @@ def main(argv=None):
                     help="stream mode: keep polling the landing every "
                          "--interval until SIGINT/SIGTERM or --duration "
                          "(default: process what is there, then stop)")
-    ap.add_argument("--interval", default="10 seconds")
+    ap.add_argument("--interval", default="0.5 seconds",
+                    help="stream mode with --follow: the trigger (default "
+                         "0.5 seconds; with the collector's --roll-s 1 a "
+                         "reading reaches readings/ in about 2 s)")
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--max-files-per-trigger", type=int, default=None)
     ap.add_argument("--report", default=None,

@@ -4,8 +4,8 @@ pass over what is there now."""
 import os
 import time
 
-from pipeline.dedup import READING_COLS, deduplicate
-from pipeline.health import device_health, qos_health
+from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
+from pipeline.health import device_health, qos2_duplicate_flag, qos2_duplicates, qos_health
 from pipeline.landing import (landing_glob, parse_landing, quarantine_reasons, read_landing,
                               rejected_rows)
 from pipeline.report import write_report
@@ -19,10 +19,25 @@ def _default_report(output):
     return "pipeline-report.md"
 
 
+def size_splits(spark):
+    """Input splits a few per core: with Spark's default (128 MB splits) a
+    landing of a few hundred MB is 2-3 tasks, and a core idles for a third
+    of the parse."""
+    spark.conf.set("spark.sql.files.minPartitionNum",
+                   str(3 * spark.sparkContext.defaultParallelism))
+
+
 def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
               write_readings=True, write_rejected=True, plots=True, events=None):
     """The batch pipeline; returns a summary dict (counts, paths). events:
-    [(wall-clock ms, what)] of injected faults, marked on the timeline."""
+    [(wall-clock ms, what)] of injected faults, marked on the timeline and
+    used to name the cause of a QoS 2 duplicate.
+
+    One scan of the landing: parse, de-duplicate and set the rejected lines
+    apart in one aggregate (dedup.aggregate_landing), cached once (it is
+    the size of the readings, not of the landing); every table, figure and
+    plot is computed from that cache, each small table once.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     t0 = time.monotonic()
@@ -30,6 +45,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     if landing is None:
         raise SystemExit("pipeline: no landing files under %s (looked for %s)"
                          % (input_uri, landing_glob(input_uri)))
+    size_splits(spark)
     cached = []
 
     def keep(df):
@@ -37,26 +53,25 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         cached.append(df)
         return df
 
-    with Step("parsing landing %s" % input_uri):
-        parsed = keep(parse_landing(landing))
-        counts = parsed.groupBy("ok").count().collect()
-        n_ok = sum(r["count"] for r in counts if r["ok"])
-        n_bad = sum(r["count"] for r in counts if not r["ok"])
-        log("%d landing lines: %d valid, %d rejected" % (n_ok + n_bad, n_ok,
-                                                         n_bad))
-    rejected = keep(rejected_rows(parsed))
+    with Step("parsing and de-duplicating landing %s" % input_uri):
+        agg = keep(aggregate_landing(parse_landing(landing)))
+        q2 = qos2_duplicate_flag()
+        c = agg.agg(
+            F.sum(F.when(F.col("ok"), F.col("copies"))).alias("valid"),
+            F.count(F.when(F.col("ok"), 1)).alias("readings"),
+            F.count(F.when(~F.col("ok"), 1)).alias("rejected"),
+            F.sum(F.when(F.col("ok") & q2, F.col("copies") - 1)).alias("q2dup"),
+        ).collect()[0]
+        n_ok, n_read, n_bad = c["valid"] or 0, c["readings"], c["rejected"]
+        log("%d landing lines: %d valid, %d rejected; %d readings after "
+            "removing %d duplicates" % (n_ok + n_bad, n_ok, n_bad, n_read,
+                                        n_ok - n_read))
+    dedup = agg.where("ok").drop("ok", "bad_id", *BAD_COLS)
+    rejected = rejected_rows(agg.where(~F.col("ok")))
     if write_rejected:
         with Step("writing rejected"):
             rejected.coalesce(1).write.mode("overwrite").parquet(
                 join(output_uri, "rejected"))
-    with Step("de-duplicating"):
-        # Partitioned by device: the aggregate, the Parquet writer
-        # (partitioned by day, device) and the per-device health all use
-        # this one shuffle.
-        dedup = keep(deduplicate(parsed.where("ok").repartition("device")))
-        n_read = dedup.count()
-        log("%d readings after removing %d duplicates"
-            % (n_read, n_ok - n_read))
     if write_readings:
         with Step("writing readings (Parquet by day, device)"):
             (dedup.select(*READING_COLS)
@@ -66,12 +81,13 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         health = keep(device_health(dedup))
         health_rows = [r.asDict(recursive=True) for r in
                        health.orderBy("device").collect()]
-        qos = qos_health(dedup, health)
+        qos = keep(qos_health(dedup, health))
         qos_rows = [r.asDict() for r in qos.collect()]
         health.coalesce(1).write.mode("overwrite").parquet(
             join(output_uri, "health"))
         qos.coalesce(1).write.mode("overwrite").parquet(
             join(output_uri, "qos"))
+        q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
     with Step("report"):
         if n_bad <= 10000:       # small: one collect, count in Python
             rej = sorted((r.asDict() for r in rejected.collect()),
@@ -112,7 +128,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             if health_rows:
                 delivery_png = stem + "-delivery.png"
                 P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
-            data = P.timeline_data(dedup)
+            data = P.timeline_data(dedup, health_rows)
             if data is not None:
                 timeline_png = stem + "-timeline.png"
                 P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
@@ -128,15 +144,16 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             "negative_latency": sum(r["negative_latency"]
                                     for r in health_rows),
             "missing": sum(r["missing"] for r in health_rows),
+            "qos2_duplicates": c["q2dup"] or 0,
         }
         write_report(report, summary, health_rows, qos_rows, rej_reasons,
                      rej_examples, quarantine, no_w_devices, latency_png,
-                     delivery_png, timeline_png)
+                     delivery_png, timeline_png, q2_rows)
         log("report: %s" % report)
     for df in cached:
         df.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
-                   health=health_rows, qos=qos_rows)
+                   health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)
     log("%s pass done in %.1fs" % (mode if mode == "batch" else "final batch",
                                    summary["seconds"]))
     return summary

@@ -110,12 +110,16 @@ class _Client(mqtt.Client):
         self._handle_on_message(msg)
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
+    on_pubrel = None
+
     def _handle_pubrel(self):
         if not self._manual_ack:
             return super()._handle_pubrel()
         res = _paho_packet.decode_pubrel(self._in_packet["command"],
                                          self._in_packet["packet"],
                                          self._protocol)
+        if self.on_pubrel is not None:
+            self.on_pubrel(res.mid)
         return self._send_pubcomp(res.mid)
 
     def ack(self, mid, qos):
@@ -257,13 +261,21 @@ class Collector:
                  prefix=DEFAULT_PREFIX, client_id=DEFAULT_CLIENT_ID,
                  sub_qos=2, batch_max=100, batch_ms=200, batch_idle_ms=5,
                  roll_s=60.0, roll_bytes=64 << 20, keepalive=30,
-                 progress_s=10.0, log=None):
+                 progress_s=10.0, log=None, group=None):
         if sub_qos not in (1, 2):
             raise ValueError("sub_qos must be 1 or 2")
         self.host, self.port = host, int(port)
         self.landing = os.path.abspath(landing)
         self.prefix = prefix.rstrip("/")
         self.topic = "%s/+/telemetry" % self.prefix
+        if group:
+            # A shared subscription: the broker hands each message to one
+            # member of the group (mosquitto 2 does it for MQTT 3.1.1
+            # clients too). Each member needs its own client id (its own
+            # persistent session: what it had in flight waits for it).
+            if "/" in group or "+" in group or "#" in group:
+                raise ValueError("group %r: a share name has no '/', '+' or '#'" % group)
+            self.topic = "$share/%s/%s" % (group, self.topic)
         self.client_id = client_id
         self.sub_qos = sub_qos
         self.batch_max = max(1, int(batch_max))
@@ -283,10 +295,17 @@ class Collector:
         self._writers = {}        # key -> _Writer; key ("date", "hour") or QUARANTINE
         self._batch = []          # (key, line bytes)
         self._acks = []           # (mid, qos) to send once the batch is on disk
+        # QoS 2 packet ids landed and not yet released (PUBREL): a PUBLISH
+        # the broker sends again (DUP, after a reconnect, because our PUBREC
+        # did not reach it) is answered with PUBREC, not landed twice. This
+        # is the receiver's side of exactly once (MQTT 3.1.1, 4.3.3); it
+        # lasts as long as the process (a crashed collector lands such a
+        # message again: docs/telemetry.md).
+        self._landed_q2 = set()
         self._batch_start = 0.0
         self._t0 = time.monotonic()
         self._n = dict(received=0, written=0, quarantined=0, acked=0,
-                       batches=0, files=0, reconnects=0)
+                       batches=0, files=0, reconnects=0, q2_redelivered=0)
         c = _Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                     clean_session=False, protocol=mqtt.MQTTv311,
                     manual_ack=True)
@@ -294,6 +313,7 @@ class Collector:
         c.on_disconnect = self._on_disconnect
         c.on_subscribe = self._on_subscribe
         c.on_message = self._on_message
+        c.on_pubrel = self._landed_q2.discard
         self._client = c
 
     # -- public -------------------------------------------------------------
@@ -369,7 +389,10 @@ class Collector:
         os.makedirs(self.landing, exist_ok=True)
         backoff = 0.5
         next_progress = time.monotonic() + self.progress_s
-        next_roll = time.monotonic() + 1.0
+        # Checked often enough that a file is rolled within a quarter of
+        # roll_s of its age (streaming reads only rolled files).
+        roll_check = min(1.0, self.roll_s / 4.0)
+        next_roll = time.monotonic() + roll_check
         first = True
         while not self._stop.is_set():
             if not self._connected:
@@ -400,7 +423,7 @@ class Collector:
                 self._lost("loop: %s" % mqtt.error_string(rc))
             if now >= next_roll:
                 self._roll(now)
-                next_roll = now + 1.0
+                next_roll = now + roll_check
             if self.progress_s and now >= next_progress:
                 self._progress()
                 next_progress = now + self.progress_s
@@ -462,6 +485,8 @@ class Collector:
                  % (self.host, self.port, self.client_id,
                     "resumed persistent session" if flags.session_present
                     else "new session"))
+        if not flags.session_present:
+            self._landed_q2.clear()   # the broker kept no packet id of ours
         client.subscribe(self.topic, qos=self.sub_qos)
 
     def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
@@ -491,6 +516,12 @@ class Collector:
     def _on_message(self, client, userdata, msg):
         rx_ms = int(time.time() * 1000)
         self._n["received"] += 1
+        if msg.qos == 2 and msg.dup and msg.mid in self._landed_q2:
+            self._n["q2_redelivered"] += 1
+            self._acks.append((msg.mid, 2))   # with the next batch: in order
+            if not self._batch:
+                self._flush_acks()
+            return
         text = msg.payload.decode("utf-8", errors="replace")
         rec = {"topic": msg.topic, "qos": msg.qos, "retain": bool(msg.retain),
                "dup": bool(msg.dup), "rx_ms": rx_ms, "payload": text}
@@ -541,8 +572,15 @@ class Collector:
         self._n["quarantined"] += bad
         self._n["batches"] += 1
         self._batch = []
-        acks, self._acks = self._acks, []
+        self._landed_q2.update(mid for mid, qos in self._acks if qos == 2)
         if ack:
+            self._flush_acks()
+        else:
+            self._acks = []
+
+    def _flush_acks(self):
+        acks, self._acks = self._acks, []
+        if self._connected:
             for mid, qos in acks:
                 self._client.ack(mid, qos)
             self._n["acked"] += len(acks)
@@ -596,6 +634,10 @@ def main(argv=None):
     ap.add_argument("--roll-mb", type=float, default=64,
                     help="... or once it holds this many MB")
     ap.add_argument("--keepalive", type=int, default=30)
+    ap.add_argument("--group", default=None,
+                    help="share the load with other collectors: subscribe "
+                         "$share/GROUP/<prefix>/+/telemetry (each collector "
+                         "its own --client-id; same landing directory allowed)")
     ap.add_argument("--progress-s", type=float, default=10,
                     help="progress line to stderr every S seconds (0: off)")
     a = ap.parse_args(argv)
@@ -604,7 +646,8 @@ def main(argv=None):
                     batch_max=a.batch_max, batch_ms=a.batch_ms,
                     batch_idle_ms=a.batch_idle_ms, roll_s=a.roll_s,
                     roll_bytes=int(a.roll_mb * (1 << 20)),
-                    keepalive=a.keepalive, progress_s=a.progress_s)
+                    keepalive=a.keepalive, progress_s=a.progress_s,
+                    group=a.group)
 
     def on_signal(signum, frame):
         col.log("%s: stopping" % signal.Signals(signum).name)

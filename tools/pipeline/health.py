@@ -3,6 +3,61 @@ received, missing, gaps, duplicates, reboots, latency percentiles) and per
 QoS."""
 
 
+# Faults that drop the collector's connection or the broker's state, and
+# how long before the first copy of a reading one may have begun.
+QOS2_CAUSE_EVENTS = ("broker restart", "reset", "partition")
+QOS2_CAUSE_WINDOW_MS = 10000
+
+
+def qos2_duplicate_flag():
+    """A reading whose copies break QoS 2's exactly-once promise: published
+    at QoS 2 (`q`), every copy delivered to the collector at QoS 2 (a
+    collector subscribed at QoS 1 is only promised at least once), and more
+    than one copy."""
+    from pyspark.sql import functions as F
+    return ((F.col("qos") == 2) & (F.col("delivered_qos") == 2)
+            & (F.col("copies") > 1))
+
+
+def qos2_cause(row, events):
+    """The cause of one QoS 2 duplicate in words, from how its copies came
+    (DUP flag) and the faults around them (events: [(wall ms, what)])."""
+    if row["dup_copies"] >= row["copies"] - 1:
+        how = ("the broker sent it again with DUP set: the collector's "
+               "connection dropped after it landed the message and before "
+               "its PUBREC reached the broker, and the collector no longer "
+               "knew the packet id (it keeps them only while it runs: it "
+               "had restarted)")
+    elif row["dup_copies"] == 0:
+        how = ("a new PUBLISH, not a redelivery: the broker had lost its "
+               "QoS 2 state for the message (a broker restarted without "
+               "persistence, or killed before it saved it) and the board "
+               "sent it again")
+    else:
+        how = "copies both redelivered (DUP) and new"
+    near = [(ms, what) for ms, what in events or ()
+            if what.startswith(QOS2_CAUSE_EVENTS)
+            and row["rx_ms"] - QOS2_CAUSE_WINDOW_MS <= ms <= row["last_rx_ms"]]
+    if not near:
+        return how
+    ms, what = near[-1]
+    if ms > row["rx_ms"]:
+        return "%s (%s between the copies)" % (how, what)
+    return "%s (%s %.1f s before the first copy)" % (how, what, (row["rx_ms"] - ms) / 1000.0)
+
+
+def qos2_duplicates(dedup, total, events, limit=200):
+    """The readings that broke the QoS 2 promise (up to `limit`, earliest
+    first), each with its cause; no job when there are none."""
+    if not total:
+        return []
+    rows = (dedup.where(qos2_duplicate_flag())
+            .select("device", "boot", "seq", "copies", "dup_copies", "rx_ms",
+                    "last_rx_ms").orderBy("rx_ms", "device").limit(limit)
+            .collect())
+    return [dict(r.asDict(), cause=qos2_cause(r, events)) for r in rows]
+
+
 def _gaps(readings):
     """(device, gap_ranges array<struct<lo,hi>>) for devices missing seqs.
 
@@ -56,6 +111,8 @@ def device_health(dedup):
         F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq"),
         F.count("*").alias("readings"),
         F.sum(F.col("copies") - 1).alias("duplicates"),
+        F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
+              .otherwise(0)).alias("qos2_duplicates"),
         F.count("latency_ms").alias("latency_samples"),
         F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
         _percentiles("latency_ms").alias("lat"),
@@ -102,6 +159,7 @@ def device_health(dedup):
         "missing", F.size("gap_ranges").alias("gap_count"),
         _ranges_text(F.col("gap_ranges")).alias("gaps"), "gap_ranges",
         F.col("duplicates").cast("long").alias("duplicates"),
+        F.col("qos2_duplicates").cast("long").alias("qos2_duplicates"),
         (F.col("readings") - F.col("received")).alias("reused_seq"),
         (F.col("boots") - 1).alias("reboots"),
         "latency_samples",
@@ -125,13 +183,15 @@ def qos_health(dedup, health):
                         .otherwise(F.col("qos")).alias("qos_class"))
     per = (dedup.join(F.broadcast(cls), "device")
            .groupBy(F.col("qos_class").alias("qos")).agg(
-               F.countDistinct("device").alias("devices"),
                F.count("*").alias("readings"),
                F.sum(F.col("copies") - 1).cast("long").alias("duplicates"),
+               F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
+                     .otherwise(0)).cast("long").alias("qos2_duplicates"),
                F.count("latency_ms").alias("latency_samples"),
                _percentiles("latency_ms").alias("lat")))
     loss = (health.join(cls, "device").groupBy(F.col("qos_class")
                                                .alias("qos")).agg(
+        F.count("*").alias("devices"),      # health has a row per device
         F.sum("missing").cast("long").alias("missing"),
         F.sum("expected").cast("long").alias("expected"),
         F.sum(F.when(F.col("missing") > 0, 1).otherwise(0))
@@ -139,7 +199,7 @@ def qos_health(dedup, health):
     out = per.join(loss, "qos")
     return out.select(
         "qos", "devices", "readings", "expected", "missing",
-        "devices_with_loss", "duplicates", "latency_samples",
+        "devices_with_loss", "duplicates", "qos2_duplicates", "latency_samples",
         F.col("lat")[0].alias("latency_p50_ms"),
         F.col("lat")[1].alias("latency_p95_ms"),
         F.col("lat")[2].alias("latency_p99_ms")).orderBy("qos")

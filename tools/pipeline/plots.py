@@ -5,7 +5,7 @@
         histogram on log axes (the tail is what matters) and the CDF
     plot_delivery(health_rows, path)
         per device: readings delivered, duplicates removed, readings lost
-    timeline_data(dedup) / plot_timeline(data, events, path)
+    timeline_data(dedup, health_rows) / plot_timeline(data, events, path)
         per device over time: readings taken on the board and readings
         delivered, the gap between them being what waits in its outbox,
         with the injected faults marked
@@ -13,6 +13,8 @@
 The data functions run in Spark and return small Python structures; the
 plot functions only draw.
 """
+import bisect
+import itertools
 import math
 
 LOST_COLOR = "#c0392b"
@@ -29,24 +31,48 @@ def _pyplot():
     return plt
 
 
+def _interp(values, cum, p):
+    """The p-quantile of sorted `values` whose cumulative counts are `cum`,
+    interpolated linearly between closest ranks (Spark's percentile,
+    numpy's default)."""
+    x = p * (cum[-1] - 1)
+    lo = int(math.floor(x))
+    a = values[bisect.bisect_right(cum, lo)]
+    b = values[bisect.bisect_right(cum, min(lo + 1, cum[-1] - 1))]
+    return a + (b - a) * (x - lo)
+
+
 def latency_data(dedup, nbins=40):
-    """CDF quantiles and log-spaced histogram counts per QoS, or None."""
+    """CDF quantiles and log-spaced histogram counts per QoS, or None.
+
+    One aggregate: readings per (QoS, latency), exact below 10 s (latencies
+    in ms have few distinct values), 4 significant digits above; the
+    quantiles and the histogram are counted from it here.
+    """
     from pyspark.sql import functions as F
     lat = dedup.where(F.col("latency_ms").isNotNull())
-    qs = [i / 100.0 for i in range(1, 100)] + [0.995, 0.999]
-    cdf = {str(r["qos"]): (qs, r["v"]) for r in lat.groupBy("qos").agg(
-        F.percentile("latency_ms", qs).alias("v")).collect()}
-    if not cdf:
+    v = F.expr("CASE WHEN abs(latency_ms) < 10000 THEN latency_ms ELSE "
+               "CAST(round(latency_ms / pow(10, floor(log10(abs(latency_ms))) - 3))"
+               " * pow(10, floor(log10(abs(latency_ms))) - 3) AS BIGINT) END")
+    per = {}
+    for r in lat.groupBy("qos", v.alias("v")).count().collect():
+        per.setdefault(str(r["qos"]), []).append((r["v"], r["count"]))
+    if not per:
         return None
-    top = lat.agg(F.max("latency_ms")).collect()[0][0]
+    qs = [i / 100.0 for i in range(1, 100)] + [0.995, 0.999]
+    top = max(v for rows in per.values() for v, _ in rows)
     # Log-spaced bins from 1 ms to the slowest reading: nothing clipped.
     hi = math.log10(max(2.0, float(top) + 1))
     width = hi / nbins
-    b = F.least(F.floor(F.log10(F.greatest(F.col("latency_ms"), F.lit(0)) + 1) / width),
-                F.lit(nbins - 1))
-    hist = {}
-    for r in lat.groupBy("qos", b.alias("bin")).count().collect():
-        hist.setdefault(str(r["qos"]), [0] * nbins)[int(r["bin"])] += r["count"]
+    cdf, hist = {}, {}
+    for q, rows in per.items():
+        rows.sort()
+        vals = [v for v, _ in rows]
+        cum = list(itertools.accumulate(c for _, c in rows))
+        cdf[q] = (qs, [_interp(vals, cum, p) for p in qs])
+        h = hist[q] = [0] * nbins
+        for v, c in rows:
+            h[min(int(math.floor(math.log10(max(v, 0) + 1) / width)), nbins - 1)] += c
     edges = [10 ** (i * width) - 1 for i in range(nbins + 1)]
     return {"cdf": cdf, "hist": hist, "edges": edges}
 
@@ -120,40 +146,55 @@ def plot_delivery(rows, path, limit=40):
     plt.close(fig)
 
 
-def timeline_data(dedup, limit=8, step_s=1):
-    """Per device (the first `limit` by name), per step_s seconds (more when
-    the span needs more than 600 steps): readings taken on
-    the board (by their wall clock) and readings delivered (by the
-    collector's clock). {"t0_ms", "step_s", "devices": {device: (taken,
-    delivered)}} as cumulative counts, or None."""
+def timeline_data(dedup, health_rows=None, limit=8, step_s=1):
+    """Per device (the first `limit` by name that carry w), per step_s
+    seconds (more when the span needs more than 600 steps, steps aligned
+    to the epoch): readings taken on the board (by their wall clock) and
+    readings delivered (by the collector's clock). {"t0_ms", "step_s",
+    "devices": {device: (taken, delivered)}} as cumulative counts, or None.
+
+    health_rows (device_health's, when the caller has them) give the
+    devices and the span without a job of their own; the counts are one
+    aggregate.
+    """
     from pyspark.sql import functions as F
-    rows = dedup.where(F.col("wall_ms").isNotNull()).select("device", "wall_ms", "rx_ms")
-    devices = [r["device"] for r in rows.select("device").distinct().orderBy("device")
-               .limit(limit).collect()]
-    if not devices:
+    rows = dedup.where(F.col("wall_ms").isNotNull())
+    if health_rows is None:
+        health_rows = [
+            {"device": r["device"], "latency_samples": 1, "first_rx_ms": r["lo"],
+             "last_rx_ms": r["hi"]}
+            for r in rows.groupBy("device").agg(
+                F.min("rx_ms").alias("lo"), F.max("rx_ms").alias("hi")).collect()]
+    shown = sorted((r for r in health_rows if r["latency_samples"]),
+                   key=lambda r: r["device"])[:limit]
+    if not shown:
         return None
-    rows = rows.where(F.col("device").isin(devices))
-    t0, t1 = rows.agg(F.min("wall_ms"), F.max("rx_ms")).collect()[0]
+    devices = [r["device"] for r in shown]
+    span = max(r["last_rx_ms"] for r in shown) - min(r["first_rx_ms"] for r in shown)
     # At most about 600 points per curve, whatever the span.
-    step_s = max(step_s, int(math.ceil((t1 - t0) / 600000.0)))
+    step_s = max(step_s, int(math.ceil(span / 600000.0)))
     step = step_s * 1000
+    rows = rows.where(F.col("device").isin(devices))
+    both = rows.select("device", F.lit(0).alias("k"),
+                       F.floor(F.col("wall_ms") / step).alias("b")).unionByName(
+        rows.select("device", F.lit(1).alias("k"),
+                    F.floor(F.col("rx_ms") / step).alias("b")))
     out = {}
-    for col, k in (("wall_ms", 0), ("rx_ms", 1)):
-        b = F.floor((F.col(col) - t0) / step).alias("b")
-        for r in rows.groupBy("device", b).count().collect():
-            out.setdefault(r["device"], ({}, {}))[k][int(r["b"])] = r["count"]
-    n = 1 + max(max(list(t) + list(d)) for t, d in out.values())
+    for r in both.groupBy("device", "k", "b").count().collect():
+        out.setdefault(r["device"], ({}, {}))[r["k"]][int(r["b"])] = r["count"]
+    b0 = min(min(list(t) + list(d)) for t, d in out.values())
+    n = 1 + max(max(list(t) + list(d)) for t, d in out.values()) - b0
     series = {}
     for dev, (taken, delivered) in sorted(out.items()):
         cum = []
         for counts in (taken, delivered):
             c, run = 0, []
             for i in range(n):
-                c += counts.get(i, 0)
+                c += counts.get(b0 + i, 0)
                 run.append(c)
             cum.append(run)
         series[dev] = tuple(cum)
-    return {"t0_ms": t0, "step_s": step_s, "devices": series}
+    return {"t0_ms": b0 * step, "step_s": step_s, "devices": series}
 
 
 def _fault_kind(what):

@@ -37,7 +37,7 @@ def _md_table(header, rows):
 
 def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                  rejected_examples, quarantine_reasons, no_w_devices,
-                 latency_png, delivery_png, timeline_png=None):
+                 latency_png, delivery_png, timeline_png=None, qos2_rows=()):
     s = summary
     lines = ["# holdfast telemetry report", ""]
     lines.append("Generated %s UTC by tools/pipeline (%s mode) from `%s`."
@@ -46,9 +46,31 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
     lines += ["", "## Summary", ""]
     lines.append(_md_table(
         ["landing lines", "valid", "rejected", "duplicates removed",
-         "readings", "devices", "quarantined by collector"],
+         "of them QoS 2 (promise broken)", "readings", "devices",
+         "quarantined by collector"],
         [[s["lines"], s["valid"], s["rejected"], s["duplicates"],
-          s["readings"], s["devices"], _fmt(s["quarantined"])]]))
+          s["qos2_duplicates"], s["readings"], s["devices"],
+          _fmt(s["quarantined"])]]))
+    lines.append("")
+    if s["qos2_duplicates"]:
+        lines.append("**QoS 2 exactly-once broken: %d duplicate cop%s of %d "
+                     "reading(s)** (removed from the readings, counted here: "
+                     "QoS 2 must deliver once; see docs/telemetry.md for "
+                     "when it holds):" % (
+                         s["qos2_duplicates"],
+                         "y" if s["qos2_duplicates"] == 1 else "ies",
+                         len(qos2_rows)))
+        lines.append("")
+        for r in qos2_rows[:20]:
+            lines.append("- `%s` b=%d s=%d: %d copies, the last %d ms after "
+                         "the first; %s." % (
+                             r["device"], r["boot"], r["seq"], r["copies"],
+                             r["last_rx_ms"] - r["rx_ms"], r["cause"]))
+        if len(qos2_rows) > 20:
+            lines.append("- ... and %d more (the `qos2_duplicates` column of "
+                         "the `health` table)" % (len(qos2_rows) - 20))
+    else:
+        lines.append("QoS 2 delivery: no reading delivered twice at QoS 2.")
     lines.append("")
     lossy = [r for r in health_rows if r["missing"] > 0
              and any(q in ("1", "2") for q in r["qos"].split(","))]
@@ -80,10 +102,11 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
               "QoS of its own). Readings are distinct readings.", ""]
     lines.append(_md_table(
         ["QoS", "devices", "readings", "expected", "missing",
-         "devices with loss", "duplicates removed", "latency samples",
-         "p50 ms", "p95 ms", "p99 ms"],
+         "devices with loss", "duplicates removed", "QoS 2 duplicates",
+         "latency samples", "p50 ms", "p95 ms", "p99 ms"],
         [[r["qos"], r["devices"], r["readings"], r["expected"], r["missing"],
-          r["devices_with_loss"], r["duplicates"], r["latency_samples"],
+          r["devices_with_loss"], r["duplicates"], r["qos2_duplicates"],
+          r["latency_samples"],
           r["latency_p50_ms"], r["latency_p95_ms"], r["latency_p99_ms"]]
          for r in qos_rows]))
     lines += ["", "## Latency", "",
@@ -116,10 +139,11 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
         shown = shown[:REPORT_DEVICE_ROWS]
     lines.append(_md_table(
         ["device", "QoS", "seq", "expected", "received", "missing", "gaps",
-         "duplicates", "reboots", "p50/p95/p99 ms"],
+         "duplicates", "QoS 2 duplicates", "reboots", "p50/p95/p99 ms"],
         [[r["device"], r["qos"], "%d-%d" % (r["first_seq"], r["last_seq"]),
           r["expected"], r["received"], r["missing"],
-          _gap_text(r["gap_ranges"]), r["duplicates"], r["reboots"],
+          _gap_text(r["gap_ranges"]), r["duplicates"], r["qos2_duplicates"],
+          r["reboots"],
           "/".join(_fmt(r[k]) for k in ("latency_p50_ms", "latency_p95_ms",
                                          "latency_p99_ms"))
           if r["latency_samples"] else "-"]

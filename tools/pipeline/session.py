@@ -1,6 +1,7 @@
 """What every pipeline step runs in: the SparkSession, URIs and paths of the
 input and output, and the progress log on stderr."""
 
+import os
 import sys
 import time
 import urllib.parse
@@ -34,10 +35,12 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
     if shuffle_partitions is None:
         shuffle_partitions = 8 if master.startswith("local") else 200
     b = SparkSession.builder.master(master).appName(app)
-    if master.startswith("local"):
-        # Local mode talks to itself only: bind loopback, not the machine's
-        # network address (and no warning about which one it picked).
+    if master.startswith(("local", "spark://127.0.0.1:", "spark://localhost:")):
+        # Local mode, or a cluster on this machine (pipeline.cluster), talks
+        # to itself only: bind loopback, not the machine's network address
+        # (and no warning about which one it picked).
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # for a JVM not started yet
     spark = (b.config("spark.driver.memory", driver_memory)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -68,3 +71,11 @@ def path_exists(spark, uri):
     path = jvm.org.apache.hadoop.fs.Path(uri)
     found = path.getFileSystem(conf).globStatus(path)
     return found is not None and len(found) > 0
+
+
+def touch(spark, uri):
+    """Create an empty file (a marker) through Hadoop's file system: no job."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    path.getFileSystem(conf).create(path, True).close()

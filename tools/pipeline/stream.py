@@ -1,73 +1,99 @@
-"""Structured Streaming over the landing: each micro-batch de-duplicated
-against the readings already written and appended (checkpointed)."""
+"""Structured Streaming over the landing: de-duplicated in the streaming
+plan (state in RocksDB), one append per micro-batch, no listing of the
+output."""
 
 import threading
 import time
 
-from pipeline.dedup import KEY, READING_COLS, deduplicate
+from pipeline.dedup import BAD_COLS, KEY, READING_COLS, copy_aggs, with_day_latency
 from pipeline.landing import parse_landing, read_landing_stream, rejected_rows
-from pipeline.session import join, log, path_exists
+from pipeline.session import join, log, path_exists, touch
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def _readings_exist(spark, output_uri):
-    return path_exists(spark, join(output_uri, "readings", "_SUCCESS")) \
-        or path_exists(spark, join(output_uri, "readings", "day=*"))
+def streaming_readings(parsed):
+    """The streaming plan: a stateful aggregate per reading (and per
+    rejected line), in update mode: each micro-batch yields a row for every
+    key it touched, with the earliest copy so far (dedup.copy_aggs, the
+    batch's aggregate), its copies, and the batch timestamps of its first
+    and last sighting; a key is new in this micro-batch when they are equal.
 
-
-def make_batch_writer(spark, output_uri):
-    """foreachBatch function: de-duplicate against written readings, append.
-
-    Idempotent per batch id: a replayed micro-batch (after a crash before
-    the checkpoint commit) finds its readings already written and adds none;
-    its rejected lines go to `rejected/batch=<id>/`, overwritten.
+    Why an aggregate and not dropDuplicates: dropDuplicates keeps whichever
+    copy a micro-batch happens to process first, so the kept rx_ms (and the
+    latency) would depend on file sizes and task order; the aggregate keeps
+    the earliest, as the batch does. Its state is one small row per reading,
+    kept (so a copy that comes hours later is still recognised).
     """
-    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    # Two equal bad lines of one file are one group here; copies says how
+    # many (write_batch writes them back out one a line).
+    return (parsed.withColumn("seen", F.current_timestamp())
+            .groupBy("ok", *(KEY + BAD_COLS))
+            .agg(*(copy_aggs() + [F.min("seen").alias("first_seen"),
+                                  F.max("seen").alias("last_seen")])))
+
+
+def make_batch_writer(spark, output_uri, on_written=None):
+    """foreachBatch function: append the readings new in this micro-batch
+    (and its rejected lines), once.
+
+    A replayed micro-batch (after a crash between the write and the
+    checkpoint's commit) finds its marker `_batches/<id>` and writes
+    nothing again: the marker is written after the readings.
+    on_written(batch_id, new readings DataFrame): called after the write,
+    with the DataFrame still cached (the lag benchmark reads its rx_ms).
+    """
     from pyspark.sql import functions as F
     readings_uri = join(output_uri, "readings")
 
     def write_batch(batch_df, batch_id):
         t = time.monotonic()
-        parsed = parse_landing(batch_df).persist(StorageLevel.MEMORY_AND_DISK)
-        n_lines = parsed.count()
-        if n_lines == 0:
-            parsed.unpersist()
+        marker = join(output_uri, "_batches", str(batch_id))
+        if path_exists(spark, marker):
+            log("stream batch %d: written before (replay), skipped" % batch_id)
             return
-        rejected = rejected_rows(parsed)
-        n_bad = rejected.count()
-        if n_bad:
-            rejected.coalesce(1).write.mode("overwrite").parquet(
-                join(output_uri, "rejected", "batch=%d" % batch_id))
-        new = deduplicate(parsed.where("ok")).drop("copies")
-        if _readings_exist(spark, output_uri):
-            devices = [r["device"] for r in
-                       new.select("device").distinct().collect()]
-            old = (spark.read.parquet(readings_uri)
-                   .where(F.col("device").isin(devices)).select(*KEY))
-            new = new.join(old, KEY, "left_anti")
-        new = new.select(*READING_COLS).persist()
-        n_new = new.count()
-        if n_new:
-            (new.repartition("day", "device").write.mode("append")
-             .partitionBy("day", "device").parquet(readings_uri))
-        log("stream batch %d: %d lines, %d new readings, %d duplicates, "
-            "%d rejected (%.1fs)" % (batch_id, n_lines, n_new,
-                                     n_lines - n_bad - n_new, n_bad,
-                                     time.monotonic() - t))
-        new.unpersist()
-        parsed.unpersist()
+        new = (batch_df.where(F.col("first_seen") == F.col("last_seen"))
+               .persist())
+        try:
+            # By day only: a directory per device would be a file per
+            # device per micro-batch (the batch's readings/ has them).
+            (with_day_latency(new.where("ok")).select(*READING_COLS)
+             .write.mode("append").partitionBy("day")
+             .parquet(readings_uri))
+            bad = new.where(~F.col("ok"))
+            if not bad.isEmpty():
+                (rejected_rows(bad.select(
+                    "*", F.explode(F.array_repeat(F.lit(1), F.col("copies")
+                                                  .cast("int"))).alias("_n")))
+                 .coalesce(1).write.mode("overwrite")
+                 .parquet(join(output_uri, "rejected", "batch=%d" % batch_id)))
+            if on_written is not None:
+                on_written(batch_id, new.where("ok"))
+        finally:
+            new.unpersist()
+        touch(spark, marker)
+        log("stream batch %d written (%.1fs)" % (batch_id, time.monotonic() - t))
 
     return write_batch
 
 
 def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
-               interval="10 seconds", duration=None, max_files=None,
-               stop_event=None):
+               interval="0.5 seconds", duration=None, max_files=None,
+               stop_event=None, stop_timeout=30.0, on_written=None):
     """Structured Streaming over the landing; returns when caught up
     (default, trigger availableNow) or, with follow, on stop_event/duration.
+    Returns the query's last progress (a dict) or None.
     """
     checkpoint = checkpoint or join(output_uri, "_checkpoint")
+    # The state store: RocksDB keeps the per-reading state off the JVM heap
+    # (one row per reading seen). Only a new checkpoint takes it; an
+    # existing one keeps the provider it was started with.
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     src = read_landing_stream(spark, input_uri, max_files)
-    w = (src.writeStream.foreachBatch(make_batch_writer(spark, output_uri))
+    w = (streaming_readings(parse_landing(src)).writeStream
+         .outputMode("update")
+         .foreachBatch(make_batch_writer(spark, output_uri, on_written))
          .option("checkpointLocation", checkpoint))
     if follow:
         w = w.trigger(processingTime=interval)
@@ -80,10 +106,28 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
     q = w.start()
     deadline = None if duration is None else time.monotonic() + duration
     stop_event = stop_event or threading.Event()
-    while q.isActive:
-        if stop_event.is_set() or (deadline and time.monotonic() > deadline):
-            q.stop()
-            break
-        q.awaitTermination(0.5)
+    try:
+        while q.isActive:
+            if stop_event.is_set() or (deadline and time.monotonic() > deadline):
+                break
+            q.awaitTermination(0.2)
+    finally:
+        if q.isActive:
+            # Stop between micro-batches: stop() interrupts a running batch
+            # (its Python foreachBatch call included), which is what printed
+            # a StackOverflowError in the stream thread at stop.
+            _stop_between_batches(q, stop_timeout)
     if q.exception() is not None:
         raise RuntimeError("streaming query failed: %s" % q.exception())
+    return q.lastProgress
+
+
+def _stop_between_batches(q, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and q.isActive:
+        st = q.status
+        if not st["isTriggerActive"]:
+            break
+        time.sleep(0.05)
+    q.stop()
+    q.awaitTermination(timeout)
