@@ -4,6 +4,7 @@
 import asyncio
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
 from . import net
+from .codec import publish_size
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE
 
@@ -82,7 +83,7 @@ class AsyncClient(Front):
         s = self.s
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
-                await self._until(Front._room_for, len(topic) + len(msg) + 5, self.timeout_ms)
+                await self._until(Front._room_for, publish_size(topic, len(msg), 0), self.timeout_ms)
                 self._publish0(topic, msg, retain, True)
             self._write()
             return None

@@ -2,7 +2,7 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import why
+from .codec import why, publish_size
 from .errors import MQTTTimeout, LinkDown
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE, CONNECTED
@@ -91,7 +91,7 @@ class MQTTClient(Front):
             if s.state == CONNECTED and s.publish(topic, msg, 0, retain, now):
                 pass  # the common case, without a call more
             elif not self._publish0(topic, msg, retain, self._busy):
-                self._wait(Front._room_for, len(topic) + len(msg) + 5, None)
+                self._wait(Front._room_for, publish_size(topic, len(msg), 0), None)
                 self._publish0(topic, msg, retain, True)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)

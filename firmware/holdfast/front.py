@@ -4,7 +4,7 @@
 # reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
-from .codec import SUBACK_FAILURE, to_bytes, why
+from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
 from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, CLOSED, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
@@ -18,6 +18,7 @@ _ECONNRESET = (104, 54)  # Linux and lwIP, BSD
 
 # Error reasons (reasons.py has the words).
 _E_EMPTY_ID_CLEAN = const(45)
+_E_NO_CONNACK = const(46)
 _E_NO_UNSUBACK = const(48)
 _E_IN_CALLBACK = const(50)
 _E_WHEN_FULL = const(51)
@@ -130,7 +131,7 @@ class Front:
         if self.s.acked < link:
             err = self.last_error
             if err is None:
-                err = MQTTTimeout(why(46, self.s.connack_ms))  # NO_CONNACK
+                err = MQTTTimeout(why(_E_NO_CONNACK, self.s.connack_ms))
             raise err
         self.backoff.reset()
         return self.s.session_present
@@ -143,15 +144,15 @@ class Front:
         # last try, no room in the send buffer), False when the caller may
         # wait for room and try again.
         s = self.s
-        if s.state == CONNECTED and s.publish(topic, msg, 0, retain, ticks_ms()):
+        if s.state != CONNECTED:
+            s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
+        elif s.publish(topic, msg, 0, retain, ticks_ms()):
             return True
-        n = len(topic) + len(msg) + 5
-        s.fits(n)
-        if s.state == CONNECTED and not last:
+        elif not last:
             return False
+        elif not self._busy:
+            self.last_error = MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
-        if s.state == CONNECTED and not self._busy:
-            self.last_error = MQTTTimeout(why(_E_NO_ROOM, n, self.timeout_ms))
         return True
 
     def _room_for(self, n):
