@@ -357,7 +357,8 @@ class Session:
             if k < 0:
                 return
             pid = st.pid(k)
-            if st.released(k) and not (self._republish and k in self._republish):
+            again = self._republish and k in self._republish  # its broker session was lost
+            if st.released(k) and not again:
                 if self.room() < ACK_ROOM:
                     return
                 self._ack(c.PUBREL, pid)
@@ -365,7 +366,7 @@ class Session:
             else:
                 if self.room() - ACK_ROOM < st.size(k):
                     return
-                if self._republish and k in self._republish:
+                if again:
                     self.republished += 1
                 self._resend(k, k <= self.dup_upto)
                 self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
