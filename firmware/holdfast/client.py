@@ -3,7 +3,7 @@
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
 from .codec import why, publish_size
-from .errors import MQTTTimeout, LinkDown
+from .errors import MQTTTimeout
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE, CONNECTED
 

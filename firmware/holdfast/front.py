@@ -6,7 +6,7 @@ from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
 from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
 from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
-from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, CLOSED, OFFLINE, CONNECTING, CONNECTED
+from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
 
 _SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
