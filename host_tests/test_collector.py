@@ -24,6 +24,7 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
+from pipeline.cluster import terminate
 from pipeline.collector import Collector, recover_inprogress, validate_payload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -496,13 +497,8 @@ def test_collectors_share_the_load_and_a_killed_one_loses_nothing(mosquitto, tmp
         pub.disconnect()
     finally:
         for p in (a, b, b2):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            if p is not None:
+                terminate(p, 15)
     by_pid = {}
     copies = {}
     for path in glob.glob(os.path.join(landing, "date=*/hour=*/part-*.jsonl")):

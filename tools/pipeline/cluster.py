@@ -37,6 +37,18 @@ def spark_home():
     return os.path.dirname(os.path.abspath(pyspark.__file__))
 
 
+def terminate(p, timeout):
+    """Ends process p: SIGTERM, then SIGKILL if it is still there after
+    timeout seconds."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 class LocalCluster:
     """Master and `workers` workers (`cores` and `memory` each) on
     127.0.0.1, logs and work directories under `workdir` (a temporary one,
@@ -111,13 +123,7 @@ class LocalCluster:
         """Workers first, then the master, each by its pid: SIGTERM, then
         SIGKILL after 20 s."""
         for name, p, _ in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            terminate(p, 20)
         self.procs = []
         if self._own:
             shutil.rmtree(self.workdir, ignore_errors=True)
