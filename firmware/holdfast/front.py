@@ -5,7 +5,7 @@
 from .compat import ticks_ms, ticks_diff, wall, const
 from . import net
 from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
-from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
+from .errors import ConnectError, LinkDown, MQTTTimeout, MQTTError
 from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
 from .backoff import Backoff
 
@@ -45,6 +45,7 @@ class Front:
             from .tls import context
             self.tls = context(ssl, ssl_params or {})
         elif ssl_params:
+            from .errors import TLSError
             raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
@@ -182,6 +183,7 @@ class Front:
         if not arrived:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] == SUBACK_FAILURE:
+            from .errors import SubscribeError
             raise SubscribeError(why(_E_SUB_REFUSED, e[0]))
         return e[4]
 
@@ -232,6 +234,7 @@ class Front:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 else:  # REFUSED
+                    from .errors import SubscribeError
                     self.restore_refused += s.subs.nrefused
                     self.last_error = SubscribeError(why(_E_RESTORE_REFUSED, s.subs.refused))
             except Exception as x:
@@ -283,7 +286,11 @@ class Front:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         self._close()
-        if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
+        refused = isinstance(err, ConnectError)
+        if self.tls and not refused:  # TLSError is loaded: tls.py raises it
+            from .errors import TLSError
+            refused = isinstance(err, TLSError)
+        if refused:  # will fail the same way again
             self.backoff.refused(now)
         else:
             self.backoff.failed(now)

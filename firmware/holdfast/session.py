@@ -20,7 +20,7 @@
 from array import array
 from .compat import ticks_diff, const
 from . import codec as c
-from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull, MQTTTimeout
+from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
 from .store import MemoryStore
 
 # Link states.
@@ -238,7 +238,7 @@ class Session:
         # The one reconciliation with the broker's session: what happens to
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
-            raise MQTTProtocolError(c.why(_E_CONNACK2))
+            raise c.protocol_error(_E_CONNACK2)
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -439,12 +439,13 @@ class Session:
                 self.last_rx = now
                 self.ping_at = -1
                 if self.state != CONNECTED and t != c.CONNACK:
-                    raise MQTTProtocolError(c.why(_E_EARLY, t))
+                    raise c.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
-            except PacketTooLarge as e:
-                c.inbound().too_large(self, e)
-                continue
-            except (MQTTProtocolError, ConnectError) as e:
+            except MQTTError as e:
+                from .errors import PacketTooLarge
+                if isinstance(e, PacketTooLarge):
+                    c.inbound().too_large(self, e)
+                    continue
                 self._fail(e)
             if ev:
                 return ev
@@ -486,7 +487,7 @@ class Session:
         elif t == c.CONNACK:
             self._connack(r, now)
         elif t != c.PINGRESP:
-            raise MQTTProtocolError(c.why(_E_UNEXPECTED, t))
+            raise c.protocol_error(_E_UNEXPECTED, t)
         return 0
 
     def handled(self):
