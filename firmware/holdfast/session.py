@@ -41,6 +41,9 @@ _WAIT_PUBCOMP = const(3)
 # room for a PUBLISH is the send buffer's size minus this.
 ACK_ROOM = const(16)
 
+# Receive buffer bytes before messages can arrive: 16 acks a read.
+_RX_ACKS = const(64)
+
 # What receive() returns.
 MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
 DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
@@ -84,12 +87,20 @@ class Session:
         self.clean = clean
         self.keepalive = keepalive
         self.level = level
-        self.rx = c.Reader(size, level)
+        # Until messages can arrive (a subscription, or a session the broker
+        # keeps), only acks and CONNACK come in: a small receive buffer
+        # does; _rx_full() makes it size bytes.
+        self.size = size
+        self.rx = c.Reader(_RX_ACKS, level)
         self.tx = bytearray(size)
         self.t0 = 0
         self.t1 = 0
         self.offered = 0  # bytes a blocked write must be offered again (net.flush)
-        self.store = store if store is not None else MemoryStore()
+        # The default outbox is sized for a sensor that publishes a reading
+        # (under 128 bytes) every 10 s or slower: 16 messages ride out a
+        # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
+        # not MemoryStore()'s 4. Longer outages, and reboots: FileStore.
+        self.store = store if store is not None else MemoryStore(2048, 16)
         self.window = window
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)
@@ -175,11 +186,20 @@ class Session:
         self.error = None
         self.state = CONNECTING
         self.link += 1
+        if not self.clean or self.subs:
+            self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
                             w[3] if w else False, self.user, self.password, self.level)
+
+    def _rx_full(self):
+        # What is buffered moves along (a subscribe() can come mid-stream).
+        r = self.rx
+        if len(r.buf) < self.size:
+            self.rx = c.Reader(self.size, self.level)
+            self.rx.feed(r.mv[r.start:r.end])
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget
@@ -406,6 +426,7 @@ class Session:
         c._check_qos(qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
+        self._rx_full()
         self._fill(self.last_tx)
         return e
 
