@@ -2,11 +2,11 @@
 # its link state and its timers, in exact bytes (issue "Engine, round 2":
 # the defect each test guards is named in its comment).
 from holdfast import codec as c
-from holdfast.session import Session, MESSAGE, CONNECTED, FAILED, CONNECTING, OFFLINE
+from holdfast.session import Session, MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.backoff import Backoff
 from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
-from fakebroker import session, sent, feed, grant
+from fakebroker import session, sent, feed, grant, wire
 from support import raises
 
 PUB = c.PUBLISH
@@ -263,3 +263,34 @@ def test_an_invalid_filter_is_refused_before_it_is_registered_and_named():
     assert s.subs.list == [] and s.subs.gone == [] and sent(s) == []
     relink(s, False)  # nothing left behind to trip over
     assert s.state == CONNECTED
+
+
+def test_the_receive_buffer_grows_to_size_once_messages_can_arrive():
+    # Footprint: a client that only publishes gets acks and CONNACK, which
+    # a small buffer holds; a subscription (or a kept session) brings
+    # messages up to size bytes, so the buffer grows first.
+    s = session(size=512)
+    assert len(s.rx.buf) < 512
+    pid = s.publish(b"t", b"x", 1, False, 0)
+    sent(s)
+    ack = wire((c.PUBACK, pid))
+    s.rx.feed(ack[:3])  # half an ack is buffered when subscribe() comes
+    e = s.subscribe(b"in/#", 1)
+    assert len(s.rx.buf) == 512
+    assert sent(s)[0][0] == c.SUBSCRIBE
+    s.rx.feed(ack[3:])
+    assert s.receive(0) == DELIVERED and s.done_pid == pid
+    feed(s, (c.SUBACK, e[3], [1]))
+    big = b"m" * 400
+    feed(s, (PUB, b"in/a", big, 1, False, False, 9))
+    assert s.msg == big  # a message larger than the small buffer, whole
+    kept = session(size=512, clean=False)
+    assert len(kept.rx.buf) == 512  # a kept session may bring messages at once
+
+
+def test_the_default_outbox_holds_16_messages():
+    s = Session(b"d")
+    for i in range(16):
+        s.publish(b"t", b"%d" % i, 1, False, 0)
+    raises(OutboxFull, s.publish, b"t", b"16", 1, False, 0)
+    assert len(s.store) == 16
