@@ -92,7 +92,9 @@ class Session:
         # does; _rx_full() makes it size bytes.
         self.size = size
         self.rx = c.Reader(_RX_ACKS, level)
-        self.tx = bytearray(size)
+        # The send buffer is made by the first start(): after the first TCP
+        # (and TLS) handshake, whose peak it would otherwise add to.
+        self.tx = bytearray(0)
         self.t0 = 0
         self.t1 = 0
         self.offered = 0  # bytes a blocked write must be offered again (net.flush)
@@ -164,8 +166,8 @@ class Session:
 
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
-        if n > len(self.tx) - ACK_ROOM:
-            raise ValueError(c.why(_E_TX_FIT, n, len(self.tx), len(self.tx) - ACK_ROOM, ACK_ROOM))
+        if n > self.size - ACK_ROOM:
+            raise ValueError(c.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -186,6 +188,8 @@ class Session:
         self.error = None
         self.state = CONNECTING
         self.link += 1
+        if not len(self.tx):
+            self.tx = bytearray(self.size)
         if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
@@ -309,7 +313,7 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = c.publish_size(topic, len(payload), qos)
-        if n > len(self.tx) - ACK_ROOM:
+        if n > self.size - ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
             if self.room() - ACK_ROOM < n:

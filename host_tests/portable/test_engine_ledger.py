@@ -288,6 +288,18 @@ def test_the_receive_buffer_grows_to_size_once_messages_can_arrive():
     assert len(kept.rx.buf) == 512  # a kept session may bring messages at once
 
 
+def test_the_send_buffer_is_made_after_the_first_handshake():
+    # Footprint: on a board whose TLS allocates on the same heap, the
+    # handshake's peak does not carry the send buffer too. An offline
+    # publish is still checked against size.
+    s = Session(b"d", size=300)
+    assert len(s.tx) == 0
+    assert s.publish(b"t", b"x" * 200, 1, False, 0)
+    raises(ValueError, s.publish, b"t", b"x" * 290, 1, False, 0)
+    s.start(0)
+    assert len(s.tx) == 300 and sent(s)[0][0] == c.CONNECT
+
+
 def test_the_default_outbox_holds_16_messages():
     s = Session(b"d")
     for i in range(16):
