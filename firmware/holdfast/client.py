@@ -149,7 +149,7 @@ class MQTTClient(Front):
                 if self.sock:
                     self.poller.wait(left, self.s.t1 > self.s.t0)
                 else:
-                    _sleep_ms(max(1, min(left, self.backoff.wait_ms(now))))
+                    _sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
             self._raising = False
 
@@ -185,7 +185,7 @@ class MQTTClient(Front):
         try:
             if self._dialing is not None:
                 self._dial(now)
-            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and self.backoff.due(now):
+            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and not self._backoff_wait(now):
                 self._dialed_at = now
                 self._dialing = self._dialer()
                 self._dial(now)

@@ -4,7 +4,8 @@
 from holdfast import codec as c
 from holdfast.session import Session, MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
-from holdfast.backoff import Backoff
+from holdfast.client import MQTTClient
+from holdfast.compat import ticks_ms, ticks_add
 from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
 from fakebroker import session, sent, feed, grant, wire
 from support import raises
@@ -223,21 +224,25 @@ def test_a_broker_that_closes_instead_of_answering_connect_is_named():
 
 def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     # Defects 14 and 15.
-    b = Backoff(1000, 60000, 30000)
+    cl = MQTTClient(b"d", "127.0.0.1", keepalive=30, backoff_ms=(1000, 60000))
     for i in range(6):
-        b.failed(i)
-    assert b.delay == 32000
-    b.up(100000, 80000)
-    assert b.delay == 32000  # up 20 s: not yet
-    b.up(110000, 80000)
-    assert b.delay == 0
-    b.failed(0)
-    assert b.delay == 1000 and 500 <= b.at <= 1000
+        cl._failed(i, False)
+    assert cl.backoff == 32000
+    cl.s.state = CONNECTED  # as after CONNACK: the link is up since s.since
+    cl.s.since = ticks_add(ticks_ms(), -20000)
+    cl._housekeep()
+    assert cl.backoff == 32000  # up 20 s of the keepalive's 30: not yet
+    cl.s.since = ticks_add(ticks_ms(), -31000)
+    cl._housekeep()
+    assert cl.backoff == 0
+    cl._failed(0, False)
+    assert cl.backoff == 1000 and 500 <= cl.retry_at <= 1000
+    assert 0 < cl._backoff_wait(400) <= 600 and cl._backoff_wait(1000) == 0
     seen = set()
     for _ in range(20):
-        b.refused(0)
-        assert 30000 <= b.at <= 60000, b.at
-        seen.add(b.at)
+        cl._failed(0, True)
+        assert 30000 <= cl.retry_at <= 60000, cl.retry_at
+        seen.add(cl.retry_at)
     assert len(seen) > 1  # a refused fleet does not retry in lockstep
 
 
