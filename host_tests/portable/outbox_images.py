@@ -25,7 +25,7 @@ def scenario(st, traffic):
     st.release(b)
     for pid in (7, 3, 9, 11):
         st.hold(pid)
-    st.drop(3)
+    st.unhold(3)  # drop(3) in b689b0c: the same call, renamed
     window = []  # four messages in flight, acknowledged oldest first
     for i in range(traffic):
         window.append(st.put(b"k", b"k" * 40, 1, False, 4200 + i))
