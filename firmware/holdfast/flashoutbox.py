@@ -6,7 +6,7 @@
 from array import array
 from .compat import const
 from .errors import OutboxFull
-from .outlog import Log, unit_check, VERSION, UNIT, REC, M, H, S_REL
+from .outlog import Log, unit_check, VERSION, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states
@@ -21,7 +21,7 @@ class FlashStore(Log):
     readblocks/writeblocks with a byte offset).
 
     Records are programmed once into erased space; release(), done() and
-    drop() program one state byte of the record to 0 in place. Blocks are
+    unhold() program one state byte of the record to 0 in place. Blocks are
     used in ring order; the next block is erased only when nothing in it is
     pending any more. One block stays in reserve so the pending records of a
     block can be copied forward when the ring is full (OutboxFull if even
@@ -48,12 +48,10 @@ class FlashStore(Log):
         self._page = bytearray(prog) if prog > 1 else None
         self._zero = bytearray(1)
         self.erases = 0
-        n = self.n
-        self._bst = bytearray(n)
-        self._lcnt = array("H", [0] * n)
-        self._lbytes = array("i", [0] * n)
-        self._head = -1  # block being written
-        self._wp = self.bs  # where its next record goes
+        self._bst = bytearray(self.n)
+        self._live = array("i", [0] * self.n)  # block -> bytes of its live records
+        self._wunit = -1  # block being written
+        self._wpos = self.bs  # where its next record goes
         self._nseq = 1
         self._open()
 
@@ -89,18 +87,16 @@ class FlashStore(Log):
         self.erases += 1
         self.dev.ioctl(6, self.start + blk)
         self._bst[blk] = _BLANK
-        self._lcnt[blk] = 0
-        self._lbytes[blk] = 0
+        self._live[blk] = 0
 
     # -- recovery ----------------------------------------------------------------
 
     def _open(self):
         bs = self.bs
-        hv = self.bv[0:UNIT]
         used = []
         salvage = []
         for b in range(self.n):
-            self._rd(b, 0, hv)
+            self._rd(b, 0, self._unithead)
             u = unit_check(self.buf, _KIND)
             if u is None:
                 if self._nonff(b, 0, UNIT) < UNIT:
@@ -114,7 +110,6 @@ class FlashStore(Log):
             used.append((u[1], b, u[2]))
         # A block whose header is damaged but holds valid records is read as
         # the oldest part of the log.
-        self._any = False
         for b in salvage:
             self._any = False
             c = self.corrupt
@@ -125,70 +120,31 @@ class FlashStore(Log):
                 self._bst[b] = _USED
                 used.append((-1, b, 0))
         used.sort()
-        holds = []
-        last = [-1]
-        stale = []
-        self._scan_state = (holds, last, stale)
+        self._holds = []
         for seq, b, base in used:
-            if base - 1 > last[0]:
-                last[0] = base - 1
+            if base > self.tail:
+                self.tail = base
             if seq >= self._nseq:
                 self._nseq = seq + 1
             wp = self._scan(b, UNIT, bs, True, self._found)
             if seq >= 0:
-                self._head = b
-                self._wp = wp
-        self._scan_state = None
-        self._held(holds, last[0])
-        for i in range(self._n):
-            if self._st[i]:
-                u = self._unit[i]
-                self._lcnt[u] += 1
-                self._lbytes[u] += (REC + self._size[i] + 3) & ~3
-        for i in range(len(self._hpid)):
-            if self._hpid[i]:
-                b = self._hat[i] // bs
-                self._lcnt[b] += 1
-                self._lbytes[b] += REC
-        # Copies left behind by a compaction cut short: mark them done so
-        # they cannot come back once their newer copy is gone.
-        for b, p in stale:
-            self._prog(b, p + 11, self._zero)
+                self._wunit = b
+                self._wpos = wp
+        self._opened()
 
     def _probe(self, blk, pos, t, flags, blen, seq, pid, rel, done):
         if not done:
             self._any = True
 
-    def _found(self, blk, pos, t, flags, blen, seq, pid, rel, done):
-        holds, last, stale = self._scan_state
-        if t == M:
-            if seq > last[0]:
-                last[0] = seq
-            i = self._find(seq)
-            if i >= 0:
-                stale.append((self._unit[i], self._off[i]))  # an older copy of this message
-                if done:
-                    self._forget(i)
-            if not done:
-                self._scanned(seq, blk, pos, flags, blen, pid, rel)
-        elif t == H:
-            bs = self.bs
-            for i in range(len(holds)):
-                if holds[i][1] == pid:
-                    at = holds.pop(i)[2]
-                    stale.append((at // bs, at % bs))  # an older copy of this hold
-                    break
-            if not done:
-                holds.append([seq, pid, blk * bs + pos])
+    def _superseded(self, blk, pos):
+        # Marked done, so it cannot come back once its newer copy is gone.
+        self._prog(blk, pos + 11, self._zero)
 
     # -- space -------------------------------------------------------------------
 
-    def _usable(self, b):
-        s = self._bst[b]
-        return b != self._head and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._lcnt[b]))
-
     def _take(self, b):
-        """Makes block b (usable) the head: erased if needed, header programmed."""
+        """Makes block b (one with nothing live) the one written: erased if
+        needed, header programmed."""
         s = self._bst[b]
         if s == _USED or (s == _UNKNOWN and self._nonff(b, 0, self.bs) < self.bs):
             self._erase(b)
@@ -196,25 +152,25 @@ class FlashStore(Log):
         seq = self._nseq
         self._nseq = seq + 1
         self._unit_head(_KIND, seq, self.tail)
-        self._head = b
-        self._wp = self.bs
-        self._prog(b, 0, self._uv)
+        self._wunit = b
+        self._wpos = self.bs
+        self._prog(b, 0, self._unithead)
         self._bst[b] = _USED
-        self._lcnt[b] = 0
-        self._lbytes[b] = 0
-        self._wp = UNIT
+        self._live[b] = 0
+        self._wpos = UNIT
 
     def _advance(self, need):
-        """A head block with room for need more bytes. Every record, a held
-        id's too, leaves the reserve block for a compaction: taken by a
+        """A block to write with room for need more bytes. Every record, a
+        held id's too, leaves the reserve block for a compaction: taken by a
         record, it would leave put() no way to make room."""
         n = self.n
         first = -1
         count = 0
-        h = self._head if self._head >= 0 else n - 1
+        h = self._wunit if self._wunit >= 0 else n - 1
         for i in range(1, n + 1):
             b = (h + i) % n
-            if self._usable(b):
+            s = self._bst[b]
+            if b != self._wunit and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._live[b])):
                 count += 1
                 if first < 0:
                     first = b
@@ -226,132 +182,37 @@ class FlashStore(Log):
             # with the fewest live bytes into it, then erase that block.
             v = -1
             for b in range(n):
-                if self._bst[b] == _USED and self._lcnt[b] and (v < 0 or self._lbytes[b] < self._lbytes[v]):
+                if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
                     v = b
-            if v >= 0 and UNIT + self._lbytes[v] + need <= self.bs:
+            if v >= 0 and UNIT + self._live[v] + need <= self.bs:
                 self._take(first)
                 self._move(v)
                 self._erase(v)
                 return
-        raise OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
-                         % (len(self), self._nheld(), n, self.bs))
-
-    def _nheld(self):
-        c = 0
+        held = 0
         for p in self._hpid:
             if p:
-                c += 1
-        return c
+                held += 1
+        raise OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
+                         % (len(self), held, n, self.bs))
 
-    def _move(self, v):
-        """Copies block v's pending records to the head."""
-        b = self._head
-        for s in range(self._n):
-            k = self._key[s]
-            st = self._st[s]
-            if st and self._unit[s] == v:
-                n = self._size[s]
-                body = bytearray(n)
-                self._rd(v, self._off[s] + REC, body)
-                self._marker(M, k, self._pid[s], self._mflags(s), body)
-                p = self._wp
-                rec = (REC + n + 3) & ~3
-                self._wp = self.bs
-                self._prog(b, p, self.mb)
-                self._prog(b, p + REC, body)
-                self._wp = p + rec
-                self._unit[s] = b
-                self._off[s] = p
-                self._lcnt[b] += 1
-                self._lbytes[b] += rec
-        bs = self.bs
-        for i in range(len(self._hpid)):
-            if self._hpid[i] and self._hat[i] // bs == v:
-                self._hat[i] = b * bs + self._append(H, self._hord[i], self._hpid[i])
-                self._lcnt[b] += 1
-                self._lbytes[b] += REC
-        self._lcnt[v] = 0
-        self._lbytes[v] = 0
+    # -- the log -------------------------------------------------------------------
 
-    def _append(self, t, seq, pid):
-        """Programs a record without body at the head; returns its offset."""
-        if self._wp + REC > self.bs:
-            self._advance(REC)
-        self._marker(t, seq, pid)
-        p = self._wp
-        self._wp = self.bs  # if programming fails, nothing more goes in this block
-        self._prog(self._head, p, self.mb)
-        self._wp = p + REC
-        return p
-
-    # -- the interface -------------------------------------------------------------
-
-    def put(self, topic, payload, qos, retain, pid, deadline=0):
-        n = self._message(topic, payload, qos, retain, pid, deadline)
-        self._room(n)
+    def _append(self, n, parts, t):
         if UNIT + n > self.bs:
             raise OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
-        if self._head < 0 or self._wp + n > self.bs:
+        if self._wunit < 0 or self._wpos + n > self.bs:
             self._advance(n)
-        b = self._head
-        p = self._wp
-        self._wp = self.bs  # if programming fails, nothing more goes in this block
-        v = self._v
-        self._prog(b, p, v)
-        q = p + len(v)
-        self._prog(b, q, self._t)
-        q += len(self._t)
-        if qos:
-            self._prog(b, q, self.pb)
-            q += 2
-        self._prog(b, q, self._p)
-        if deadline:
-            self._prog(b, q + len(self._p), self.db)
-        self._wp = p + n
-        k = self.tail
-        self._add(b, p, pid, qos)
-        self._lcnt[b] += 1
-        self._lbytes[b] += n
-        self._t = self._p = None
-        return k
+        b = self._wunit
+        p = q = self._wpos
+        self._wpos = self.bs  # if programming fails, nothing more goes in this block
+        for x in parts:
+            if x:
+                self._prog(b, q, x)
+                q += len(x)
+        self._wpos = p + n  # the padding stays erased
+        return p
 
-    def release(self, key):
-        s = self._find(key)
-        if s >= 0:
-            self._st[s] |= S_REL
-            self._prog(self._unit[s], self._off[s] + 10, self._zero)
-
-    def done(self, key):
-        s = self._find(key)
-        if s >= 0:
-            b = self._unit[s]
-            self._forget(s)
-            self._lcnt[b] -= 1
-            self._lbytes[b] -= (REC + self._size[s] + 3) & ~3
-            self._prog(b, self._off[s] + 11, self._zero)
-
-    def get(self, key, buf, off):
-        s = self._find(key)
-        n = self._psize(s)
-        self._rd(self._unit[s], self._off[s] + REC, memoryview(buf)[off:off + n])
-        return off + n
-
-    def _hsave(self, i, pid, order):
-        try:
-            p = self._append(H, order, pid)
-        except OutboxFull:
-            self._hat[i] = -1  # in RAM only: no room
-            self.unsaved += 1
-            return
-        b = self._head
-        self._hat[i] = b * self.bs + p
-        self._lcnt[b] += 1
-        self._lbytes[b] += REC
-
-    def _unhold(self, i, strict):
-        at = self._hat[i]
-        if at >= 0:
-            b = at // self.bs
-            self._lcnt[b] -= 1
-            self._lbytes[b] -= REC
-            self._prog(b, at - b * self.bs + 11, self._zero)
+    def _mark(self, t, blk, pos, seq, pid):
+        self._prog(blk, pos + (10 if t == T_REL else 11), self._zero)
+        return True

@@ -124,7 +124,7 @@ def handled(s):
 def pubrel(s, pid):
     """The broker released an inbound QoS 2 message: forget its id, PUBCOMP."""
     try:
-        s.store.drop(pid)
+        s.store.unhold(pid)
     except OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
     s._ack(c.PUBCOMP, pid)

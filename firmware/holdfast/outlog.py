@@ -1,10 +1,15 @@
 # What the persistent outboxes (fileoutbox.FileStore, flashoutbox.FlashStore)
-# share: the record format, the CRC, the scan that rebuilds state after a
-# reboot, and the in-RAM index of pending messages and held inbound ids.
+# share: the record format and its CRC; the in-RAM index of pending messages
+# and held inbound ids, with the bytes of live records in each unit (segment
+# file, flash block); what put(), release(), done() and the held ids write;
+# copying a unit's live records forward; and the scan that rebuilds all of it
+# after a reboot. A backend only reads (_rd), appends a record to the unit it
+# writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
 from array import array
 from .compat import const
+from . import codec
 from .errors import OutboxFull
 from .store import Held
 
@@ -25,39 +30,31 @@ except ImportError:
     crc32 = crc32_soft
 
 
-def to_bytes(s):
-    if isinstance(s, str):
-        return s.encode()
-    return bytes(s) if isinstance(s, memoryview) else s
-
-
-VERSION = const(2)  # 2 added F_EXP; version 1 units are read as they are
-MAGIC = b"hfOB"
+VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
 UNIT = const(20)  # segment file / flash block header
 REC = const(16)  # record header
-# Record types
-M = const(0x4D)  # a stored PUBLISH: seq = key, body = the packet
-D = const(0x44)  # file log: message seq is done
-R = const(0x52)  # file log: message seq reached PUBREC
-H = const(0x48)  # inbound QoS 2 id held (pid)
-X = const(0x58)  # file log: held id dropped (pid)
-F_REL = const(4)  # M flags bit: written already released (a compacted copy)
-F_EXP = const(8)  # M flags bit: the body ends with a 4-byte deadline (wall-clock seconds)
-# Index state byte: bit 0 pending, bit 1 released, bits 2-3 QoS
-S_PEND = const(1)
-S_REL = const(2)
-S_EXP = const(16)  # has a deadline
-S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
+# Record types (a record's first byte)
+T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
+T_DONE = const(0x44)  # 'D' file log: message seq is done
+T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
+_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
+# Flags of a T_MSG record: bits 0-1 QoS, and
+_F_REL = const(4)  # written already released (a compaction copy)
+_F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
+# An index entry's state: its record's flags (with _F_REL once released), and
+_S_PEND = const(16)  # pending (0: a free entry)
+_S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
 _WRAP = const(1 << 28)  # bytes_written is counted in two small ints (no big int on 32-bit ports)
 
-_FMT = "<BBHIHBBI"  # type flags blen seq pid rel done crc
+_FMT = "<BBHIHBBI"  # type flags blen seq pid released done crc
 _UFMT = "<4sBBHIII"  # magic version kind reserved seq base crc
-FF = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")
+_MAGIC = b"hfOB"
 
 
 def unit_check(buf, kind):
     """(version, seq, base) of a header in buf[0:20], or None if it is not one."""
-    if buf[0:4] != MAGIC or buf[5] != kind:
+    if buf[0:4] != _MAGIC or buf[5] != kind:
         return None
     if crc32(memoryview(buf)[0:16]) != struct.unpack_from("<I", buf, 16)[0]:
         return None
@@ -80,35 +77,57 @@ def vote(b):
     return n < 4
 
 
+def _aligned(blen):
+    # Bytes a record with a body of blen bytes takes in its unit.
+    return (REC + blen + 3) & ~3
+
+
 class Log(Held):
-    """The part of the MemoryStore interface that lives in RAM, for the
-    persistent stores; subclasses write the log. Pending messages sit in
-    arrays sorted by key (puts append; a binary search finds a key): unit
-    (segment number or block), offset of the record, packet size, pid, state.
-    Up to `slots` messages may be pending, however far apart their keys.
-    Held inbound ids: the table of Held, plus where each one's H record is
-    (_hat: the subclass's position, -1 if in RAM only); an H record's seq is
-    its hold number, so the oldest stays oldest across copies and reboots."""
+    """The MemoryStore interface over a log of records (docs/outbox.md).
+
+    Pending messages sit in arrays sorted by key (puts append; a binary
+    search finds a key): the unit and offset of the record, its body length,
+    pid, deadline, topic hash, state. Up to `slots` messages may be pending,
+    however far apart their keys. Held inbound ids: the table of Held, plus
+    the unit and offset of each one's H record (unit -1: in RAM only); an H
+    record's seq is its hold number, so the oldest stays oldest across copies
+    and reboots. _live[unit]: bytes of the live records in a unit (the
+    subclass makes it, a dict or an array), 0 when it can go.
+
+    A subclass provides _live, _wunit / _wpos (the unit being written, -1
+    for none, and where its next record goes) and
+        _rd(unit, pos, mv) -> bytes read into mv
+        _append(n, parts, t) -> offset in _wunit of a record of n bytes (4
+            aligned) made of the buffers in parts (None: none); t its type,
+            0 for a compaction copy (made durable by _commit()). OutboxFull
+            when there is no room.
+        _mark(t, unit, pos, seq, pid) -> True once the record at pos is
+            recorded released (T_REL) or done (T_DONE, _T_UNHOLD; its live
+            bytes already taken off); False if there was no room.
+    """
 
     def __init__(self, slots, held, limit):
         Held.__init__(self, held)
-        self._hat = array("i", [0] * held)
+        self._hunit = array("i", [0] * held)
+        self._hpos = array("i", [0] * held)
         self._alloc(slots)
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
-        self.hb = bytearray(24)  # record header + PUBLISH fixed header + topic length
-        self._hv = [memoryview(self.hb)[0:n] for n in (20, 21, 22, 23)]
-        self.mb = bytearray(REC)  # marker / hold records
-        self.pb = bytearray(2)  # packet id
-        self.db = bytearray(4)  # deadline
-        self._v = self._t = self._p = None  # what put() writes
-        self._d = 0  # deadline of what put() writes
+        h = self._mhead = bytearray(23)  # record header + PUBLISH fixed header + topic length
+        self._mheads = [memoryview(h)[0:n] for n in (20, 21, 22, 23)]  # by the length's bytes
+        self._pidb = bytearray(2)
+        self._dlb = bytearray(4)  # a deadline
+        self._mparts = [None] * 5  # what put() appends: heads, topic, _pidb, payload, _dlb
+        self._rhead = bytearray(REC)  # a hold or marker record
+        self._rparts = (self._rhead,)
         self.buf = bytearray(64)  # scan / copy scratch
-        self.bv = memoryview(self.buf)
-        self._uv = self.bv[0:UNIT]  # a segment / block header in buf
-        self._v16 = self.bv[0:16]
-        self._vb = self.bv[REC:]
+        v = self._bufv = memoryview(self.buf)
+        self._unithead = v[0:UNIT]
+        self._buf16 = v[0:REC]
+        self._bufrest = v[REC:]
+        self._cparts = [self._buf16, None]  # a compaction copy: header, body
+        self._holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
@@ -168,20 +187,17 @@ class Log(Held):
             i += 1
         return -1
 
-    def last(self):
-        return self.tail - 1
-
     def pid(self, key):
         i = self._find(key)
         return self._pid[i] if i >= 0 else 0
 
     def qos(self, key):
         i = self._find(key)
-        return (self._st[i] >> 2) & 3 if i >= 0 else 0
+        return self._st[i] & 3 if i >= 0 else 0
 
     def released(self, key):
         i = self._find(key)
-        return i >= 0 and bool(self._st[i] & S_REL)
+        return i >= 0 and bool(self._st[i] & _F_REL)
 
     def size(self, key):
         i = self._find(key)
@@ -189,7 +205,7 @@ class Log(Held):
 
     def _psize(self, i):
         # The packet: the record body without its deadline.
-        return self._size[i] - 4 if self._st[i] & S_EXP else self._size[i]
+        return self._size[i] - 4 if self._st[i] & _F_EXP else self._size[i]
 
     def deadline(self, key):
         i = self._find(key)
@@ -197,15 +213,15 @@ class Log(Held):
 
     def find_topic(self, topic, after):
         """First pending key > after whose message has this topic, or -1."""
-        topic = to_bytes(topic)
+        topic = codec.to_bytes(topic)
         h = crc32(topic) & 0xFFFF
         i = self._at(after + 1)
         st = self._st
         while i < self._n:
             s = st[i]
-            if s and not (s & S_TH and self._th[i] != h) and self._topic_is(i, topic):
+            if s and not (s & _S_TH and self._th[i] != h) and self._topic_is(i, topic):
                 self._th[i] = h
-                st[i] = s | S_TH
+                st[i] = s | _S_TH
                 return self._key[i]
             i += 1
         return -1
@@ -214,7 +230,7 @@ class Log(Held):
         # Reads the topic out of the stored PUBLISH: fixed header, remaining
         # length (1-4 bytes), topic length, topic.
         b = self.buf
-        v = self.bv
+        v = self._bufv
         u = self._unit[i]
         p = self._off[i] + REC
         self._rd(u, p, v[0:7])
@@ -243,6 +259,17 @@ class Log(Held):
                 return True
         return False
 
+    def get(self, key, buf, off):
+        i = self._find(key)
+        if i < 0:
+            return off  # lost after a failed write
+        n = self._psize(i)
+        self._rd(self._unit[i], self._off[i] + REC, memoryview(buf)[off:off + n])
+        return off + n
+
+    def last(self):
+        return self.tail - 1
+
     def tick(self, now):
         """Time passes (ms): a store that groups its commits may commit now."""
 
@@ -250,11 +277,12 @@ class Log(Held):
         """Makes what was written durable; True if it is."""
         return True
 
+    def _commit(self):
+        """Makes the records appended so far durable (flash: they are)."""
+
     @property
     def bytes_written(self):
         return self._bwh * _WRAP + self._bw
-
-    # -- helpers for the subclasses --------------------------------------------
 
     def _wrote(self, n):
         n += self._bw
@@ -263,24 +291,208 @@ class Log(Held):
             self._bwh += 1
         self._bw = n
 
-    def _room(self, n):
-        """Checks there is room to index one more message of n record bytes."""
+    # -- what the calls write ------------------------------------------------------
+
+    def put(self, topic, payload, qos, retain, pid, deadline=0):
+        topic = codec.to_bytes(topic)
+        payload = codec.to_bytes(payload)
+        codec._check_qos(qos)
+        codec.check_topic(topic)
+        if qos:
+            codec._check_pid(pid)
+        h = self._mhead
+        rl = 2 + len(topic) + len(payload) + (2 if qos else 0)
+        j = codec.put_length(h, 17, rl)
+        blen = j - 16 + rl + (4 if deadline else 0)
+        if blen > 65535:
+            raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
+        n = _aligned(blen)
+        self._make_room(n)
+        h[16] = 0x30 | qos << 1 | (1 if retain else 0)
+        h[j] = len(topic) >> 8
+        h[j + 1] = len(topic) & 0xFF
+        flags = qos | (_F_EXP if deadline else 0)
+        struct.pack_into(_FMT, h, 0, T_MSG, flags, blen, self.tail, pid, 255, 255, 0)
+        parts = self._mparts
+        parts[0] = self._mheads[j - 18]
+        parts[1] = topic
+        parts[2] = None
+        parts[3] = payload
+        parts[4] = None
+        if qos:
+            parts[2] = self._pidb
+            self._pidb[0] = pid >> 8
+            self._pidb[1] = pid & 0xFF
+        if deadline:
+            parts[4] = self._dlb
+            struct.pack_into("<I", self._dlb, 0, deadline)
+        c = 0
+        for x in parts:
+            if x:
+                c = crc32(x, c)
+        struct.pack_into("<I", h, 12, c)
+        try:
+            p = self._append(n, parts, T_MSG)
+        finally:
+            parts[1] = parts[3] = None  # the caller's objects
+        k = self.tail
+        self.tail = k + 1
+        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND | _S_TH, deadline)
+        self._th[i] = crc32(topic) & 0xFFFF
+        return k
+
+    def _make_room(self, n):
+        """Room in the index for one more message of n record bytes, made by
+        closing the gaps done() left when it is full; OutboxFull if none."""
         if self.limit and self.bytes + n > self.limit:
-            self._t = self._p = None
             raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
                              % (self.bytes, self.limit, n))
-        if self._n == self.slots and self._squeeze() == self.slots:
-            self._t = self._p = None
+        if self._n == self.slots and self._close_gaps() == self.slots:
             raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
 
-    def _squeeze(self):
+    def release(self, key):
+        i = self._find(key)
+        if i >= 0:
+            if not self._mark(T_REL, self._unit[i], self._off[i], key, self._pid[i]):
+                raise OutboxFull("outbox full: no room to record that message %d reached PUBREC"
+                                 % self._pid[i])
+            self._st[i] |= _F_REL
+
+    def done(self, key):
+        i = self._find(key)
+        if i >= 0:
+            self._forget(i)
+            if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
+                self.unsaved += 1  # may come back after a reboot: at least once
+
+    def _log_hold(self, i, pid, order):
+        self._head(self._rhead, _T_HOLD, 0, order, pid)
+        try:
+            p = self._append(REC, self._rparts, _T_HOLD)
+        except OutboxFull:
+            self._hunit[i] = -1  # in RAM only: no room
+            self.unsaved += 1
+            return
+        u = self._hunit[i] = self._wunit
+        self._hpos[i] = p
+        self._live[u] += REC
+
+    def _end_hold(self, i, strict):
+        pid = self._hpid[i]
+        self._hpid[i] = 0
+        u = self._hunit[i]
+        if u < 0:
+            return
+        self._live[u] -= REC
+        if self._mark(_T_UNHOLD, u, self._hpos[i], 0, pid):
+            return
+        if strict:
+            self._hpid[i] = pid
+            self._live[u] += REC
+            raise OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
+        self.unsaved += 1  # in RAM only: its H record lives until its unit goes
+
+    def _head(self, b, t, flags, seq, pid, body=None):
+        """The header of a record in b (16 bytes) with its CRC; body: its
+        body, if it has one."""
+        struct.pack_into(_FMT, b, 0, t, flags, len(body) if body else 0, seq, pid, 255, 255, 0)
+        c = crc32(b)
+        if body:
+            c = crc32(body, c)
+        struct.pack_into("<I", b, 12, c)
+
+    def _unit_head(self, kind, seq, base):
+        """A segment / block header in self._unithead (self.buf[0:20])."""
+        struct.pack_into(_UFMT, self.buf, 0, _MAGIC, VERSION, kind, 0, seq, base, 0)
+        struct.pack_into("<I", self.buf, 16, crc32(self._buf16))
+
+    def _move(self, old):
+        """Copies the live records of unit old to _wunit (the caller made
+        room), a released message with the released flag; once the copies
+        are durable the index points at them, and old holds nothing live."""
+        new = self._wunit
+        parts = self._cparts
+        start = self._wpos
+        for write in (True, False):
+            if not write:
+                self._commit()
+            p = start
+            for i in range(self._n):
+                if self._st[i] and self._unit[i] == old:
+                    n = self._size[i]
+                    if write:
+                        body = bytearray(n)
+                        self._rd(old, self._off[i] + REC, body)
+                        self._head(self._buf16, T_MSG, self._st[i] & 15, self._key[i], self._pid[i], body)
+                        parts[1] = body
+                        self._append(_aligned(n), parts, 0)
+                        parts[1] = None
+                    else:
+                        self._unit[i] = new
+                        self._off[i] = p
+                    p += _aligned(n)
+            for i in range(len(self._hpid)):
+                if self._hpid[i] and self._hunit[i] == old:
+                    if write:
+                        self._head(self._buf16, _T_HOLD, 0, self._hord[i], self._hpid[i])
+                        self._append(REC, parts, 0)
+                    else:
+                        self._hunit[i] = new
+                        self._hpos[i] = p
+                    p += REC
+        self._live[new] += self._live[old]
+        self._live[old] = 0
+
+    # -- the index -----------------------------------------------------------------
+
+    def _index(self, key, unit, pos, blen, pid, state, deadline):
+        """Enters pending message key in the index, in key order (a put's is
+        the highest; a copy found by the scan may come after newer keys),
+        replacing an earlier copy of it. Returns its entry."""
+        i = self._at(key)
+        if i < self._n and self._key[i] == key:
+            if self._st[i]:
+                self._tally(i, -1)
+        else:
+            if self._n == self.slots and self._close_gaps() == self.slots:
+                self._grow(self.slots + 8)  # the scan found more than slots
+            i = self._at(key)
+            for j in range(self._n, i, -1):
+                self._copy_entry(j - 1, j)
+            self._n += 1
+        self._key[i] = key
+        self._unit[i] = unit
+        self._off[i] = pos
+        self._size[i] = blen
+        self._pid[i] = pid
+        self._dl[i] = deadline
+        self._th[i] = 0
+        self._st[i] = state
+        self._tally(i, 1)
+        self._ck = -1
+        return i
+
+    def _tally(self, i, sign):
+        # Entry i's record comes (sign 1) or goes (-1): counts, bytes, its unit's live bytes.
+        n = sign * _aligned(self._size[i])
+        self._count += sign
+        self.bytes += n
+        self._live[self._unit[i]] += n
+
+    def _forget(self, i):
+        self._tally(i, -1)
+        self._st[i] = 0
+        while self._n and not self._st[self._n - 1]:
+            self._n -= 1
+
+    def _close_gaps(self):
         """Closes the gaps done() left in the index; returns the entries left."""
         st = self._st
         j = 0
         for i in range(self._n):
             if st[i]:
                 if i != j:
-                    self._copy_slot(i, j)
+                    self._copy_entry(i, j)
                 j += 1
         for i in range(j, self._n):
             st[i] = 0
@@ -288,7 +500,7 @@ class Log(Held):
         self._ck = -1
         return j
 
-    def _copy_slot(self, i, j):
+    def _copy_entry(self, i, j):
         self._key[j] = self._key[i]
         self._unit[j] = self._unit[i]
         self._off[j] = self._off[i]
@@ -298,98 +510,18 @@ class Log(Held):
         self._th[j] = self._th[i]
         self._st[j] = self._st[i]
 
-    def _message(self, topic, payload, qos, retain, pid, deadline):
-        """Header of an M record for the next key in self.hb; returns the
-        aligned record length. What to write: self._v (the part of hb),
-        self._t (topic), self.pb if QoS > 0, self._p (payload), self.db if
-        self._d (a deadline)."""
-        topic = self._t = to_bytes(topic)
-        payload = self._p = to_bytes(payload)
-        if not topic or b"+" in topic or b"#" in topic:
-            raise ValueError("topic %r is empty or has a wildcard" % topic)
-        if not 0 <= qos <= 2:
-            raise ValueError("QoS %d is not 0, 1 or 2" % qos)
-        if qos and not 0 < pid < 65536:
-            raise ValueError("message id %d is outside 1..65535" % pid)
-        hb = self.hb
-        tlen = len(topic)
-        rl = 2 + tlen + len(payload) + (2 if qos else 0)
-        hb[16] = 0x30 | qos << 1 | (1 if retain else 0)
-        i = 17
-        x = rl
-        while True:
-            d = x & 0x7F
-            x >>= 7
-            if x:
-                hb[i] = d | 0x80
-                i += 1
-            else:
-                hb[i] = d
-                break
-        blen = i - 16 + 1 + rl + (4 if deadline else 0)
-        if blen > 65535 or i > 20:
-            raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
-        hb[i + 1] = tlen >> 8
-        hb[i + 2] = tlen & 0xFF
-        struct.pack_into(_FMT, hb, 0, M, qos | (F_EXP if deadline else 0), blen, self.tail, pid, 255, 255, 0)
-        v = self._v = self._hv[i - 17]
-        c = crc32(v)
-        c = crc32(topic, c)
-        if qos:
-            pb = self.pb
-            pb[0] = pid >> 8
-            pb[1] = pid & 0xFF
-            c = crc32(pb, c)
-        c = crc32(payload, c)
-        self._d = deadline
-        if deadline:
-            struct.pack_into("<I", self.db, 0, deadline)
-            c = crc32(self.db, c)
-        struct.pack_into("<I", hb, 12, c)
-        return (REC + blen + 3) & ~3
-
-    def _marker(self, t, seq, pid, flags=0, body=None):
-        """A record in self.mb: no body, or the given one (written after it)."""
-        mb = self.mb
-        struct.pack_into(_FMT, mb, 0, t, flags, len(body) if body else 0, seq, pid, 255, 255, 0)
-        c = crc32(mb)
-        if body:
-            c = crc32(body, c)
-        struct.pack_into("<I", mb, 12, c)
-
-    def _add(self, unit, off, pid, qos):
-        """Index the message put() just stored under key self.tail (room checked)."""
-        i = self._n
-        blen = self.hb[2] | self.hb[3] << 8
-        self._key[i] = self.tail
-        self._unit[i] = unit
-        self._off[i] = off
-        self._size[i] = blen
-        self._pid[i] = pid
-        self._dl[i] = self._d
-        self._th[i] = crc32(self._t) & 0xFFFF
-        self._st[i] = S_PEND | qos << 2 | S_TH | (S_EXP if self._d else 0)
-        self._n = i + 1
-        self._count += 1
-        self.bytes += (REC + blen + 3) & ~3
-        self.tail += 1
-
-    def _mflags(self, i):
-        """Flags of a copy of pending message i's M record."""
-        st = self._st[i]
-        return (st >> 2) & 3 | (F_REL if st & S_REL else 0) | (F_EXP if st & S_EXP else 0)
-
-    def _forget(self, i):
-        self._st[i] = 0
-        self._count -= 1
-        self.bytes -= (REC + self._size[i] + 3) & ~3
-        while self._n and not self._st[self._n - 1]:
-            self._n -= 1
-
-    def _unit_head(self, kind, seq, base):
-        """A segment / block header in self._uv (self.buf[0:20])."""
-        struct.pack_into(_UFMT, self.buf, 0, MAGIC, VERSION, kind, 0, seq, base, 0)
-        struct.pack_into("<I", self.buf, 16, crc32(self._v16))
+    def _grow(self, n):
+        # More messages pending than slots: the store was written with more.
+        old = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
+        k = self._n
+        c = self._count
+        self._alloc(n)
+        new = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
+        for a in range(len(old)):
+            for i in range(k):
+                new[a][i] = old[a][i]
+        self._n = k
+        self._count = c
 
     # -- recovery ----------------------------------------------------------------
 
@@ -399,8 +531,8 @@ class Log(Held):
         The header is left in self.buf[0:16] with its state bytes in
         self._rel / self._done."""
         b = self.buf
-        v = self.bv
-        h = self._v16  # the record header: REC bytes
+        v = self._bufv
+        h = self._buf16
         if self._rd(unit, p, h) < REC:
             return -1
         t = b[0]
@@ -410,10 +542,10 @@ class Log(Held):
                     return -1
             return 0
         blen = b[2] | b[3] << 8
-        if t == M:
+        if t == T_MSG:
             if blen < 4:
                 return -1
-        elif t == D or t == R or t == H or t == X:
+        elif t == T_DONE or t == T_REL or t == _T_HOLD or t == _T_UNHOLD:
             if blen:
                 return -1
         else:
@@ -428,7 +560,7 @@ class Log(Held):
         c = crc32(h)
         q = p + REC
         left = blen
-        body = self._vb  # the rest of buf: no slice made per full chunk
+        body = self._bufrest  # the rest of buf: no slice made per full chunk
         room = len(body)
         while left:
             n = left if left < room else room
@@ -440,11 +572,11 @@ class Log(Held):
             left -= n
         if c != crc:
             return -1
-        return (REC + blen + 3) & ~3
+        return _aligned(blen)
 
     def _nonff(self, unit, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end."""
-        v = self.bv
+        v = self._bufv
         b = self.buf
         while p < end:
             n = min(len(b), end - p)
@@ -496,60 +628,53 @@ class Log(Held):
             return good
         return end if damaged or p > end else p
 
-    def _scanned(self, key, unit, pos, flags, blen, pid, rel):
-        """The scan found the M record of pending message key: enters it in
-        the index, in key order (a compacted copy comes after newer keys in
-        the log), replacing an earlier copy. Nothing else is kept per
-        message, so booting takes no more heap with a long backlog."""
-        st = S_PEND | (flags & 3) << 2 | (S_REL if rel or flags & F_REL else 0)
-        d = 0
-        if flags & F_EXP:
-            st |= S_EXP
-            self._rd(unit, pos + REC + blen - 4, self.db)
-            d = u32(self.db, 0)
-        i = self._at(key)
-        if i < self._n and self._key[i] == key:
-            if self._st[i]:
-                self._count -= 1
-                self.bytes -= (REC + self._size[i] + 3) & ~3
+    def _found(self, unit, pos, t, flags, blen, seq, pid, rel, done):
+        """The scan's on(): a record, in log order. Later records of a key or
+        a held id supersede earlier ones. Each pending message goes straight
+        into the index; nothing else is kept per message, so booting takes
+        no more heap with a long backlog."""
+        if t == T_MSG:
+            if seq >= self.tail:
+                self.tail = seq + 1
+            i = self._find(seq)
+            if i >= 0:
+                self._superseded(self._unit[i], self._off[i])
+                if done:
+                    self._forget(i)
+            if not done:
+                d = 0
+                if flags & _F_EXP:
+                    self._rd(unit, pos + REC + blen - 4, self._dlb)
+                    d = u32(self._dlb, 0)
+                self._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
+        elif t == _T_HOLD or t == _T_UNHOLD:
+            holds = self._holds
+            for i in range(len(holds)):
+                if holds[i][1] == pid:
+                    h = holds.pop(i)
+                    self._superseded(h[2], h[3])
+                    break
+            if t == _T_HOLD and not done:
+                holds.append([seq, pid, unit, pos])
         else:
-            if self._n == self.slots and self._squeeze() == self.slots:
-                self._grow(self.slots + 8)
-            i = self._at(key)
-            for j in range(self._n, i, -1):
-                self._copy_slot(j - 1, j)
-            self._n += 1
-        self._key[i] = key
-        self._unit[i] = unit
-        self._off[i] = pos
-        self._size[i] = blen
-        self._pid[i] = pid
-        self._dl[i] = d
-        self._th[i] = 0
-        self._st[i] = st
-        self._count += 1
-        self.bytes += (REC + blen + 3) & ~3
-        self._ck = -1
+            i = self._find(seq)
+            if i >= 0:
+                if t == T_DONE:
+                    self._forget(i)
+                else:
+                    self._st[i] |= _F_REL
 
-    def _grow(self, n):
-        # More messages pending than slots: the store was written with more.
-        old = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        k = self._n
-        c = self._count
-        self._alloc(n)
-        new = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        for a in range(len(old)):
-            for i in range(k):
-                new[a][i] = old[a][i]
-        self._n = k
-        self._count = c
+    def _superseded(self, unit, pos):
+        """The scan found a later copy of the record at pos (a compaction cut
+        short before the old copy went). Files: nothing to do, the old
+        segment goes once nothing in it is live."""
 
-    def _held(self, holds, last):
-        """After the scan: the held inbound ids it found, [[hold number, pid,
-        position], ...] in log order, and the last key. A table smaller than
-        what the log holds (reopened with a smaller held) keeps the newest,
-        and counts the others in held_evicted."""
-        self.tail = last + 1
+    def _opened(self):
+        """After the scan: the held ids it found go into the table. One
+        smaller than what the log holds (reopened with a smaller held) keeps
+        the newest, and counts the others in held_evicted."""
+        holds = self._holds
+        self._holds = None
         while len(holds) > len(self._hpid):
             j = 0
             for k in range(1, len(holds)):
@@ -558,9 +683,11 @@ class Log(Held):
             holds.pop(j)
             self.held_evicted += 1
         for i in range(len(holds)):
-            n, pid, at = holds[i]
+            n, pid, u, p = holds[i]
             self._hpid[i] = pid
             self._hord[i] = n
-            self._hat[i] = at
+            self._hunit[i] = u
+            self._hpos[i] = p
+            self._live[u] += REC
             if n >= self._hnext:
                 self._hnext = n + 1

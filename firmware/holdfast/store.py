@@ -18,7 +18,7 @@ _E_FULL_BYTES = const(58)
 class Held:
     """The inbound QoS 2 ids held between PUBREC and PUBREL [MQTT-4.3.3-2],
     kept the same way by every store; a persistent one also records them
-    (_hsave, _unhold).
+    (_log_hold, _end_hold).
 
     An id forgotten before its PUBREL lets a copy the broker re-sends (DUP)
     through as a new message, so the table must hold as many ids as the
@@ -57,34 +57,33 @@ class Held:
             for j in range(1, len(o)):
                 if o[j] < o[i]:
                     i = j
-            self._unhold(i, False)
-            self._hpid[i] = 0
+            self._end_hold(i, False)
             self.held_evicted += 1
         n = self._hnext
         self._hnext = n + 1
-        self._hsave(i, pid, n)
+        self._log_hold(i, pid, n)
         self._hpid[i] = pid
         self._hord[i] = n
 
-    def drop(self, pid):
+    def unhold(self, pid):
         i = self._hfind(pid)
         if i >= 0:
-            self._unhold(i, True)
-            self._hpid[i] = 0
+            self._end_hold(i, True)
 
     def forget_held(self):
         h = self._hpid
         for i in range(len(h)):
             if h[i]:
-                self._unhold(i, False)
-                h[i] = 0
+                self._end_hold(i, False)
 
-    def _hsave(self, i, pid, order):
-        """Records that entry i holds pid (in RAM only here)."""
+    def _log_hold(self, i, pid, order):
+        """Records that entry i holds pid, the order-th hold (RAM only here)."""
 
-    def _unhold(self, i, strict):
-        """Records that entry i's id goes. strict (a drop): OutboxFull if
-        that cannot be recorded, so the broker repeats its PUBREL."""
+    def _end_hold(self, i, strict):
+        """Entry i's id goes (a persistent store records that). strict (an
+        unhold): OutboxFull if that cannot be recorded, the id still held,
+        so that the broker repeats its PUBREL."""
+        self._hpid[i] = 0
 
 
 class MemoryStore(Held):
@@ -108,7 +107,7 @@ class MemoryStore(Held):
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
-        hold(pid), held(pid), drop(pid), forget_held()   inbound QoS 2 ids
+        hold(pid), held(pid), unhold(pid), forget_held()   inbound QoS 2 ids
                             awaiting PUBREL (class Held; held_evicted counts
                             the ids a full table forgot)
         tick(now)           time passes (ms): a store that groups commits may commit

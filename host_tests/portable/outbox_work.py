@@ -10,8 +10,8 @@ power cut and the one that was running when it came (the "unsure" call):
     one exception: the done() cut mid-write may come back, once);
   - a released (PUBREC reached) message comes back released; the unsure
     release() may or may not have happened;
-  - held inbound ids are those whose hold() returned and drop() did not,
-    give or take the unsure hold()/drop();
+  - held inbound ids are those whose hold() returned and unhold() did not,
+    give or take the unsure hold()/unhold();
   - nothing else is pending, and last() is at least the highest key stored.
 With group commit (FileStore group=N) the puts since the last commit (the
 store's `uncommitted`) may be missing too, all or a newest part of them.
@@ -124,7 +124,7 @@ class Model:
                     if op[1] not in self.held:
                         self.held.append(op[1])
                 else:
-                    st.drop(op[1])
+                    st.unhold(op[1])
                     if op[1] in self.held:  # (a hold a power cut stopped)
                         self.held.remove(op[1])
             self.unsure = None

@@ -303,7 +303,7 @@ def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
         st.hold(1000)  # an inbound QoS 2 flow still waiting for its PUBREL
         for pid in range(1, 40):  # many short flows, each completed
             st.hold(pid)
-            st.drop(pid)
+            st.unhold(pid)
         assert st.held(1000), kind
         if kind in PERSISTENT:
             st = b.reopen(kind, st)

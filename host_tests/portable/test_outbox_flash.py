@@ -50,7 +50,8 @@ def _undone_is_pending(st, t):
     c = st.corrupt
     n = _undone(st)
     st.corrupt = c
-    assert n == len(st) + st._nheld(), (t, n, len(st), st._nheld())
+    held = len([p for p in st._hpid if p])
+    assert n == len(st) + held, (t, n, len(st), held)
 
 
 def _cuts(ops, blocks, prog, tag):

@@ -71,7 +71,7 @@ def _fill_then_evict(st, kind):
     each new id evicts the oldest: 1, then 3, 4, 5."""
     for pid in (1, 2, 3, 4):
         st.hold(pid)
-    st.drop(2)
+    st.unhold(2)
     st.hold(5)
     assert _held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
     st.hold(4)  # held already: neither a new entry nor younger
@@ -134,7 +134,7 @@ def test_order_survives_compaction_copies_and_a_reopen():
         st = s.fresh(kind, held=4, **kw)
         st.hold(9)
         st.hold(1)
-        st.drop(9)
+        st.unhold(9)
         st.hold(2)  # takes 9's entry, the first
         assert st._hfind(2) < st._hfind(1), kind
         keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps their unit in use meanwhile
@@ -143,12 +143,12 @@ def test_order_survives_compaction_copies_and_a_reopen():
             st.hold(pid)
         st.done(keep)
         i = st._hfind(1)
-        where = st._hat[i]
+        where = (st._hunit[i], st._hpos[i])
         for n in range(40):
             _traffic(st, 1)
-            if st._hat[i] != where:
+            if (st._hunit[i], st._hpos[i]) != where:
                 break
-        assert st._hat[i] != where, (kind, "no compaction copied the hold", where)
+        assert (st._hunit[i], st._hpos[i]) != where, (kind, "no compaction copied the hold", where)
         st = s.reopen(kind, st, held=4, **kw)
         assert _held(st, range(1, 10)) == [1, 2, 3, 4], kind
         _evicts_in_order(st, kind, [1, 2, 3, 4], 5)
@@ -172,7 +172,7 @@ def test_flash_holds_leave_the_reserve_block_for_compaction():
         for _ in range(32):  # a block's worth of hold records
             pid = pid % 60000 + 1
             st.hold(pid)
-            st.drop(pid)
+            st.unhold(pid)
     assert st.unsaved == 0 and st.held_evicted == 0, (st.unsaved, st.held_evicted)
     st = FlashStore(dev)
     assert len(st) == 3 and st.next(-1) == keys[0], (len(st), st.next(-1), keys)

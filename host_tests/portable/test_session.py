@@ -362,7 +362,7 @@ class _FullOnAck(MemoryStore):
     def release(self, key):
         raise OutboxFull("flash full")
 
-    def drop(self, pid):
+    def unhold(self, pid):
         raise OutboxFull("flash full")
 
 
