@@ -6,6 +6,7 @@ import json
 
 from scenario_support import RT, sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
 from holdfast import MQTTClient
+from holdfast.store import MemoryStore
 
 
 def pump(clients, until, ms=5000):
@@ -163,8 +164,10 @@ def publish_through_restart(host, port, tag, n=200):
     link has gone down: the restart lands while publishing, never after it.
     Reports what the outbox still held at the end."""
     n = int(n)
+    # The second half may all be published offline: an outbox with room for
+    # it (this is about what is lost, not about the outbox's size).
     pub = MQTTClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000,
-                     backoff_ms=(200, 1000))
+                     backoff_ms=(200, 1000), outbox=MemoryStore(8192, n))
     pub.connect(clean_session=False)
     for i in range(n):
         if i == n // 2:
@@ -209,7 +212,8 @@ def async_publish_through_restart(host, port, tag, n=200):
     from holdfast.aclient import AsyncClient
 
     async def run():
-        c = AsyncClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000, backoff_ms=(200, 1000))
+        c = AsyncClient(tag + "-pub", host, port, keepalive=5, timeout_ms=3000, backoff_ms=(200, 1000),
+                        outbox=MemoryStore(8192, int(n)))  # as publish_through_restart
         await c.connect(clean_session=False)
         for i in range(int(n)):
             if i == int(n) // 2:  # as publish_through_restart

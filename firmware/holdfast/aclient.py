@@ -216,8 +216,9 @@ class AsyncClient(Front):
             if self.s.state != OFFLINE or not self.reconnect:
                 await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
                 return
-            if not self.backoff.due(now):
-                await _sleep_ms(min(self.backoff.wait_ms(now), 1000))
+            wait = self._backoff_wait(now)
+            if wait:
+                await _sleep_ms(min(wait, 1000))
                 return
             await self._dial()
             return

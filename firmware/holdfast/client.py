@@ -17,7 +17,8 @@ class MQTTClient(Front):
     """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
 
     level=4 (3 for MQTT 3.1), size=1024 (tx and rx buffer bytes), window=16
-    (QoS 1/2 messages in flight), outbox (a store; RAM by default),
+    (QoS 1/2 messages in flight), outbox (a store; by default a RAM one
+    for 16 messages, 2 KB: MemoryStore(2048, 16)),
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
     views=False (callbacks get memoryviews valid during the call instead of
     bytes), timeout_ms=10000 (bound on every wait), reconnect=True,
@@ -148,7 +149,7 @@ class MQTTClient(Front):
                 if self.sock:
                     self.poller.wait(left, self.s.t1 > self.s.t0)
                 else:
-                    _sleep_ms(max(1, min(left, self.backoff.wait_ms(now))))
+                    _sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
             self._raising = False
 
@@ -184,7 +185,7 @@ class MQTTClient(Front):
         try:
             if self._dialing is not None:
                 self._dial(now)
-            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and self.backoff.due(now):
+            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and not self._backoff_wait(now):
                 self._dialed_at = now
                 self._dialing = self._dialer()
                 self._dial(now)

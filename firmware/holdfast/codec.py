@@ -5,7 +5,6 @@
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
 from .compat import const
-from .errors import MQTTProtocolError, PacketTooLarge
 
 CONNECT = const(1)
 CONNACK = const(2)
@@ -88,6 +87,12 @@ def inbound():
         import holdfast.inbound as m
         _inbound = m
     return _inbound
+
+
+def protocol_error(code, *args):
+    # The class loads with the first protocol error (errors.py says why).
+    from .errors import MQTTProtocolError
+    return MQTTProtocolError(why(code, *args))
 
 
 def to_bytes(s):
@@ -340,7 +345,7 @@ class Reader:
         return n
 
     def _err(self, code, *args):
-        raise MQTTProtocolError(why(code, *args))
+        raise protocol_error(code, *args)
 
     def _u16(self, i):
         return self.buf[i] << 8 | self.buf[i + 1]

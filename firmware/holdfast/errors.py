@@ -19,21 +19,6 @@ class MQTTError(Exception):
 MQTTException = MQTTError
 
 
-class MQTTProtocolError(MQTTError):
-    """The peer sent bytes that are not valid MQTT; the connection is dropped."""
-
-
-class PacketTooLarge(MQTTProtocolError):
-    """An inbound PUBLISH is larger than the receive buffer; it was skipped whole."""
-
-    def __init__(self, msg, type, length, pid, qos=0):
-        super().__init__(msg)
-        self.type = type
-        self.length = length
-        self.pid = pid
-        self.qos = qos
-
-
 class ConnectError(MQTTError):
     """The broker refused the connection (CONNACK return code 1..5)."""
 
@@ -41,10 +26,6 @@ class ConnectError(MQTTError):
         from .reasons import refused  # the words load only with a refusal
         super().__init__(refused(code))
         self.code = code
-
-
-class SubscribeError(MQTTError):
-    """The broker answered 0x80 (failure) for a subscription."""
 
 
 class OutboxFull(MQTTError):
@@ -60,18 +41,13 @@ class LinkDown(OSError):
     """The connection to the broker is lost or was found dead."""
 
 
-class Unreachable(OSError):
-    """The broker could not be reached: its name did not resolve, or the TCP
-    connect failed (refused, no route, timed out). args: the runtime's errno
-    when it gave a number (ECONNREFUSED is 111), then host:port and the
-    cause in words."""
-
-
-class TLSError(MQTTError):
-    """TLS could not be set up, or the handshake with the broker failed.
-    .reason: one word (docs/security.md); .cause: the runtime's exception."""
-
-    def __init__(self, reason, msg, cause=None):
-        super().__init__(msg)
-        self.reason = reason
-        self.cause = cause
+def __getattr__(name):
+    # The errors a running client rarely meets (MQTTProtocolError,
+    # PacketTooLarge, SubscribeError, Unreachable, TLSError) are in
+    # errmore.py: a class costs about 300 bytes of heap, so they load with
+    # the first `from .errors import` of one of them, where it is raised or
+    # caught. Not for dunder names: CPython's import looks up __path__.
+    if name[:2] == "__":
+        raise AttributeError(name)
+    from . import errmore
+    return getattr(errmore, name)

@@ -2,12 +2,17 @@
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
 # reach the application, what happens when the link goes down, the counters.
-from .compat import ticks_ms, ticks_diff, wall, const
+from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
 from . import net
 from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
-from .errors import TLSError, ConnectError, LinkDown, MQTTTimeout, SubscribeError, MQTTError
+from .errors import ConnectError, LinkDown, MQTTTimeout, MQTTError
 from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
-from .backoff import Backoff
+
+try:
+    from random import getrandbits
+except ImportError:  # pragma: no cover - every port has it
+    def getrandbits(n):
+        return ticks_ms() & ((1 << n) - 1)
 
 _SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
 
@@ -45,6 +50,7 @@ class Front:
             from .tls import context
             self.tls = context(ssl, ssl_params or {})
         elif ssl_params:
+            from .errors import TLSError
             raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
@@ -53,8 +59,13 @@ class Front:
         self.s.password = password
         self.sock = None
         self.timeout_ms = timeout_ms
-        # A link that stayed up a keepalive (a minute without one) resets the backoff.
-        self.backoff = Backoff(backoff_ms[0], backoff_ms[1], keepalive * 1000 or 60000)
+        # When to try the broker again: exponential backoff from backoff_ms[0]
+        # to backoff_ms[1], jittered (_failed); a link that stayed up a
+        # keepalive (a minute without one) starts it again from the shortest.
+        self.backoff_ms = backoff_ms
+        self.stable_ms = keepalive * 1000 or 60000
+        self.backoff = 0  # the current delay in ms (0: try at once)
+        self.retry_at = 0  # when the next attempt may start
         self.links = 0  # network connections opened (1 + reconnects)
         self.attempts = 0  # connections tried, failed ones too
         self.last_error = None  # why the link last went down, in words (kept after it is back up)
@@ -133,7 +144,7 @@ class Front:
             if err is None:
                 err = MQTTTimeout(why(_E_NO_CONNACK, self.s.connack_ms))
             raise err
-        self.backoff.reset()
+        self.backoff = 0
         return self.s.session_present
 
     def _answered(self, _):
@@ -182,6 +193,7 @@ class Front:
         if not arrived:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] == SUBACK_FAILURE:
+            from .errors import SubscribeError
             raise SubscribeError(why(_E_SUB_REFUSED, e[0]))
         return e[4]
 
@@ -198,8 +210,8 @@ class Front:
         s.store.tick(now)
         if s.next_expiry:
             s.expire(wall())
-        if s.state == CONNECTED:
-            self.backoff.up(now, s.since)
+        if s.state == CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
+            self.backoff = 0
 
     def _need_link(self):
         if not self.isconnected():
@@ -232,6 +244,7 @@ class Front:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 else:  # REFUSED
+                    from .errors import SubscribeError
                     self.restore_refused += s.subs.nrefused
                     self.last_error = SubscribeError(why(_E_RESTORE_REFUSED, s.subs.refused))
             except Exception as x:
@@ -283,7 +296,23 @@ class Front:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         self._close()
-        if isinstance(err, (ConnectError, TLSError)):  # will fail the same way again
-            self.backoff.refused(now)
-        else:
-            self.backoff.failed(now)
+        refused = isinstance(err, ConnectError)
+        if self.tls and not refused:  # TLSError is loaded: tls.py raises it
+            from .errors import TLSError
+            refused = isinstance(err, TLSError)
+        self._failed(now, refused)
+
+    def _failed(self, now, refused):
+        # The next attempt waits between half and all of the delay, so a
+        # fleet that lost its broker together does not come back in
+        # lockstep. A refusal (credentials, authorization, TLS) will come
+        # again: the longest delay, not a tight loop.
+        lo, hi = self.backoff_ms
+        d = hi if refused else min(hi, self.backoff * 2) if self.backoff else lo
+        self.backoff = d
+        half = d // 2
+        self.retry_at = ticks_add(now, half + getrandbits(16) % (half + 1))
+
+    def _backoff_wait(self, now):
+        # ms until the next attempt may start (0: it may now).
+        return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0

@@ -5,7 +5,7 @@
 # sensor that only publishes never carries it.
 from .compat import const
 from . import codec as c
-from .errors import OutboxFull, PacketTooLarge
+from .errors import OutboxFull
 from .filters import utf8_ok
 
 # Error reasons (reasons.py has the words).
@@ -78,6 +78,7 @@ def skip_big(r):
     k = min(r.skip, r.end - r.start)
     r.start += k
     r.skip -= k
+    from .errors import PacketTooLarge
     raise PacketTooLarge(c.why(_E_TOO_LARGE, c.PUBLISH, total, len(r.buf)), c.PUBLISH, total, pid,
                          (r.flags >> 1) & 3)
 

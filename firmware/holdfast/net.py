@@ -5,7 +5,6 @@ import socket
 import select
 from .compat import const
 from .codec import why
-from .errors import Unreachable
 
 _MP = hasattr(socket.socket, "readinto")
 _IPPROTO_TCP = const(6)
@@ -93,6 +92,7 @@ def open_socket(host, port, timeout_ms, tls=None):
     finally:
         c.close()
     if s is None:
+        from .errors import Unreachable
         raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
     return tls.secure(s, host, timeout_ms) if tls else s
 
@@ -102,6 +102,7 @@ def _unreachable(reason, e, host, port):
     # that did not resolve has none on MicroPython ("[addrinfo error -2]").
     n = e.args[0] if e.args else None
     words = why(reason, host, port) if reason == _E_REFUSED else why(reason, host, port, e)
+    from .errors import Unreachable
     return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 

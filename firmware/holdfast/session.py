@@ -20,7 +20,7 @@
 from array import array
 from .compat import ticks_diff, const
 from . import codec as c
-from .errors import MQTTProtocolError, PacketTooLarge, ConnectError, LinkDown, OutboxFull, MQTTTimeout
+from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
 from .store import MemoryStore
 
 # Link states.
@@ -40,6 +40,9 @@ _WAIT_PUBCOMP = const(3)
 # tx bytes kept free so an acknowledgement can always be queued: the usable
 # room for a PUBLISH is the send buffer's size minus this.
 ACK_ROOM = const(16)
+
+# Receive buffer bytes before messages can arrive: 16 acks a read.
+_RX_ACKS = const(64)
 
 # What receive() returns.
 MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
@@ -84,12 +87,22 @@ class Session:
         self.clean = clean
         self.keepalive = keepalive
         self.level = level
-        self.rx = c.Reader(size, level)
-        self.tx = bytearray(size)
+        # Until messages can arrive (a subscription, or a session the broker
+        # keeps), only acks and CONNACK come in: a small receive buffer
+        # does; _rx_full() makes it size bytes.
+        self.size = size
+        self.rx = c.Reader(_RX_ACKS, level)
+        # The send buffer is made by the first start(): after the first TCP
+        # (and TLS) handshake, whose peak it would otherwise add to.
+        self.tx = bytearray(0)
         self.t0 = 0
         self.t1 = 0
         self.offered = 0  # bytes a blocked write must be offered again (net.flush)
-        self.store = store if store is not None else MemoryStore()
+        # The default outbox is sized for a sensor that publishes a reading
+        # (under 128 bytes) every 10 s or slower: 16 messages ride out a
+        # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
+        # not MemoryStore()'s 4. Longer outages, and reboots: FileStore.
+        self.store = store if store is not None else MemoryStore(2048, 16)
         self.window = window
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)
@@ -153,8 +166,8 @@ class Session:
 
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
-        if n > len(self.tx) - ACK_ROOM:
-            raise ValueError(c.why(_E_TX_FIT, n, len(self.tx), len(self.tx) - ACK_ROOM, ACK_ROOM))
+        if n > self.size - ACK_ROOM:
+            raise ValueError(c.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -175,11 +188,22 @@ class Session:
         self.error = None
         self.state = CONNECTING
         self.link += 1
+        if not len(self.tx):
+            self.tx = bytearray(self.size)
+        if not self.clean or self.subs:
+            self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
                             w[3] if w else False, self.user, self.password, self.level)
+
+    def _rx_full(self):
+        # What is buffered moves along (a subscribe() can come mid-stream).
+        r = self.rx
+        if len(r.buf) < self.size:
+            self.rx = c.Reader(self.size, self.level)
+            self.rx.feed(r.mv[r.start:r.end])
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget
@@ -238,7 +262,7 @@ class Session:
         # The one reconciliation with the broker's session: what happens to
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
-            raise MQTTProtocolError(c.why(_E_CONNACK2))
+            raise c.protocol_error(_E_CONNACK2)
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -289,7 +313,7 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = c.publish_size(topic, len(payload), qos)
-        if n > len(self.tx) - ACK_ROOM:
+        if n > self.size - ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
             if self.room() - ACK_ROOM < n:
@@ -406,6 +430,7 @@ class Session:
         c._check_qos(qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
+        self._rx_full()
         self._fill(self.last_tx)
         return e
 
@@ -439,12 +464,13 @@ class Session:
                 self.last_rx = now
                 self.ping_at = -1
                 if self.state != CONNECTED and t != c.CONNACK:
-                    raise MQTTProtocolError(c.why(_E_EARLY, t))
+                    raise c.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
-            except PacketTooLarge as e:
-                c.inbound().too_large(self, e)
-                continue
-            except (MQTTProtocolError, ConnectError) as e:
+            except MQTTError as e:
+                from .errors import PacketTooLarge
+                if isinstance(e, PacketTooLarge):
+                    c.inbound().too_large(self, e)
+                    continue
                 self._fail(e)
             if ev:
                 return ev
@@ -486,7 +512,7 @@ class Session:
         elif t == c.CONNACK:
             self._connack(r, now)
         elif t != c.PINGRESP:
-            raise MQTTProtocolError(c.why(_E_UNEXPECTED, t))
+            raise c.protocol_error(_E_UNEXPECTED, t)
         return 0
 
     def handled(self):

@@ -5,7 +5,6 @@
 from array import array
 from .compat import const
 from . import codec as c
-from .errors import MQTTProtocolError
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
@@ -185,7 +184,7 @@ class Subs:
                     g[_GRANTED] = 0
                     self.gone.remove(g)
                     return True
-            raise MQTTProtocolError(c.why(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK"))
+            raise c.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
         self.nrefused = 0
         j = 0
         i = 0
@@ -196,7 +195,7 @@ class Subs:
                 i += 1
                 continue
             if j >= len(codes):
-                raise MQTTProtocolError(c.why(_E_SUBACK_COUNT, pid, len(codes)))
+                raise c.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
             g = codes[j]
             j += 1
             if g == c.SUBACK_FAILURE:
@@ -212,7 +211,7 @@ class Subs:
         if not j:
             for g in self.gone:
                 if g[_PID] == pid:
-                    raise MQTTProtocolError(c.why(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK"))
+                    raise c.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
         return True
 
 

@@ -6,7 +6,6 @@
 # and dropped after (a client builds its context once and reuses it across
 # reconnects). docs/security.md describes the parameters and every failure.
 import sys
-from .errors import TLSError  # noqa: F401  (documented as holdfast.tls.TLSError)
 
 
 class Context:

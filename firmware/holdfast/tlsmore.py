@@ -7,7 +7,7 @@
 import sys
 import ssl
 from binascii import a2b_base64
-from .errors import TLSError
+from . import errors  # errors.TLSError at a raise: the class loads only with a failure
 
 _MP = sys.implementation.name == "micropython"
 
@@ -21,11 +21,11 @@ def build(tls, params):
     is used as it is (only server_hostname may be given with it)."""
     for k in params:
         if k not in _KEYS:
-            raise TLSError("config", "unknown ssl_params key %r (known: %s)" % (k, ", ".join(_KEYS)))
+            raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)" % (k, ", ".join(_KEYS)))
     name = params.get("server_hostname")
     if tls is not True:
         if len(params) > (1 if name else 0):
-            raise TLSError("config", "ssl is an SSLContext: configure it directly; "
+            raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
                                      "ssl_params can only add server_hostname")
         return tls, name
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -53,7 +53,7 @@ def _load_ca(ctx, params, reqs):
         if reqs == ssl.CERT_NONE:
             return
         if _MP:
-            raise TLSError("config", "TLS verifies the broker: give ssl_params cafile or cadata "
+            raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or cadata "
                                      "(the CA that signed the broker's certificate)")
         ctx.load_default_certs()  # CPython only: the host's trust store
         return
@@ -67,7 +67,7 @@ def _load_ca(ctx, params, reqs):
         else:
             ctx.load_verify_locations(cadata=data.decode() if _pem(data) else data)
     except (OSError, ValueError) as e:
-        raise TLSError("config", "the CA certificate (cafile/cadata) could not be loaded: %s"
+        raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be loaded: %s"
                        % _detail(e), e)
 
 
@@ -79,7 +79,7 @@ def _load_cert(ctx, params):
     if certfile is None and keyfile is None and cert is None and key is None:
         return
     if (certfile is None and cert is None) or (keyfile is None and key is None):
-        raise TLSError("config", "a client certificate needs both a certificate "
+        raise errors.TLSError("config", "a client certificate needs both a certificate "
                                  "(certfile or cert) and its key (keyfile or key)")
     try:
         if _MP:
@@ -92,19 +92,19 @@ def _load_cert(ctx, params):
             ctx.load_cert_chain(cert, key)
         else:
             if certfile is None or keyfile is None:
-                raise TLSError("config", "CPython's ssl loads the client certificate and key "
+                raise errors.TLSError("config", "CPython's ssl loads the client certificate and key "
                                          "from files: give certfile and keyfile (PEM)")
             _path(certfile, "certfile")
             _path(keyfile, "keyfile")
             ctx.load_cert_chain(certfile, keyfile, password=_encrypted)
     except (OSError, ValueError) as e:
-        raise TLSError("config", "the client certificate or key could not be loaded "
+        raise errors.TLSError("config", "the client certificate or key could not be loaded "
                                  "(they must match each other): %s" % _detail(e), e)
 
 
 def _encrypted():
     # CPython asks for the key's passphrase through this (instead of a prompt).
-    raise TLSError("config", "the key is encrypted: store it unencrypted (docs/security.md)")
+    raise errors.TLSError("config", "the key is encrypted: store it unencrypted (docs/security.md)")
 
 
 def _pem(data):
@@ -137,7 +137,7 @@ def der_blocks(data, want=None):
             _encrypted()
         out.append((label, a2b_base64(body)))
     if not out:
-        raise TLSError("config", "no %s block in the PEM data" % (want or "PEM"))
+        raise errors.TLSError("config", "no %s block in the PEM data" % (want or "PEM"))
     return out
 
 
@@ -145,7 +145,7 @@ def _path(p, what):
     # Refuses certificate or key data passed where a path belongs, so that the
     # data never ends up in an error message (a file name is shown in errors).
     if not isinstance(p, str) or p.find("\n") >= 0 or p.find("-----") >= 0:
-        raise TLSError("config", "%s must be a file path (give the contents as %s)"
+        raise errors.TLSError("config", "%s must be a file path (give the contents as %s)"
                        % (what, "cadata" if what == "cafile" else what[:-4]))
 
 
@@ -155,7 +155,7 @@ def _read(p, what):
         with open(p, "rb") as f:
             return f.read()
     except OSError as e:
-        raise TLSError("config", "cannot read %s %r: %s" % (what, p, _detail(e)), e)
+        raise errors.TLSError("config", "cannot read %s %r: %s" % (what, p, _detail(e)), e)
 
 
 def _detail(e):
@@ -192,7 +192,7 @@ def explain(e, name):
     words = _WORDS[reason]
     if reason == "hostname":
         words = words % name
-    return TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
+    return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
 
 
 def _reason(e):

@@ -171,8 +171,8 @@ def test_reconnect_backoff_grows_and_is_capped():
         cl.check_msg()
         delays = []
         for _ in range(6):
-            delays.append(cl.backoff.delay)
-            rig.now = cl.backoff.at + 1
+            delays.append(cl.backoff)
+            rig.now = cl.retry_at + 1
             cl.check_msg()  # the opener refuses: no scripts left
         assert delays == [1000, 2000, 4000, 8000, 8000, 8000], delays
 

@@ -2,11 +2,12 @@
 # its link state and its timers, in exact bytes (issue "Engine, round 2":
 # the defect each test guards is named in its comment).
 from holdfast import codec as c
-from holdfast.session import Session, MESSAGE, CONNECTED, FAILED, CONNECTING, OFFLINE
+from holdfast.session import Session, MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
-from holdfast.backoff import Backoff
+from holdfast.client import MQTTClient
+from holdfast.compat import ticks_ms, ticks_add
 from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
-from fakebroker import session, sent, feed, grant
+from fakebroker import session, sent, feed, grant, wire
 from support import raises
 
 PUB = c.PUBLISH
@@ -223,21 +224,25 @@ def test_a_broker_that_closes_instead_of_answering_connect_is_named():
 
 def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     # Defects 14 and 15.
-    b = Backoff(1000, 60000, 30000)
+    cl = MQTTClient(b"d", "127.0.0.1", keepalive=30, backoff_ms=(1000, 60000))
     for i in range(6):
-        b.failed(i)
-    assert b.delay == 32000
-    b.up(100000, 80000)
-    assert b.delay == 32000  # up 20 s: not yet
-    b.up(110000, 80000)
-    assert b.delay == 0
-    b.failed(0)
-    assert b.delay == 1000 and 500 <= b.at <= 1000
+        cl._failed(i, False)
+    assert cl.backoff == 32000
+    cl.s.state = CONNECTED  # as after CONNACK: the link is up since s.since
+    cl.s.since = ticks_add(ticks_ms(), -20000)
+    cl._housekeep()
+    assert cl.backoff == 32000  # up 20 s of the keepalive's 30: not yet
+    cl.s.since = ticks_add(ticks_ms(), -31000)
+    cl._housekeep()
+    assert cl.backoff == 0
+    cl._failed(0, False)
+    assert cl.backoff == 1000 and 500 <= cl.retry_at <= 1000
+    assert 0 < cl._backoff_wait(400) <= 600 and cl._backoff_wait(1000) == 0
     seen = set()
     for _ in range(20):
-        b.refused(0)
-        assert 30000 <= b.at <= 60000, b.at
-        seen.add(b.at)
+        cl._failed(0, True)
+        assert 30000 <= cl.retry_at <= 60000, cl.retry_at
+        seen.add(cl.retry_at)
     assert len(seen) > 1  # a refused fleet does not retry in lockstep
 
 
@@ -263,3 +268,46 @@ def test_an_invalid_filter_is_refused_before_it_is_registered_and_named():
     assert s.subs.list == [] and s.subs.gone == [] and sent(s) == []
     relink(s, False)  # nothing left behind to trip over
     assert s.state == CONNECTED
+
+
+def test_the_receive_buffer_grows_to_size_once_messages_can_arrive():
+    # Footprint: a client that only publishes gets acks and CONNACK, which
+    # a small buffer holds; a subscription (or a kept session) brings
+    # messages up to size bytes, so the buffer grows first.
+    s = session(size=512)
+    assert len(s.rx.buf) < 512
+    pid = s.publish(b"t", b"x", 1, False, 0)
+    sent(s)
+    ack = wire((c.PUBACK, pid))
+    s.rx.feed(ack[:3])  # half an ack is buffered when subscribe() comes
+    e = s.subscribe(b"in/#", 1)
+    assert len(s.rx.buf) == 512
+    assert sent(s)[0][0] == c.SUBSCRIBE
+    s.rx.feed(ack[3:])
+    assert s.receive(0) == DELIVERED and s.done_pid == pid
+    feed(s, (c.SUBACK, e[3], [1]))
+    big = b"m" * 400
+    feed(s, (PUB, b"in/a", big, 1, False, False, 9))
+    assert s.msg == big  # a message larger than the small buffer, whole
+    kept = session(size=512, clean=False)
+    assert len(kept.rx.buf) == 512  # a kept session may bring messages at once
+
+
+def test_the_send_buffer_is_made_after_the_first_handshake():
+    # Footprint: on a board whose TLS allocates on the same heap, the
+    # handshake's peak does not carry the send buffer too. An offline
+    # publish is still checked against size.
+    s = Session(b"d", size=300)
+    assert len(s.tx) == 0
+    assert s.publish(b"t", b"x" * 200, 1, False, 0)
+    raises(ValueError, s.publish, b"t", b"x" * 290, 1, False, 0)
+    s.start(0)
+    assert len(s.tx) == 300 and sent(s)[0][0] == c.CONNECT
+
+
+def test_the_default_outbox_holds_16_messages():
+    s = Session(b"d")
+    for i in range(16):
+        s.publish(b"t", b"%d" % i, 1, False, 0)
+    raises(OutboxFull, s.publish, b"t", b"16", 1, False, 0)
+    assert len(s.store) == 16

@@ -1,0 +1,39 @@
+# The errors a running client rarely meets, loaded with the first use of
+# one (errors.py says why); `from holdfast.errors import X` finds them all.
+from .errors import MQTTError
+
+
+class MQTTProtocolError(MQTTError):
+    """The peer sent bytes that are not valid MQTT; the connection is dropped."""
+
+
+class PacketTooLarge(MQTTProtocolError):
+    """An inbound PUBLISH is larger than the receive buffer; it was skipped whole."""
+
+    def __init__(self, msg, type, length, pid, qos=0):
+        super().__init__(msg)
+        self.type = type
+        self.length = length
+        self.pid = pid
+        self.qos = qos
+
+
+class SubscribeError(MQTTError):
+    """The broker answered 0x80 (failure) for a subscription."""
+
+
+class Unreachable(OSError):
+    """The broker could not be reached: its name did not resolve, or the TCP
+    connect failed (refused, no route, timed out). args: the runtime's errno
+    when it gave a number (ECONNREFUSED is 111), then host:port and the
+    cause in words."""
+
+
+class TLSError(MQTTError):
+    """TLS could not be set up, or the handshake with the broker failed.
+    .reason: one word (docs/security.md); .cause: the runtime's exception."""
+
+    def __init__(self, reason, msg, cause=None):
+        super().__init__(msg)
+        self.reason = reason
+        self.cause = cause

@@ -1,0 +1,81 @@
+"""Every feature loads on first use (docs/footprint.md): a client that only
+publishes never carries the subscription side, the inbound path, the outbox
+policies, the words of errors or the rarer error classes; each arrives with
+the first call that needs it. Against the real mosquitto, in a fresh process
+under CPython and the MicroPython unix port (the modules a process holds are
+what it paid for)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fleet.mosquitto import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNTIMES = {"cpython": sys.executable,
+            "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
+
+# Modules only a feature beyond publishing loads.
+LATER = {"errmore", "filters", "inbound", "subs", "policy", "reasons", "tls", "tlsmore",
+         "outlog", "fileoutbox", "flashoutbox", "aclient", "broker"}
+
+SCRIPT = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+from holdfast import MQTTClient
+
+def loaded():
+    return sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+
+r = {}
+c = MQTTClient("lazy-probe", %(host)r, %(port)d, keepalive=30)
+c.connect()
+for i in range(5):
+    c.publish(b"lazy/t", b"reading %%d" %% i, False, 1)
+c.publish(b"lazy/t", b"qos0", False, 0)
+c.flush()
+r["publish"] = loaded()
+got = []
+c.set_callback(lambda t, m: got.append(bytes(m)))
+c.subscribe(b"lazy/in", 1)
+c.publish(b"lazy/in", b"back", False, 1)
+for i in range(20):  # each wait_msg() handles one packet: SUBACK, PUBACK, the message
+    if got:
+        break
+    c.wait_msg()
+r["got"] = [m.decode() for m in got]
+r["subscribe"] = loaded()
+c.disconnect()
+d = MQTTClient("lazy-probe2", %(host)r, %(dead)d, timeout_ms=2000)
+try:
+    d.connect()
+except OSError as e:
+    import holdfast.errors as he
+    r["unreachable"] = isinstance(e, he.Unreachable) and e.__class__ is he.Unreachable
+r["failed"] = loaded()
+print("RESULT " + json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_each_feature_loads_with_its_first_use(runtime, mosquitto):
+    code = SCRIPT % {"fw": os.path.join(ROOT, "firmware"), "host": mosquitto.host,
+                     "port": mosquitto.port, "dead": free_port()}
+    p = subprocess.run([RUNTIMES[runtime], "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    r = json.loads(lines[-1][7:])
+    # Publishing (QoS 0 and 1, acknowledged) loads none of the later modules.
+    assert not LATER & set(r["publish"]), r["publish"]
+    assert {"client", "front", "session", "codec", "store", "net"} <= set(r["publish"])
+    # A subscription and an inbound message bring their own, and only those.
+    assert r["got"] == ["back"], r
+    assert LATER & set(r["subscribe"]) == {"filters", "subs", "inbound"}, r["subscribe"]
+    # The first unreachable broker brings the rarer error classes, and the
+    # class raised is the one holdfast.errors names.
+    assert r["unreachable"] is True, r
+    assert "errmore" in r["failed"], r["failed"]
