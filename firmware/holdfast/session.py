@@ -48,6 +48,7 @@ _RX_ACKS = const(64)
 MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
 DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
+REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
@@ -91,7 +92,14 @@ class Session:
         # keeps), only acks and CONNACK come in: a small receive buffer
         # does; _rx_full() makes it size bytes.
         self.size = size
+        self.limit = size - ACK_ROOM  # the largest packet that may go out
         self.rx = c.Reader(_RX_ACKS, level)
+        # MQTT 5 (v5.py) loads only for level 5; session.v5 is that module.
+        self.v5 = None
+        if level == 5:
+            from . import v5
+            self.v5 = v5
+            v5.setup(self)
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to.
         self.tx = bytearray(0)
@@ -168,6 +176,8 @@ class Session:
         """Raises ValueError if an n-byte packet can never be queued."""
         if n > self.size - ACK_ROOM:
             raise ValueError(c.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
+        if n > self.limit:
+            self.v5.too_large(self, n)  # only an MQTT 5 broker sets a lower limit
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -193,6 +203,9 @@ class Session:
         if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
+        if self.v5:
+            self.t1 = self.v5.start(self)
+            return
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
@@ -202,7 +215,7 @@ class Session:
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            self.rx = c.Reader(self.size, self.level)
+            self.rx = (self.v5.Reader5 if self.v5 else c.Reader)(self.size, self.level)
             self.rx.feed(r.mv[r.start:r.end])
 
     def lost(self, state=-1):
@@ -263,6 +276,8 @@ class Session:
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
             raise c.protocol_error(_E_CONNACK2)
+        if self.v5:
+            self.v5.connack(self, r)
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -313,12 +328,12 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = c.publish_size(topic, len(payload), qos)
-        if n > self.size - ACK_ROOM:
+        if n > self.limit:
             self.fits(n)  # raises, with the words
         if not qos:
             if self.room() - ACK_ROOM < n:
                 return False
-            self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+            self.t1 = (self.v5 or c).publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
         st = self.store
         pid = self.new_pid()
@@ -344,7 +359,11 @@ class Session:
                 and self.room() - ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
-            self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
+            if self.v5:
+                self.t1 = self.v5.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1,
+                                          self.v5.left(deadline))
+            else:
+                self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
@@ -396,6 +415,8 @@ class Session:
                 self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
 
     def _resend(self, key, dup):
+        if self.v5:
+            return self.v5.resend(self, key, dup)
         start = self.t1
         self.t1 = self.store.get(key, self.tx, start)
         if dup and self.t1 > start:
@@ -413,7 +434,8 @@ class Session:
         self.inflight -= 1
         self.done_pid = self._pid[i]
         self._fill(now)
-        return DELIVERED
+        # MQTT 5: a reason code of 0x80 or more ends the flow undelivered
+        return REJECTED if self.v5 and self.rx.code >= 0x80 else DELIVERED
 
     # -- subscriptions -----------------------------------------------------------
 
@@ -426,7 +448,7 @@ class Session:
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()
-        self.fits(9 + len(flt))
+        self.fits(10 + len(flt))  # MQTT 5: one byte more
         c._check_qos(qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
@@ -441,7 +463,7 @@ class Session:
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()
-        self.fits(7 + len(flt))
+        self.fits(8 + len(flt))
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.remove(flt)
         self._fill(self.last_tx)
@@ -486,6 +508,8 @@ class Session:
                 return self._done(i, now)
         elif t == c.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
+            if i >= 0 and self.v5 and r.code >= 0x80:
+                return self._done(i, now)  # refused: no PUBREL
             if i >= 0:
                 k = self._key[i]
                 if not self.store.released(k):
@@ -511,6 +535,8 @@ class Session:
                 return REFUSED if self.subs.nrefused else 0
         elif t == c.CONNACK:
             self._connack(r, now)
+        elif t == c.DISCONNECT and self.v5:
+            self.v5.disconnected(self)
         elif t != c.PINGRESP:
             raise c.protocol_error(_E_UNEXPECTED, t)
         return 0

@@ -6,10 +6,11 @@
 # span of the properties, which get() and pairs() read). Loaded only by a
 # client made with level=5; a 3.1.1 client never carries it.
 from .compat import const
+from .compat import wall
 from .codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK,
-                    UNSUBSCRIBE, UNSUBACK, DISCONNECT, to_bytes, check_topic, filters, why, _header,
-                    _length_size, put_length, _u16, _str, _check_pid, _check_qos, _fit)
-from .errors import MQTTProtocolError
+                    UNSUBSCRIBE, UNSUBACK, PINGRESP, DISCONNECT, Reader, to_bytes, check_topic, filters,
+                    why, _header, _length_size, put_length, _u16, _str, _check_pid, _check_qos, _fit)
+from .errors import MQTTError, ConnectError, LinkDown
 
 # Property identifiers (MQTT 5.0 section 2.2.2.2).
 PAYLOAD_FORMAT = const(0x01)
@@ -112,21 +113,13 @@ _A_STR_LONG = const(24)
 _A_SUB_ID_OUT = const(25)
 
 
-class V5Error(MQTTProtocolError):
-    """An MQTT 5 packet broke the protocol. .code: the reason code to close
-    the link with (0x81 malformed packet, 0x82 protocol error)."""
-
-    def __init__(self, code, msg):
-        super().__init__(msg)
-        self.code = code
-
-
 def _words(n, args, code=-1):
     from .v5words import text  # the words load only with an error to explain
     return text(n, args, code)
 
 
 def _fail(code, n, *args):
+    from .errors import V5Error  # errmore.py: loads with the first error
     raise V5Error(code, _words(n, args, code))
 
 
@@ -598,8 +591,11 @@ def parse(r, type, flags, i, end):
             _code(r, b[i], type, _DISCONNECT_CODES)
         if end - i > 1:
             _whole(r, i + 1, end, type)
+    elif type == PINGRESP:
+        if end > i:
+            _fail(MALFORMED, _E_TRAILING, type, end - i)
     else:
-        r._parse(type, flags, i, end)  # PINGRESP, and what only a broker is sent
+        r._from_client(type, i, end)  # what only a broker is sent
 
 
 def _pid(b, i, end, type):
@@ -649,3 +645,155 @@ def parse_publish(r, flags, i, end):
     if empty and not find(b, r.p0, r.p1, TOPIC_ALIAS):
         _fail(PROTOCOL_ERROR, _E_TOPIC_EMPTY)
     r.payload = r.mv[j:end]
+
+
+# -- the session's part: session s (session.py calls these when s.v5) --------
+
+_ALIASES = const(8)  # Topic Alias Maximum we offer: inbound aliases kept per link
+_ACK_ROOM = const(16)  # session.ACK_ROOM
+_MORE = const(6)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry
+_E_ALIAS_RANGE = const(26)
+_E_ALIAS_UNKNOWN = const(27)
+_E_LIMIT = const(28)
+_E_REFUSED = const(29)
+_E_SERVER_GONE = const(30)
+_E_REJECTED = const(31)
+
+
+class Reader5(Reader):
+    """codec.Reader for MQTT 5: packets decoded by parse(), and the inbound
+    topic aliases of the link (a PUBLISH that sets one is remembered, one
+    that sends only the alias gets its topic back)."""
+
+    def reset(self):
+        Reader.reset(self)
+        self.aliases = [None] * _ALIASES
+
+    def _parse(self, type, flags, i, end):
+        parse(self, type, flags, i, end)
+        if type == PUBLISH:
+            at = find(self.buf, self.p0, self.p1, TOPIC_ALIAS)
+            if at:
+                a = _n16(self.buf, at)
+                if a > _ALIASES:
+                    _fail(0x94, _E_ALIAS_RANGE, a, _ALIASES)
+                if len(self.topic):
+                    self.aliases[a - 1] = bytes(self.topic)
+                elif self.aliases[a - 1] is None:
+                    _fail(PROTOCOL_ERROR, _E_ALIAS_UNKNOWN, a)
+                else:
+                    self.topic = self.aliases[a - 1]
+
+
+def setup(s):
+    """Session s speaks MQTT 5."""
+    s.rx = Reader5(len(s.rx.buf), 5)
+    s.expiry = 4294967295  # Session Expiry Interval when not clean: never
+
+
+def left(deadline):
+    """A deadline (wall-clock seconds, 0: none) as the Message Expiry
+    Interval that is left of it (None: none)."""
+    return max(0, deadline - wall()) if deadline else None
+
+
+def start(s):
+    """Session s's CONNECT: it can hold as many inbound QoS 1/2 messages as
+    its table of held ids, and take packets as large as its buffer. A
+    session that is not clean lasts until the broker is told otherwise (as
+    in 3.1.1: MQTT 5 would end it with the link)."""
+    props = ((RECEIVE_MAXIMUM, min(len(s.store._hpid), 65535)), (TOPIC_ALIAS_MAXIMUM, _ALIASES),
+             (MAXIMUM_PACKET_SIZE, s.size))
+    if not s.clean:  # s.expiry: seconds the broker keeps it after the link
+        props = ((SESSION_EXPIRY, s.expiry),) + props
+    w = s.will
+    return connect(s.tx, s.client_id, s.clean, s.keepalive, w[0] if w else None, w[1] if w else b"",
+                   w[2] if w else 0, w[3] if w else False, s.user, s.password, props)
+
+
+def connack(s, r):
+    """What the broker's CONNACK r says, obeyed by session s: a refusal in
+    words; how many QoS 1/2 messages it takes at once (the window), the
+    keepalive it wants, the client id it gave, the largest packet it takes."""
+    b = r.buf
+    p0 = r.p0
+    p1 = r.p1
+    why = get(b, REASON_STRING, None, p0, p1)
+    if r.code:
+        raise ConnectError(r.code, _words(_E_REFUSED, (words(r.code), _said(why))))
+    s.window = min(len(s._state), get(b, RECEIVE_MAXIMUM, 65535, p0, p1))
+    ka = get(b, SERVER_KEEP_ALIVE, -1, p0, p1)
+    if ka >= 0:
+        s.keepalive = ka
+        s.ping_timeout_ms = ka * 1000 or 30000
+    cid = get(b, ASSIGNED_CLIENT_ID, None, p0, p1)
+    if cid:
+        s.client_id = cid
+    s.limit = s.size - _ACK_ROOM
+    most = get(b, MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
+    if 0 < most < s.limit:
+        s.limit = most
+
+
+def _said(why):
+    return ": " + why.decode() if why else ""
+
+
+def too_large(s, n):
+    """Session s may not send an n-byte packet: the broker said so."""
+    raise ValueError(_words(_E_LIMIT, (n, s.limit + _MORE)))
+
+
+def resend(s, key, dup):
+    """Outbox message key into s.tx as an MQTT 5 PUBLISH, with what is left
+    of its expiry. The outbox keeps the 3.1.1 packet (what a 3.1.1 client
+    stores): it is read in a little after s.t1, then its header is written
+    again in front of the payload, which stays where it is."""
+    st = s.store
+    b = s.tx
+    size = st.size(key)
+    n = 1  # the stored packet's remaining length takes n bytes
+    while _length_size(size - 1 - n) != n:
+        n += 1
+    rl = size - 1 - n
+    expiry = left(st.deadline(key))
+    e = 0 if expiry is None else 5
+    m = _length_size(rl + 1 + e)
+    start = s.t1
+    k = start + m - n + 1 + e
+    if st.get(key, b, k) == k:
+        return  # lost by the store
+    b[start] = b[k] | (8 if dup else 0)
+    i = put_length(b, start + 1, rl + 1 + e)
+    j = k + 1 + n
+    for x in range(2 + _n16(b, j) + (2 if b[k] & 6 else 0)):  # topic and pid; i < j: forward is safe
+        b[i] = b[j]
+        i += 1
+        j += 1
+    b[i] = e
+    if e:
+        b[i + 1] = MESSAGE_EXPIRY
+        _u32(b, i + 2, expiry)
+    s.t1 = start + 1 + m + rl + 1 + e
+
+
+def disconnected(s):
+    """The broker closed the link with a DISCONNECT: why, in words."""
+    r = s.rx
+    s._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, DISCONNECT),
+                                              _said(get(r.buf, REASON_STRING, None, r.p0, r.p1))))))
+
+
+def rejected(f):
+    """Front f's QoS 1/2 message the broker refused (a PUBACK or PUBREC
+    with a reason code of 0x80 or more, or PUBCOMP's 0x92): counted in
+    f.rejected, said in f.last_error, and handed to f.on_rejected(pid,
+    code) if the application set one."""
+    s = f.s
+    r = s.rx
+    f.rejected = getattr(f, "rejected", 0) + 1
+    f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code),
+                                                   _said(get(r.buf, REASON_STRING, None, r.p0, r.p1)))))
+    cb = getattr(f, "on_rejected", None)
+    if cb:
+        cb(s.done_pid, r.code)

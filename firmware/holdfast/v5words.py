@@ -108,6 +108,12 @@ TEXT = (
     'subscription options %r: QoS 0..2, retain handling 0..2, bits 6 and 7 zero',  # A_OPTIONS
     'string of %d bytes is longer than 65535',  # A_STR_LONG
     'a Subscription Identifier on a PUBLISH is for a broker to add, not a client',  # A_SUB_ID_OUT
+    'PUBLISH with topic alias %d, above the %d this client offered',  # 26 session: ALIAS_RANGE
+    'PUBLISH with topic alias %d before any PUBLISH set it on this link',  # ALIAS_UNKNOWN
+    'a %d-byte packet is larger than the broker takes (its Maximum Packet Size: %d)',  # LIMIT
+    'connection refused: %s%s',  # REFUSED
+    'the broker closed the link: %s%s',  # SERVER_GONE
+    'message %d refused by the broker: %s%s',  # REJECTED
 )
 
 

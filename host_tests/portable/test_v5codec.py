@@ -7,7 +7,7 @@ import sys
 
 from holdfast import codec as c
 from holdfast import v5
-from holdfast.v5 import V5Error
+from holdfast.errors import V5Error
 from support import raises
 
 BUF = bytearray(300)
