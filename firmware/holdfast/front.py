@@ -53,8 +53,11 @@ class Front:
             from .errors import TLSError
             raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
-        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
-                         when_full == "drop_oldest", timeout_ms)
+        S = Session
+        if level == 5:  # MQTT 5 loads only here
+            from .v5 import Session5 as S
+        self.s = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
+                   when_full == "drop_oldest", timeout_ms)
         self.s.user = user
         self.s.password = password
         self.sock = None

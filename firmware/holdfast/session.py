@@ -65,7 +65,7 @@ _E_TX_STALLED = const(61)
 
 
 class Session:
-    """One client's MQTT session.
+    """One client's MQTT session (MQTT 5: v5.Session5).
 
     receive() returns MESSAGE, DELIVERED or REFUSED, one event at a time;
     the shell hands each to the application and, for MESSAGE, calls
@@ -81,6 +81,8 @@ class Session:
     allows; counted in overflowed, expired and replaced.
     """
 
+    v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
                  connack_ms=10000):
@@ -92,14 +94,7 @@ class Session:
         # keeps), only acks and CONNACK come in: a small receive buffer
         # does; _rx_full() makes it size bytes.
         self.size = size
-        self.limit = size - ACK_ROOM  # the largest packet that may go out
         self.rx = c.Reader(_RX_ACKS, level)
-        # MQTT 5 (v5.py) loads only for level 5; session.v5 is that module.
-        self.v5 = None
-        if level == 5:
-            from . import v5
-            self.v5 = v5
-            v5.setup(self)
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to.
         self.tx = bytearray(0)
@@ -176,8 +171,6 @@ class Session:
         """Raises ValueError if an n-byte packet can never be queued."""
         if n > self.size - ACK_ROOM:
             raise ValueError(c.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
-        if n > self.limit:
-            self.v5.too_large(self, n)  # only an MQTT 5 broker sets a lower limit
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -215,7 +208,7 @@ class Session:
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            self.rx = (self.v5.Reader5 if self.v5 else c.Reader)(self.size, self.level)
+            self.rx = type(r)(self.size, self.level)  # an MQTT 5 one stays one
             self.rx.feed(r.mv[r.start:r.end])
 
     def lost(self, state=-1):
@@ -276,8 +269,6 @@ class Session:
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
             raise c.protocol_error(_E_CONNACK2)
-        if self.v5:
-            self.v5.connack(self, r)
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -328,7 +319,7 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = c.publish_size(topic, len(payload), qos)
-        if n > self.limit:
+        if n > self.size - ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
             if self.room() - ACK_ROOM < n:
@@ -415,8 +406,6 @@ class Session:
                 self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
 
     def _resend(self, key, dup):
-        if self.v5:
-            return self.v5.resend(self, key, dup)
         start = self.t1
         self.t1 = self.store.get(key, self.tx, start)
         if dup and self.t1 > start:
@@ -434,8 +423,7 @@ class Session:
         self.inflight -= 1
         self.done_pid = self._pid[i]
         self._fill(now)
-        # MQTT 5: a reason code of 0x80 or more ends the flow undelivered
-        return REJECTED if self.v5 and self.rx.code >= 0x80 else DELIVERED
+        return DELIVERED
 
     # -- subscriptions -----------------------------------------------------------
 
@@ -508,8 +496,6 @@ class Session:
                 return self._done(i, now)
         elif t == c.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
-            if i >= 0 and self.v5 and r.code >= 0x80:
-                return self._done(i, now)  # refused: no PUBREL
             if i >= 0:
                 k = self._key[i]
                 if not self.store.released(k):
@@ -535,8 +521,6 @@ class Session:
                 return REFUSED if self.subs.nrefused else 0
         elif t == c.CONNACK:
             self._connack(r, now)
-        elif t == c.DISCONNECT and self.v5:
-            self.v5.disconnected(self)
         elif t != c.PINGRESP:
             raise c.protocol_error(_E_UNEXPECTED, t)
         return 0

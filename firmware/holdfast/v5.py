@@ -11,6 +11,7 @@ from .codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, 
                     UNSUBSCRIBE, UNSUBACK, PINGRESP, DISCONNECT, Reader, to_bytes, check_topic, filters,
                     why, _header, _length_size, put_length, _u16, _str, _check_pid, _check_qos, _fit)
 from .errors import MQTTError, ConnectError, LinkDown
+from .session import Session, ACK_ROOM, CONNECTING, REJECTED
 
 # Property identifiers (MQTT 5.0 section 2.2.2.2).
 PAYLOAD_FORMAT = const(0x01)
@@ -647,10 +648,10 @@ def parse_publish(r, flags, i, end):
     r.payload = r.mv[j:end]
 
 
-# -- the session's part: session s (session.py calls these when s.v5) --------
+# -- the session's part: Session5 --------------------------------------------
 
 _ALIASES = const(8)  # Topic Alias Maximum we offer: inbound aliases kept per link
-_ACK_ROOM = const(16)  # session.ACK_ROOM
+_WAIT_PUBREC = const(2)  # session.py's slot state
 _MORE = const(6)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry
 _E_ALIAS_RANGE = const(26)
 _E_ALIAS_UNKNOWN = const(27)
@@ -685,10 +686,102 @@ class Reader5(Reader):
                     self.topic = self.aliases[a - 1]
 
 
-def setup(s):
-    """Session s speaks MQTT 5."""
-    s.rx = Reader5(len(s.rx.buf), 5)
-    s.expiry = 4294967295  # Session Expiry Interval when not clean: never
+class Session5(Session):
+    """session.Session speaking MQTT 5 (Front makes one for level=5): what
+    CONNACK says is obeyed, refused messages are REJECTED events, a
+    DISCONNECT from the broker says why. expiry: the Session Expiry
+    Interval a session that is not clean asks for (never ends, as in 3.1.1:
+    MQTT 5 would end it with the link)."""
+
+    def __init__(self, *args):
+        Session.__init__(self, *args)
+        from . import v5
+        self.v5 = v5  # what Session's own MQTT 5 branches call
+        self.rx = Reader5(len(self.rx.buf), 5)
+        self.limit = self.size - ACK_ROOM  # the largest packet that may go out
+        self.expiry = 4294967295
+
+    def fits(self, n):
+        Session.fits(self, n)
+        if n > self.limit:
+            raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
+
+    def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
+        n = publish_size(topic, len(payload), qos)
+        if n > self.limit:
+            self.fits(n)
+        return Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
+
+    def _connack(self, r, now):
+        # What the broker's CONNACK says: a refusal in words; how many QoS
+        # 1/2 messages it takes at once (the window), the keepalive it
+        # wants, the client id it gave, the largest packet it takes.
+        if self.state == CONNECTING:
+            b = r.buf
+            p0 = r.p0
+            p1 = r.p1
+            if r.code:
+                raise ConnectError(r.code, _words(_E_REFUSED, (words(r.code), _said(r))))
+            self.window = min(len(self._state), get(b, RECEIVE_MAXIMUM, 65535, p0, p1))
+            ka = get(b, SERVER_KEEP_ALIVE, -1, p0, p1)
+            if ka >= 0:
+                self.keepalive = ka
+                self.ping_timeout_ms = ka * 1000 or 30000
+            cid = get(b, ASSIGNED_CLIENT_ID, None, p0, p1)
+            if cid:
+                self.client_id = cid
+            self.limit = self.size - ACK_ROOM
+            most = get(b, MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
+            if 0 < most < self.limit:
+                self.limit = most
+        Session._connack(self, r, now)
+
+    def _resend(self, key, dup):
+        # Outbox message key as an MQTT 5 PUBLISH, with what is left of its
+        # expiry. The outbox keeps the 3.1.1 packet (what a 3.1.1 client
+        # stores): it is read in a little after t1, then its header is
+        # written again in front of the payload, which stays where it is.
+        st = self.store
+        b = self.tx
+        size = st.size(key)
+        n = 1  # the stored packet's remaining length takes n bytes
+        while _length_size(size - 1 - n) != n:
+            n += 1
+        rl = size - 1 - n
+        expiry = left(st.deadline(key))
+        e = 0 if expiry is None else 5
+        m = _length_size(rl + 1 + e)
+        start = self.t1
+        k = start + m - n + 1 + e
+        if st.get(key, b, k) == k:
+            return  # lost by the store
+        b[start] = b[k] | (8 if dup else 0)
+        i = put_length(b, start + 1, rl + 1 + e)
+        j = k + 1 + n
+        for x in range(2 + _n16(b, j) + (2 if b[k] & 6 else 0)):  # topic and pid; i < j: forward is safe
+            b[i] = b[j]
+            i += 1
+            j += 1
+        b[i] = e
+        if e:
+            b[i + 1] = MESSAGE_EXPIRY
+            _u32(b, i + 2, expiry)
+        self.t1 = start + 1 + m + rl + 1 + e
+
+    def _done(self, i, now):
+        # A reason code of 0x80 or more ends the flow undelivered.
+        e = Session._done(self, i, now)
+        return REJECTED if self.rx.code >= 0x80 else e
+
+    def _handle(self, t, now):
+        r = self.rx
+        if t == PUBREC and r.code >= 0x80:
+            i = self._slot(r.pid, _WAIT_PUBREC)
+            if i >= 0:
+                return self._done(i, now)  # refused: no PUBREL
+        if t == DISCONNECT:
+            self._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, DISCONNECT), _said(r)))))
+        return Session._handle(self, t, now)
 
 
 def left(deadline):
@@ -711,77 +804,10 @@ def start(s):
                    w[2] if w else 0, w[3] if w else False, s.user, s.password, props)
 
 
-def connack(s, r):
-    """What the broker's CONNACK r says, obeyed by session s: a refusal in
-    words; how many QoS 1/2 messages it takes at once (the window), the
-    keepalive it wants, the client id it gave, the largest packet it takes."""
-    b = r.buf
-    p0 = r.p0
-    p1 = r.p1
-    why = get(b, REASON_STRING, None, p0, p1)
-    if r.code:
-        raise ConnectError(r.code, _words(_E_REFUSED, (words(r.code), _said(why))))
-    s.window = min(len(s._state), get(b, RECEIVE_MAXIMUM, 65535, p0, p1))
-    ka = get(b, SERVER_KEEP_ALIVE, -1, p0, p1)
-    if ka >= 0:
-        s.keepalive = ka
-        s.ping_timeout_ms = ka * 1000 or 30000
-    cid = get(b, ASSIGNED_CLIENT_ID, None, p0, p1)
-    if cid:
-        s.client_id = cid
-    s.limit = s.size - _ACK_ROOM
-    most = get(b, MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
-    if 0 < most < s.limit:
-        s.limit = most
-
-
-def _said(why):
+def _said(r):
+    # The Reason String of reader r's packet, if it has one.
+    why = get(r.buf, REASON_STRING, None, r.p0, r.p1)
     return ": " + why.decode() if why else ""
-
-
-def too_large(s, n):
-    """Session s may not send an n-byte packet: the broker said so."""
-    raise ValueError(_words(_E_LIMIT, (n, s.limit + _MORE)))
-
-
-def resend(s, key, dup):
-    """Outbox message key into s.tx as an MQTT 5 PUBLISH, with what is left
-    of its expiry. The outbox keeps the 3.1.1 packet (what a 3.1.1 client
-    stores): it is read in a little after s.t1, then its header is written
-    again in front of the payload, which stays where it is."""
-    st = s.store
-    b = s.tx
-    size = st.size(key)
-    n = 1  # the stored packet's remaining length takes n bytes
-    while _length_size(size - 1 - n) != n:
-        n += 1
-    rl = size - 1 - n
-    expiry = left(st.deadline(key))
-    e = 0 if expiry is None else 5
-    m = _length_size(rl + 1 + e)
-    start = s.t1
-    k = start + m - n + 1 + e
-    if st.get(key, b, k) == k:
-        return  # lost by the store
-    b[start] = b[k] | (8 if dup else 0)
-    i = put_length(b, start + 1, rl + 1 + e)
-    j = k + 1 + n
-    for x in range(2 + _n16(b, j) + (2 if b[k] & 6 else 0)):  # topic and pid; i < j: forward is safe
-        b[i] = b[j]
-        i += 1
-        j += 1
-    b[i] = e
-    if e:
-        b[i + 1] = MESSAGE_EXPIRY
-        _u32(b, i + 2, expiry)
-    s.t1 = start + 1 + m + rl + 1 + e
-
-
-def disconnected(s):
-    """The broker closed the link with a DISCONNECT: why, in words."""
-    r = s.rx
-    s._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, DISCONNECT),
-                                              _said(get(r.buf, REASON_STRING, None, r.p0, r.p1))))))
 
 
 def rejected(f):
@@ -792,8 +818,7 @@ def rejected(f):
     s = f.s
     r = s.rx
     f.rejected = getattr(f, "rejected", 0) + 1
-    f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code),
-                                                   _said(get(r.buf, REASON_STRING, None, r.p0, r.p1)))))
+    f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code), _said(r))))
     cb = getattr(f, "on_rejected", None)
     if cb:
         cb(s.done_pid, r.code)
