@@ -312,7 +312,7 @@ def test_inbound_properties_are_skipped_and_aliases_resolved(runtime, peer):
 # -- (e) Message Expiry Interval, counted down while stored --------------------
 
 EXPIRY = """
-import holdfast.v5session as v5
+import holdfast.v5 as v5
 c = MQTTClient("v5-exp", HOST, PORT, level=5, reconnect=False)
 c.publish(b"t", b"stored", False, 1, expiry=60)  # offline: into the outbox
 real = v5.wall
@@ -434,7 +434,7 @@ def test_round_trip_through_both_brokers(runtime, name, request):
 
 
 STORED = """
-import holdfast.v5session as v5
+import holdfast.v5 as v5
 c = MQTTClient("v5-stored", HOST, PORT, level=5)
 c.publish(b"v5exp/t", b"late", False, 1, expiry=60)
 real = v5.wall

@@ -55,7 +55,7 @@ class Front:
         self.port = port or (8883 if self.tls else 1883)
         S = Session
         if level == 5:  # MQTT 5 loads only here
-            from .v5session import Session5 as S
+            from .v5 import Session5 as S
         self.s = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
                    when_full == "drop_oldest", timeout_ms)
         self.s.user = user

@@ -81,7 +81,7 @@ class Session:
     allows; counted in overflowed, expired and replaced.
     """
 
-    v5 = None  # in Session5 (MQTT 5): the v5session module, what the branches below call
+    v5 = None  # MQTT 5's encoders, in Session5: the v5 module
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
