@@ -459,3 +459,33 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
         assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
     finally:
         sub.close()
+
+
+ALLOC = """
+import gc
+c = MQTTClient("v5-alloc", HOST, PORT, keepalive=30, level=5)
+c.connect()
+
+def run(qos, n):
+    for i in range(n):
+        c.publish(b"v5alloc/t", b"21.5", False, qos)
+        if qos:
+            c.flush()
+
+for qos in (0, 1):
+    run(qos, 20)  # warm: buffers made, modules loaded
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    run(qos, 100)
+    R["qos%d" % qos] = gc.mem_alloc() - a
+    gc.enable()
+c.disconnect()
+done()
+"""
+
+
+def test_a_level5_publish_allocates_nothing_on_micropython(mosquitto):
+    # Like 3.1.1 (make bench's codec section): QoS 0, and QoS 1 with its PUBACK.
+    r = run("micropython", ALLOC, port=mosquitto.port)
+    assert (r["qos0"], r["qos1"]) == (0, 0), r
