@@ -4,7 +4,8 @@
 #   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
-# that only reports loads), sub (+ a subscription with a callback), qos2
+# that only reports loads), pub5 (the same at level=5, MQTT 5), sub (+ a
+# subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
 # RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
 # the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
@@ -137,6 +138,9 @@ def holdfast(cfg, host, port, n, o, report):
     elif cfg == "flash":
         from holdfast.flashoutbox import FlashStore
         kw["outbox"] = FlashStore(dev)
+    elif cfg == "pub5":
+        import holdfast.v5  # noqa: F401  (else it loads in the constructor, as state)
+        kw["level"] = 5
     elif cfg == "tls":
         import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
         kw["ssl"] = True
@@ -242,7 +246,7 @@ def main(a):
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
-    if cfg in ("pub", "sub", "qos2", "file", "flash", "tls", "async"):
+    if cfg in ("pub", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
         holdfast(cfg, host, port, n, o, report)
     elif cfg == "umqtt_simple_tls":
         umqtt_tls(host, port, n, o, report)
