@@ -489,3 +489,46 @@ def test_a_level5_publish_allocates_nothing_on_micropython(mosquitto):
     # Like 3.1.1 (make bench's codec section): QoS 0, and QoS 1 with its PUBACK.
     r = run("micropython", ALLOC, port=mosquitto.port)
     assert (r["qos0"], r["qos1"]) == (0, 0), r
+
+
+# -- the expiry of a stored message across a reboot ----------------------------
+
+BOOT1 = """
+from holdfast.fileoutbox import FileStore
+c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR))
+c.publish(b"t", b"kept", False, 1, expiry=60)  # offline, then the board reboots
+R["pending"] = c.pending()
+done()
+"""
+
+BOOT2 = """
+from holdfast.fileoutbox import FileStore
+import holdfast.v5 as v5
+c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR), reconnect=False)
+R["pending"] = c.pending()
+real = v5.wall
+v5.wall = lambda: real() + 50  # the reboot and the wait took 50 s
+c.connect()
+R["flushed"] = c.flush()
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_stored_messages_expiry_counts_down_across_a_reboot(runtime, peer, tmp_path):
+    d = "DIR = %r\n" % str(tmp_path)
+    assert run(runtime, d + BOOT1, port=peer.port)["pending"] == 1
+    p = start(runtime, d + BOOT2, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    f, body = peer.expect(c.PUBLISH)
+    r = c.Reader(len(body) + 8, 5)
+    r.feed(body)
+    v5.parse(r, c.PUBLISH, f, 0, len(body))
+    peer.send(0x40, b"\x00\x01")
+    peer.expect(c.DISCONNECT)
+    assert result(p) == {"pending": 1, "flushed": True}
+    assert (bytes(r.topic), bytes(r.payload), r.pid) == (b"t", b"kept", 1)
+    assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
