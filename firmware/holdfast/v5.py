@@ -7,11 +7,29 @@
 # client made with level=5; a 3.1.1 client never carries it.
 from .compat import const
 from .compat import wall
-from .codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK,
-                    UNSUBSCRIBE, UNSUBACK, PINGRESP, DISCONNECT, Reader, to_bytes, check_topic, filters,
-                    why, _header, _length_size, put_length, _u16, _str, _check_pid, _check_qos, _fit)
+from .codec import (Reader, to_bytes, check_topic, filters, why, _header, _length_size, put_length, _u16,
+                    _str, _check_pid, _check_qos, _fit)
 from .errors import MQTTError, ConnectError, LinkDown
-from .session import Session, ACK_ROOM, CONNECTING, REJECTED
+from .session import Session
+
+# Packet types (codec.py's), and session.py's numbers Session5 works with:
+# private, so the compiler folds them and the module holds no name for them.
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+_ACK_ROOM = const(16)  # session.ACK_ROOM
+_CONNECTING = const(2)  # session.CONNECTING
+_REJECTED = const(4)  # session.REJECTED
 
 # Property identifiers (MQTT 5.0 section 2.2.2.2).
 PAYLOAD_FORMAT = const(0x01)
@@ -181,7 +199,7 @@ def _size(items, type, seen=0):
             _bad(_A_UNKNOWN, p)
         if not (_T[(p << 2) + 1] << 8 | _T[(p << 2) + 2]) >> type & 1:
             _bad(_A_NOT_IN, type, p)
-        if p == SUBSCRIPTION_ID and type == PUBLISH:
+        if p == SUBSCRIPTION_ID and type == _PUBLISH:
             _bad(_A_SUB_ID_OUT)  # only a broker puts it on a PUBLISH
         if not k & _REPEAT or p == SUBSCRIPTION_ID:  # it repeats only in a broker's PUBLISH
             m = 1 << _T[(p << 2) + 3]
@@ -377,7 +395,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
     cid = to_bytes(client_id)
     if not 0 <= keepalive <= 65535:
         raise ValueError(why(9, keepalive))  # codec's KEEPALIVE
-    n = _size(props, CONNECT)
+    n = _size(props, _CONNECT)
     rl = 10 + _length_size(n) + n + _slen(cid)
     flags = 2 if clean else 0
     if will_topic is not None:
@@ -396,7 +414,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
         password = to_bytes(password)
         flags |= 0x40
         rl += _slen(password)
-    i = _header(buf, CONNECT << 4, rl, off)
+    i = _header(buf, _CONNECT << 4, rl, off)
     i = _str(buf, i, b"MQTT")
     buf[i] = 5
     buf[i + 1] = flags
@@ -431,7 +449,7 @@ def _psize(expiry, alias, items):
             _bad(_A_RANGE, TOPIC_ALIAS, alias, 1, 65535)
         n += 3
         seen |= 1 << _T[(TOPIC_ALIAS << 2) + 3]
-    return n + _size(items, PUBLISH, seen)
+    return n + _size(items, _PUBLISH, seen)
 
 
 def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, off=0, expiry=None,
@@ -482,7 +500,7 @@ def ack(buf, type, pid, code=0, props=(), off=0):
     _check_pid(pid)
     n = _size(props, type)
     rl = 2 if not (code or n) else 3 if not n else 3 + _length_size(n) + n
-    i = _u16(buf, _header(buf, type << 4 | (2 if type == PUBREL else 0), rl, off), pid)
+    i = _u16(buf, _header(buf, type << 4 | (2 if type == _PUBREL else 0), rl, off), pid)
     if rl == 2:
         return i
     buf[i] = code
@@ -507,7 +525,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
     if not subs:
         raise ValueError(why(12))  # codec's NO_FILTER_SUB
     items = ((SUBSCRIPTION_ID, sub_id),) + tuple(props) if sub_id else props
-    n = _size(items, SUBSCRIBE)
+    n = _size(items, _SUBSCRIBE)
     rl = 2 + _length_size(n) + n
     for t, o in subs:
         if o & 0xC0 or o & 3 == 3 or o >> 4 == 3:
@@ -515,7 +533,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
         t = to_bytes(t)
         f.check_filter(t, 0, len(t))
         rl += 3 + len(t)
-    i = _put(buf, _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid), items, n)
+    i = _put(buf, _u16(buf, _header(buf, _SUBSCRIBE << 4 | 2, rl, off), pid), items, n)
     for t, o in subs:
         i = _str(buf, i, to_bytes(t))
         buf[i] = o
@@ -528,13 +546,13 @@ def unsubscribe(buf, pid, topics, props=(), off=0):
     _check_pid(pid)
     if not topics:
         raise ValueError(why(13))  # codec's NO_FILTER_UNSUB
-    n = _size(props, UNSUBSCRIBE)
+    n = _size(props, _UNSUBSCRIBE)
     rl = 2 + _length_size(n) + n
     for t in topics:
         t = to_bytes(t)
         f.check_filter(t, 0, len(t))
         rl += 2 + len(t)
-    i = _put(buf, _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid), props, n)
+    i = _put(buf, _u16(buf, _header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid), props, n)
     for t in topics:
         i = _str(buf, i, to_bytes(t))
     return i
@@ -543,9 +561,9 @@ def unsubscribe(buf, pid, topics, props=(), off=0):
 def disconnect(buf, code=0, props=(), off=0):
     """DISCONNECT with reason code and properties (Session Expiry Interval:
     change it as the link closes); 2 bytes when they are 0 and none."""
-    n = _size(props, DISCONNECT)
+    n = _size(props, _DISCONNECT)
     rl = 0 if not (code or n) else 1 if not n else 1 + _length_size(n) + n
-    i = _header(buf, DISCONNECT << 4, rl, off)
+    i = _header(buf, _DISCONNECT << 4, rl, off)
     if not rl:
         return i
     buf[i] = code
@@ -559,25 +577,25 @@ def parse(r, type, flags, i, end):
     header): its fields into r. Without properties r.p0 == r.p1."""
     b = r.buf
     r.p0 = r.p1 = r.code = 0
-    if type == PUBLISH:
+    if type == _PUBLISH:
         parse_publish(r, flags, i, end)
-    elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP:
+    elif type == _PUBACK or type == _PUBREC or type == _PUBREL or type == _PUBCOMP:
         r.pid = _pid(b, i, end, type)
         if end - i > 2:
-            _code(r, b[i + 2], type, _PUBACK_CODES if type < PUBREL else _PUBREL_CODES)
+            _code(r, b[i + 2], type, _PUBACK_CODES if type < _PUBREL else _PUBREL_CODES)
         if end - i > 3:
             _whole(r, i + 3, end, type)
-    elif type == SUBACK or type == UNSUBACK:
+    elif type == _SUBACK or type == _UNSUBACK:
         r.pid = _pid(b, i, end, type)
         j = walk(r, i + 2, end, type)
         if j == end:
             _fail(PROTOCOL_ERROR, _E_NO_CODES, type)
-        codes = _SUBACK_CODES if type == SUBACK else _UNSUBACK_CODES
+        codes = _SUBACK_CODES if type == _SUBACK else _UNSUBACK_CODES
         for k in range(j, end):
             if b[k] not in codes:
                 _fail(PROTOCOL_ERROR, _E_CODE, type, b[k])
         r.payload = r.mv[j:end]
-    elif type == CONNACK:
+    elif type == _CONNACK:
         if end - i < 3:
             _fail(MALFORMED, _E_SHORT, type, end - i)
         if b[i] & 0xFE:
@@ -587,12 +605,12 @@ def parse(r, type, flags, i, end):
             _fail(PROTOCOL_ERROR, _E_PRESENT_REFUSED, r.code)
         r.session_present = bool(b[i])
         _whole(r, i + 2, end, type)
-    elif type == DISCONNECT:
+    elif type == _DISCONNECT:
         if end > i:
             _code(r, b[i], type, _DISCONNECT_CODES)
         if end - i > 1:
             _whole(r, i + 1, end, type)
-    elif type == PINGRESP:
+    elif type == _PINGRESP:
         if end > i:
             _fail(MALFORMED, _E_TRAILING, type, end - i)
     else:
@@ -626,10 +644,10 @@ def parse_publish(r, flags, i, end):
     span of the properties, payload: views, nothing copied."""
     b = r.buf
     if end - i < 2:
-        _fail(MALFORMED, _E_SHORT, PUBLISH, end - i)
+        _fail(MALFORMED, _E_SHORT, _PUBLISH, end - i)
     j = i + 2 + _n16(b, i)
     if j > end:
-        _fail(MALFORMED, _E_SHORT, PUBLISH, end - i)
+        _fail(MALFORMED, _E_SHORT, _PUBLISH, end - i)
     if not filters().utf8_ok(b, i + 2, j):
         _fail(MALFORMED, _E_TOPIC_UTF8)
     for k in range(i + 2, j):
@@ -638,11 +656,11 @@ def parse_publish(r, flags, i, end):
     r.topic = r.mv[i + 2:j]
     empty = j == i + 2
     if flags & 6:
-        r.pid = _pid(b, j, end, PUBLISH)
+        r.pid = _pid(b, j, end, _PUBLISH)
         j += 2
     else:
         r.pid = 0
-    j = walk(r, j, end, PUBLISH)
+    j = walk(r, j, end, _PUBLISH)
     if empty and not find(b, r.p0, r.p1, TOPIC_ALIAS):
         _fail(PROTOCOL_ERROR, _E_TOPIC_EMPTY)
     r.payload = r.mv[j:end]
@@ -672,7 +690,7 @@ class Reader5(Reader):
 
     def _parse(self, type, flags, i, end):
         parse(self, type, flags, i, end)
-        if type == PUBLISH:
+        if type == _PUBLISH:
             at = find(self.buf, self.p0, self.p1, TOPIC_ALIAS)
             if at:
                 a = _n16(self.buf, at)
@@ -698,7 +716,7 @@ class Session5(Session):
         from . import v5
         self.v5 = v5  # what Session's own MQTT 5 branches call
         self.rx = Reader5(len(self.rx.buf), 5)
-        self.limit = self.size - ACK_ROOM  # the largest packet that may go out
+        self.limit = self.size - _ACK_ROOM  # the largest packet that may go out
         self.expiry = 4294967295
 
     def fits(self, n):
@@ -716,7 +734,7 @@ class Session5(Session):
         # What the broker's CONNACK says: a refusal in words; how many QoS
         # 1/2 messages it takes at once (the window), the keepalive it
         # wants, the client id it gave, the largest packet it takes.
-        if self.state == CONNECTING:
+        if self.state == _CONNECTING:
             b = r.buf
             p0 = r.p0
             p1 = r.p1
@@ -730,7 +748,7 @@ class Session5(Session):
             cid = get(b, ASSIGNED_CLIENT_ID, None, p0, p1)
             if cid:
                 self.client_id = cid
-            self.limit = self.size - ACK_ROOM
+            self.limit = self.size - _ACK_ROOM
             most = get(b, MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
             if 0 < most < self.limit:
                 self.limit = most
@@ -771,16 +789,16 @@ class Session5(Session):
     def _done(self, i, now):
         # A reason code of 0x80 or more ends the flow undelivered.
         e = Session._done(self, i, now)
-        return REJECTED if self.rx.code >= 0x80 else e
+        return _REJECTED if self.rx.code >= 0x80 else e
 
     def _handle(self, t, now):
         r = self.rx
-        if t == PUBREC and r.code >= 0x80:
+        if t == _PUBREC and r.code >= 0x80:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
                 return self._done(i, now)  # refused: no PUBREL
-        if t == DISCONNECT:
-            self._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, DISCONNECT), _said(r)))))
+        if t == _DISCONNECT:
+            self._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, _DISCONNECT), _said(r)))))
         return Session._handle(self, t, now)
 
 
