@@ -226,7 +226,7 @@ while c.s.inflight == 2:
 R["after"] = c.s.inflight
 c.disconnect()
 try:
-    c.connect()
+    c.connect(False)
 except Exception as e:
     R["refused"] = [type(e).__name__, str(e), str(c.last_error)]
 done()
@@ -253,6 +253,8 @@ def test_connect_offers_its_limits_and_obeys_the_brokers(runtime, peer):
     peer.accept()
     level, flags, keepalive, cp, cid = connect_body(peer.expect(c.CONNECT)[1])
     assert (keepalive, cid) == (7, b"given-1")  # what the broker said, kept
+    # Not clean: the session outlives the link, as in 3.1.1 (MQTT 5 would end it).
+    assert (flags, cp.SessionExpiryInterval) == (0, 4294967295)
     peer.send(0x20, b"\x00\x87" + props((v5.REASON_STRING, "not on this broker")))
     r = result(p)
     assert r["present"] is False
@@ -460,35 +462,6 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
     finally:
         sub.close()
 
-
-ALLOC = """
-import gc
-c = MQTTClient("v5-alloc", HOST, PORT, keepalive=30, level=5)
-c.connect()
-
-def run(qos, n):
-    for i in range(n):
-        c.publish(b"v5alloc/t", b"21.5", False, qos)
-        if qos:
-            c.flush()
-
-for qos in (0, 1):
-    run(qos, 20)  # warm: buffers made, modules loaded
-    gc.collect()
-    gc.disable()
-    a = gc.mem_alloc()
-    run(qos, 100)
-    R["qos%d" % qos] = gc.mem_alloc() - a
-    gc.enable()
-c.disconnect()
-done()
-"""
-
-
-def test_a_level5_publish_allocates_nothing_on_micropython(mosquitto):
-    # Like 3.1.1 (make bench's codec section): QoS 0, and QoS 1 with its PUBACK.
-    r = run("micropython", ALLOC, port=mosquitto.port)
-    assert (r["qos0"], r["qos1"]) == (0, 0), r
 
 
 # -- the expiry of a stored message across a reboot ----------------------------

@@ -5,8 +5,7 @@
 # buf[i:end]) and set its fields (pid, code, topic, payload, and p0/p1: the
 # span of the properties, which get() and pairs() read). Loaded only by a
 # client made with level=5; a 3.1.1 client never carries it.
-from .compat import const
-from .compat import wall
+from .compat import const, wall
 from .codec import (Reader, to_bytes, check_topic, filters, why, _header, _length_size, put_length, _u16,
                     _str, _check_pid, _check_qos, _fit)
 from .errors import MQTTError, ConnectError, LinkDown
@@ -485,7 +484,6 @@ def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, of
     return _items(buf, i, props)
 
 
-
 def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, expiry=None, alias=0,
             props=()):
     payload = to_bytes(payload)
@@ -493,6 +491,7 @@ def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, e
     i = publish_header(buf, topic, n, qos, retain, dup, pid, off, expiry, alias, props)
     buf[i:i + n] = payload
     return i + n
+
 
 def ack(buf, type, pid, code=0, props=(), off=0):
     """PUBACK, PUBREC, PUBREL or PUBCOMP with reason code and properties;
