@@ -197,7 +197,7 @@ class Front:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] >= SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
             from .errors import SubscribeError
-            raise SubscribeError(why(_E_SUB_REFUSED, e[0]))
+            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.s.v5.words(e[4]) if self.s.v5 else ""))
         return e[4]
 
     def _empty(self, _):
