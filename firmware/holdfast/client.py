@@ -18,7 +18,7 @@ class MQTTClient(Front):
 
     level=4 (3 for MQTT 3.1, 5 for MQTT 5: docs/mqtt5.md), size=1024 (tx and rx buffer bytes), window=16
     (QoS 1/2 messages in flight), outbox (a store; by default a RAM one
-    for 16 messages, 2 KB: MemoryStore(2048, 16)),
+    for 16 messages in 2 KB, or two of size: MemoryStore(max(2048, 2 * size), 16)),
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
     views=False (callbacks get memoryviews valid during the call instead of
     bytes), timeout_ms=10000 (bound on every wait), reconnect=True,

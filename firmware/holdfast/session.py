@@ -104,8 +104,9 @@ class Session:
         # The default outbox is sized for a sensor that publishes a reading
         # (under 128 bytes) every 10 s or slower: 16 messages ride out a
         # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
-        # not MemoryStore()'s 4. Longer outages, and reboots: FileStore.
-        self.store = store if store is not None else MemoryStore(2048, 16)
+        # not MemoryStore()'s 4; and it holds two of the largest messages
+        # the send buffer carries. Longer outages, and reboots: FileStore.
+        self.store = store if store is not None else MemoryStore(max(2048, 2 * size), 16)
         self.window = window
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)

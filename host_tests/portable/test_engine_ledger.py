@@ -311,3 +311,7 @@ def test_the_default_outbox_holds_16_messages():
         s.publish(b"t", b"%d" % i, 1, False, 0)
     raises(OutboxFull, s.publish, b"t", b"16", 1, False, 0)
     assert len(s.store) == 16
+    big = Session(b"d", size=4096)  # it holds two of the largest messages
+    big.publish(b"t", b"x" * 4000, 1, False, 0)
+    big.publish(b"t", b"y" * 4000, 1, False, 0)
+    assert len(big.store) == 2

@@ -40,6 +40,7 @@ FROZEN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "firmware
 # (id, label, runs on the WebAssembly port, runs with --quick)
 CONFIGS = [
     ("pub", "holdfast publish-only (blocking, QoS 0/1, keepalive, reconnect, RAM outbox)", True, True),
+    ("lean", "publish-only, lean settings (size=256, window=4, outbox=MemoryStore(1024, 8))", True, True),
     ("pub5", "holdfast publish-only at MQTT 5 (level=5)", False, True),
     ("sub", "+ subscribe (one filter, a callback)", True, False),
     ("qos2", "+ QoS 2 publishes", True, False),
@@ -300,7 +301,7 @@ def run(ctx):
                 except RuntimeError as e:
                     row[mode] = {"error": str(e)}
                     continue
-                if mode == "mpy" and ok and (not quick or cfg == "pub"):
+                if mode == "mpy" and ok and (not quick or cfg in ("pub", "lean")):
                     row[mode]["minheap"] = r.smallest(cfg, ports, took)
             ctx.log("%s: %s" % (cfg, "; ".join("%s %s" % (m, _brief(row.get(m)))
                                                 for m, _ in MODES if m in row)))

@@ -4,8 +4,9 @@
 #   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
-# that only reports loads), pub5 (the same at level=5, MQTT 5), sub (+ a
-# subscription with a callback), qos2
+# that only reports loads), lean (the same with size=256, window=4 and a
+# 1 KB outbox: state sized to small readings), pub5 (pub at level=5, MQTT 5),
+# sub (+ a subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
 # RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
 # the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
@@ -132,7 +133,10 @@ def holdfast(cfg, host, port, n, o, report):
         return
     from holdfast.client import MQTTClient
     kw = {}
-    if cfg == "file":
+    if cfg == "lean":  # a small sensor's settings: state sized to 100-byte readings
+        from holdfast.store import MemoryStore
+        kw = {"size": 256, "window": 4, "outbox": MemoryStore(1024, 8)}
+    elif cfg == "file":
         from holdfast.fileoutbox import FileStore
         kw["outbox"] = FileStore(o["dir"])
     elif cfg == "flash":
@@ -246,7 +250,7 @@ def main(a):
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
-    if cfg in ("pub", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
+    if cfg in ("pub", "lean", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
         holdfast(cfg, host, port, n, o, report)
     elif cfg == "umqtt_simple_tls":
         umqtt_tls(host, port, n, o, report)
