@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from paho.mqtt.packettypes import PacketTypes as PT
