@@ -20,6 +20,7 @@ for _p in (os.path.join(HERE, "portable"), os.path.join(ROOT, "tools"),
         sys.path.insert(0, _p)
 
 from fleet.mosquitto import BrokerError, Mosquitto  # noqa: E402
+from fleet.v5broker import Mqttools  # noqa: E402
 
 COUNTS = os.path.join(ROOT, "build", "test-counts.txt")
 
@@ -41,6 +42,21 @@ def mosquitto(tmp_path_factory):
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture(scope="session")
+def mqttools():
+    """A second MQTT 5 broker, mqttools' (tools/fleet/v5broker.py: QoS 0
+    only), on a free loopback port for the whole session: .host, .port."""
+    broker = Mqttools()
+    try:
+        broker.start()
+    except BrokerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def pytest_configure(config):

@@ -387,7 +387,7 @@ class Reader:
         if type == PUBLISH:
             if flags & 6 == 6:
                 self._err(_E_QOS3)
-            if flags & 8 and not flags & 6 and self.level == 4:
+            if flags & 8 and not flags & 6 and self.level > 3:
                 self._err(_E_DUP0)
         elif type in _FLAGS2:
             if flags != 2 and not (flags == 10 and self.level == 3):
@@ -416,7 +416,7 @@ class Reader:
         # name made every global lookup in this module about twice as slow
         # on MicroPython (the QoS 0 publish path among them).
         n = b"\xff\xff\x02\xff\x02\x02\x02\x02\xff\xff\xff\x02\x00\x00\x00\xff"[type]
-        if n != 255 and rl != n:
+        if n != 255 and rl != n and self.level < 5:  # MQTT 5: v5.parse() checks
             self._err(_E_RL0 if not n else _E_RL2, type, rl)
         total = i - s + rl
         if total > len(b):

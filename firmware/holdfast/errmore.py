@@ -18,6 +18,15 @@ class PacketTooLarge(MQTTProtocolError):
         self.qos = qos
 
 
+class V5Error(MQTTProtocolError):
+    """An MQTT 5 packet broke the protocol (v5.py). .code: the reason code
+    that says how (0x81 malformed packet, 0x82 protocol error, ...)."""
+
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
 class SubscribeError(MQTTError):
     """The broker answered 0x80 (failure) for a subscription."""
 

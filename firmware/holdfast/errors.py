@@ -20,11 +20,14 @@ MQTTException = MQTTError
 
 
 class ConnectError(MQTTError):
-    """The broker refused the connection (CONNACK return code 1..5)."""
+    """The broker refused the connection (CONNACK return code 1..5; with
+    MQTT 5 a reason code, 0x80 and above)."""
 
-    def __init__(self, code):
-        from .reasons import refused  # the words load only with a refusal
-        super().__init__(refused(code))
+    def __init__(self, code, msg=None):
+        if msg is None:  # MQTT 5's words come from v5words.py
+            from .reasons import refused  # the words load only with a refusal
+            msg = refused(code)
+        super().__init__(msg)
         self.code = code
 
 

@@ -6,7 +6,7 @@ from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
 from . import net
 from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
 from .errors import ConnectError, LinkDown, MQTTTimeout, MQTTError
-from .session import Session, MESSAGE, DELIVERED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
+from .session import Session, MESSAGE, DELIVERED, REJECTED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
 
 try:
     from random import getrandbits
@@ -53,8 +53,11 @@ class Front:
             from .errors import TLSError
             raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
-        self.s = Session(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
-                         when_full == "drop_oldest", timeout_ms)
+        S = Session
+        if level == 5:  # MQTT 5 loads only here
+            from .v5 import Session5 as S
+        self.s = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
+                   when_full == "drop_oldest", timeout_ms)
         self.s.user = user
         self.s.password = password
         self.sock = None
@@ -128,7 +131,7 @@ class Front:
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
-        if not self.s.client_id and not clean:
+        if not self.s.client_id and not clean and self.s.level < 5:  # MQTT 5 allows it
             raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s = self.s
         s.clean = clean
@@ -192,9 +195,9 @@ class Front:
         # After the wait for its ack: the granted QoS, or why there is none.
         if not arrived:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
-        if e[4] == SUBACK_FAILURE:
+        if e[4] >= SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
             from .errors import SubscribeError
-            raise SubscribeError(why(_E_SUB_REFUSED, e[0]))
+            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.s.v5.words(e[4]) if self.s.v5 else ""))
         return e[4]
 
     def _empty(self, _):
@@ -243,6 +246,8 @@ class Front:
                 elif e == DELIVERED:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
+                elif e == REJECTED:
+                    s.v5.rejected(self)
                 else:  # REFUSED
                     from .errors import SubscribeError
                     self.restore_refused += s.subs.nrefused

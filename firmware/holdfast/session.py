@@ -48,6 +48,7 @@ _RX_ACKS = const(64)
 MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
 DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
+REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
@@ -64,7 +65,7 @@ _E_TX_STALLED = const(61)
 
 
 class Session:
-    """One client's MQTT session.
+    """One client's MQTT session (MQTT 5: v5.Session5).
 
     receive() returns MESSAGE, DELIVERED or REFUSED, one event at a time;
     the shell hands each to the application and, for MESSAGE, calls
@@ -79,6 +80,8 @@ class Session:
     deadline, a newer value with latest=True) are those policy.droppable()
     allows; counted in overflowed, expired and replaced.
     """
+
+    v5 = None  # MQTT 5's encoders, in Session5: the v5 module
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
@@ -194,6 +197,9 @@ class Session:
         if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
+        if self.v5:
+            self.t1 = self.v5.start(self)
+            return
         w = self.will
         self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
@@ -203,7 +209,7 @@ class Session:
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            self.rx = c.Reader(self.size, self.level)
+            self.rx = type(r)(self.size, self.level)  # an MQTT 5 one stays one
             self.rx.feed(r.mv[r.start:r.end])
 
     def lost(self, state=-1):
@@ -319,7 +325,7 @@ class Session:
         if not qos:
             if self.room() - ACK_ROOM < n:
                 return False
-            self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+            self.t1 = (self.v5 or c).publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
         st = self.store
         pid = self.new_pid()
@@ -345,7 +351,11 @@ class Session:
                 and self.room() - ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
-            self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
+            if self.v5:
+                self.t1 = self.v5.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1,
+                                          self.v5.left(deadline))
+            else:
+                self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
@@ -427,7 +437,7 @@ class Session:
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()
-        self.fits(9 + len(flt))
+        self.fits(10 + len(flt))  # MQTT 5: one byte more
         c._check_qos(qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
@@ -442,7 +452,7 @@ class Session:
         if self.subs is None:
             from .subs import Subs
             self.subs = Subs()
-        self.fits(7 + len(flt))
+        self.fits(8 + len(flt))
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.remove(flt)
         self._fill(self.last_tx)

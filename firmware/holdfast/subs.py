@@ -133,10 +133,13 @@ class Subs:
             if g[_PID]:
                 continue
             slot = _free(self.out)
-            if slot < 0 or s.room() - _ACK_ROOM < 7 + len(g[0]):
+            if slot < 0 or s.room() - _ACK_ROOM < 8 + len(g[0]):
                 return
             g[_PID] = self.out[slot] = s.new_pid()
-            s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
+            if s.v5:
+                s.t1 = s.v5.unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
+            else:
+                s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -148,7 +151,7 @@ class Subs:
                 continue
             # As many filters still to send as fit one packet.
             pid = 0
-            n = 6  # fixed header (type, up to 3 length bytes) and packet id
+            n = 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's property length
             room = s.room() - _ACK_ROOM
             batch = []
             while i < len(lst):
@@ -165,7 +168,10 @@ class Subs:
                 batch.append((e[0], e[1]))
             if not batch:
                 return  # no room now: the rest once tx drains
-            s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
+            if s.v5:  # a QoS is the options byte with no option set
+                s.t1 = s.v5.subscribe(s.tx, pid, batch, 0, (), s.t1)
+            else:
+                s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
             self.out[slot] = pid
 
     def acked(self, t, pid, codes):
@@ -198,7 +204,7 @@ class Subs:
                 raise c.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
             g = codes[j]
             j += 1
-            if g == c.SUBACK_FAILURE:
+            if g >= c.SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
                 if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
                     self.refused = e[0]
                     self.nrefused += 1

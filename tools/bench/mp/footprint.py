@@ -5,7 +5,8 @@
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), lean (the same with size=256, window=4 and a
-# 1 KB outbox: state sized to small readings), sub (+ a subscription with a callback), qos2
+# 1 KB outbox: state sized to small readings), pub5 (pub at level=5, MQTT 5),
+# sub (+ a subscription with a callback), qos2
 # (QoS 2 publishes), file (FileStore outbox in D), flash (FlashStore on a
 # RAM flash of 8 x 512 B, made before the first reading), tls (ssl=True,
 # the CA in file ca=F, PORT a TLS listener), async (AsyncClient); or a
@@ -141,6 +142,9 @@ def holdfast(cfg, host, port, n, o, report):
     elif cfg == "flash":
         from holdfast.flashoutbox import FlashStore
         kw["outbox"] = FlashStore(dev)
+    elif cfg == "pub5":
+        import holdfast.v5  # noqa: F401  (else it loads in the constructor, as state)
+        kw["level"] = 5
     elif cfg == "tls":
         import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
         kw["ssl"] = True
@@ -246,7 +250,7 @@ def main(a):
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
-    if cfg in ("pub", "lean", "sub", "qos2", "file", "flash", "tls", "async"):
+    if cfg in ("pub", "lean", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
         holdfast(cfg, host, port, n, o, report)
     elif cfg == "umqtt_simple_tls":
         umqtt_tls(host, port, n, o, report)

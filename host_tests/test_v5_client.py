@@ -1,0 +1,514 @@
+"""MQTTClient(level=5) and AsyncClient(level=5): the clients speaking MQTT 5,
+in a process of their own under CPython and the MicroPython unix port.
+
+Against a peer this test plays byte by byte (what a broker says in CONNACK,
+reason codes, aliases, a DISCONNECT with a reason: nothing mosquitto can be
+made to send on cue), against mosquitto (its normal listener speaks MQTT 5)
+and against mqttools' broker (a second MQTT 5 broker, QoS 0 only)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from paho.mqtt.packettypes import PacketTypes as PT
+from paho.mqtt.properties import Properties
+
+from holdfast import codec as c
+from holdfast import v5
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNTIMES = {"cpython": sys.executable,
+            "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
+TIMEOUT = 60
+
+PRELUDE = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+from holdfast import MQTTClient
+HOST = %(host)r
+PORT = %(port)d
+R = {}
+
+def loaded():
+    return sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+
+def done():
+    print("RESULT " + json.dumps(R))
+"""
+
+
+def start(runtime, body, host="127.0.0.1", port=0):
+    code = PRELUDE % {"fw": os.path.join(ROOT, "firmware"), "host": host, "port": port} + body
+    return subprocess.Popen([RUNTIMES[runtime], "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def result(p):
+    out, err = p.communicate(timeout=TIMEOUT)
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (out, err)
+    return json.loads(lines[-1][7:])
+
+
+def run(runtime, body, **kw):
+    return result(start(runtime, body, **kw))
+
+
+class Peer:
+    """The broker's side of a link, played by the test: one listening
+    socket; packets read and written as raw bytes."""
+
+    def __init__(self):
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(2)
+        self.srv.settimeout(TIMEOUT)
+        self.port = self.srv.getsockname()[1]
+        self.sock = None
+
+    def accept(self):
+        if self.sock:
+            self.sock.close()
+        self.sock, _ = self.srv.accept()
+        self.sock.settimeout(TIMEOUT)
+
+    def read(self):
+        """The next packet: (type, flags, body)."""
+        first = self._exactly(1)[0]
+        n = shift = 0
+        while True:
+            d = self._exactly(1)[0]
+            n |= (d & 0x7F) << shift
+            shift += 7
+            if not d & 0x80:
+                break
+        return first >> 4, first & 15, self._exactly(n)
+
+    def expect(self, type):
+        t, f, body = self.read()
+        assert t == type, (t, body)
+        return f, body
+
+    def send(self, first, body):
+        assert len(body) < 128
+        self.sock.sendall(bytes((first, len(body))) + body)
+
+    def _exactly(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "the client closed the link"
+            data += chunk
+        return data
+
+    def close(self):
+        if self.sock:
+            self.sock.close()
+        self.srv.close()
+
+
+@pytest.fixture
+def peer():
+    p = Peer()
+    yield p
+    p.close()
+
+
+def connect_body(body):
+    """A CONNECT's level, flags, keepalive, properties (paho reads them),
+    client id."""
+    assert body[:6] == b"\x00\x04MQTT", body
+    props = Properties(PT.CONNECT)
+    _, n = props.unpack(body[10:])
+    i = 10 + n
+    cid = body[i + 2:i + 2 + (body[i] << 8 | body[i + 1])]
+    return body[6], body[7], body[8] << 8 | body[9], props, cid
+
+
+def props(*items, type=c.CONNACK):
+    """A property block: its length, then the items (v5.py's encoding,
+    checked against paho's in test_v5_paho.py)."""
+    buf = bytearray(256)
+    return bytes(buf[:v5.props(buf, items, type)])
+
+
+# -- (a) level 4 never loads MQTT 5 -------------------------------------------
+
+LAZY = """
+got = []
+c = MQTTClient("v5-lazy-4", HOST, PORT, keepalive=30)
+c.connect()
+c.set_callback(lambda t, m: got.append(bytes(m)))
+c.subscribe(b"v5lazy/in", 1)
+c.publish(b"v5lazy/in", b"four", False, 1)
+for i in range(20):
+    if got:
+        break
+    c.wait_msg()
+c.disconnect()
+R["level4"] = loaded()
+import asyncio
+from holdfast import AsyncClient
+
+async def main():
+    a = AsyncClient("v5-lazy-4a", HOST, PORT)
+    await a.connect()
+    await a.publish(b"v5lazy/t", b"x", False, 1)
+    await a.flush()
+    await a.disconnect()
+    R["async4"] = loaded()
+    b = AsyncClient("v5-lazy-5a", HOST, PORT, level=5)
+    seen = []
+    b.set_callback(lambda t, m: seen.append(bytes(m)))
+    await b.connect()
+    await b.subscribe(b"v5lazy/in5", 2)
+    await b.publish(b"v5lazy/in5", b"five", False, 2)
+    for i in range(1000):  # a generous bound: the evidence ends the wait
+        if seen:
+            break
+        await asyncio.sleep(0.02)
+    await b.disconnect()
+    R["async5"] = [m.decode() for m in seen]
+
+asyncio.run(main())
+c = MQTTClient("v5-lazy-5", HOST, PORT, keepalive=30, level=5)
+c.connect()
+c.set_callback(lambda t, m: got.append(bytes(m)))
+c.subscribe(b"v5lazy/in", 1)
+c.publish(b"v5lazy/in", b"five", False, 1)
+for i in range(20):
+    if len(got) > 1:
+        break
+    c.wait_msg()
+c.disconnect()
+R["got"] = [m.decode() for m in got]
+R["level5"] = loaded()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_level4_clients_never_load_mqtt5(runtime, mosquitto):
+    r = run(runtime, LAZY, port=mosquitto.port)
+    for k in ("level4", "async4"):
+        assert "v5" not in r[k] and "v5words" not in r[k], (k, r[k])
+    assert r["got"] == ["four", "five"], r
+    assert r["async5"] == ["five"], r
+    # Level 5 loads v5.py; its words only come with something to explain.
+    assert "v5" in r["level5"] and "v5words" not in r["level5"], r["level5"]
+
+
+# -- (b), (c) CONNECT's properties, CONNACK's obeyed ---------------------------
+
+LIMITS = """
+from holdfast.store import MemoryStore
+c = MQTTClient("", HOST, PORT, keepalive=30, level=5, size=600, outbox=MemoryStore(2048, 16, 12),
+               reconnect=False)
+R["present"] = c.connect()
+R["window"] = c.s.window
+R["keepalive"] = c.s.keepalive
+R["client_id"] = c.s.client_id.decode()
+try:
+    c.publish(b"t", b"x" * 100, False, 1)
+except ValueError as e:
+    R["big"] = str(e)
+c.publish(b"t", b"fits", False, 0)
+c.publish(b"t", b"1", False, 1)
+c.publish(b"t", b"2", False, 1)
+R["inflight"] = c.s.inflight
+R["open"] = c._window_open(0)
+while c.s.inflight == 2:
+    c.wait_msg()
+R["after"] = c.s.inflight
+c.disconnect()
+try:
+    c.connect(False)
+except Exception as e:
+    R["refused"] = [type(e).__name__, str(e), str(c.last_error)]
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_connect_offers_its_limits_and_obeys_the_brokers(runtime, peer):
+    p = start(runtime, LIMITS, port=peer.port)
+    peer.accept()
+    level, flags, keepalive, cp, cid = connect_body(peer.expect(c.CONNECT)[1])
+    # Receive Maximum: the held-id table; Maximum Packet Size: the buffer.
+    assert (level, flags, keepalive, cid) == (5, 2, 30, b"")
+    assert (cp.ReceiveMaximum, cp.MaximumPacketSize, cp.TopicAliasMaximum) == (12, 600, 8)
+    assert not hasattr(cp, "SessionExpiryInterval")  # clean: the session ends with the link
+    peer.send(0x20, b"\x00\x00" + props((v5.ASSIGNED_CLIENT_ID, "given-1"), (v5.SERVER_KEEP_ALIVE, 7),
+                                        (v5.RECEIVE_MAXIMUM, 2), (v5.MAXIMUM_PACKET_SIZE, 100)))
+    f, body = peer.expect(c.PUBLISH)
+    assert (f, body) == (0, b"\x00\x01t\x00fits"), body
+    assert peer.expect(c.PUBLISH) == (2, b"\x00\x01t\x00\x01\x001")
+    assert peer.expect(c.PUBLISH) == (2, b"\x00\x01t\x00\x02\x002")
+    peer.send(0x40, b"\x00\x01")
+    peer.expect(c.DISCONNECT)
+    peer.accept()
+    level, flags, keepalive, cp, cid = connect_body(peer.expect(c.CONNECT)[1])
+    assert (keepalive, cid) == (7, b"given-1")  # what the broker said, kept
+    # Not clean: the session outlives the link, as in 3.1.1 (MQTT 5 would end it).
+    assert (flags, cp.SessionExpiryInterval) == (0, 4294967295)
+    peer.send(0x20, b"\x00\x87" + props((v5.REASON_STRING, "not on this broker")))
+    r = result(p)
+    assert r["present"] is False
+    assert (r["window"], r["keepalive"], r["client_id"]) == (2, 7, "given-1"), r
+    assert "larger than the broker takes (its Maximum Packet Size: 100)" in r["big"], r["big"]
+    assert (r["inflight"], r["open"], r["after"]) == (2, False, 1), r
+    words = "connection refused: not authorized (0x87): not on this broker"
+    assert r["refused"] == ["ConnectError", words, words], r["refused"]
+
+
+# -- (d) inbound PUBLISH: properties, topic aliases ----------------------------
+
+INBOUND = """
+got = []
+c = MQTTClient("v5-in", HOST, PORT, level=5, reconnect=False)
+c.set_callback(lambda t, m: got.append([bytes(t).decode(), bytes(m).decode(), c.qos]))
+c.connect()
+R["granted"] = c.subscribe(b"a/#", 2)
+try:
+    while True:
+        c.wait_msg()
+except Exception as e:
+    R["error"] = [type(e).__name__, str(c.last_error), getattr(c.last_error, "code", None)]
+R["got"] = got
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_inbound_properties_are_skipped_and_aliases_resolved(runtime, peer):
+    p = start(runtime, INBOUND, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    # SUBSCRIBE: packet id, no properties, the filter, options = QoS 2.
+    assert peer.expect(c.SUBSCRIBE) == (2, b"\x00\x01\x00\x00\x03a/#\x02")
+    peer.send(0x90, b"\x00\x01\x00\x02")
+    alias = ((v5.TOPIC_ALIAS, 1),)
+    peer.send(0x32, b"\x00\x03a/b\x00\x07" + props(*alias + ((v5.CONTENT_TYPE, "text/plain"),
+                                                           (v5.USER_PROPERTY, ("k", "v"))),
+                                                 type=c.PUBLISH) + b"one")
+    assert peer.expect(c.PUBACK) == (0, b"\x00\x07")
+    peer.send(0x30, b"\x00\x00" + props(*alias, type=c.PUBLISH) + b"two")  # the topic by its alias
+    peer.send(0x34, b"\x00\x00\x00\x08" + props(*alias + ((v5.MESSAGE_EXPIRY, 5),), type=c.PUBLISH)
+              + b"three")
+    assert peer.expect(c.PUBREC) == (0, b"\x00\x08")
+    peer.send(0x62, b"\x00\x08")
+    assert peer.expect(c.PUBCOMP) == (0, b"\x00\x08")
+    peer.send(0x30, b"\x00\x01x" + props((v5.TOPIC_ALIAS, 9), type=c.PUBLISH) + b"bad")
+    r = result(p)
+    assert r["granted"] == 2
+    assert r["got"] == [["a/b", "one", 1], ["a/b", "two", 0], ["a/b", "three", 2]], r["got"]
+    assert r["error"] == ["LinkDown", "topic alias invalid (0x94): PUBLISH with topic alias 9, "
+                          "above the 8 this client offered", 0x94], r["error"]
+
+
+# -- (e) Message Expiry Interval, counted down while stored --------------------
+
+EXPIRY = """
+import holdfast.v5 as v5
+c = MQTTClient("v5-exp", HOST, PORT, level=5, reconnect=False)
+c.publish(b"t", b"stored", False, 1, expiry=60)  # offline: into the outbox
+real = v5.wall
+v5.wall = lambda: real() + 50  # it waits there 50 s
+c.connect()
+v5.wall = real
+c.publish(b"t", b"direct", False, 1, expiry=30)
+c.publish(b"t", b"never", False, 1)
+R["flushed"] = c.flush()
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_message_expiry_goes_out_with_what_is_left(runtime, peer):
+    p = start(runtime, EXPIRY, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    got = []
+    for pid in (1, 2, 3):
+        f, body = peer.expect(c.PUBLISH)
+        r = c.Reader(len(body) + 8, 5)
+        r.feed(body)
+        v5.parse(r, c.PUBLISH, f, 0, len(body))
+        got.append((bytes(r.payload), r.pid, v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1)))
+        peer.send(0x40, bytes((0, pid)))
+    peer.expect(c.DISCONNECT)
+    assert result(p)["flushed"] is True
+    (m1, p1, e1), (m2, p2, e2), (m3, p3, e3) = got
+    assert (m1, m2, m3, p1, p2, p3) == (b"stored", b"direct", b"never", 1, 2, 3), got
+    # Of 60 s, 50 passed in the outbox; a second may tick over meanwhile.
+    assert 9 <= e1 <= 10 and 29 <= e2 <= 30 and e3 is None, got
+
+
+# -- (f), (g) refusals in acks, a DISCONNECT with a reason --------------------
+
+REJECT = """
+seen = []
+c = MQTTClient("v5-rej", HOST, PORT, level=5, reconnect=False)
+c.on_rejected = lambda pid, code: seen.append([pid, code, str(c.last_error)])
+c.set_delivered(lambda pid: seen.append([pid, "delivered"]))
+c.connect()
+c.publish(b"t", b"1", False, 1)
+c.publish(b"t", b"2", False, 2)
+c.publish(b"t", b"3", False, 1)
+while len(seen) < 3:
+    c.wait_msg()
+R["seen"] = seen
+R["rejected"] = c.rejected
+R["pending"] = c.pending()
+try:
+    c.subscribe(b"secret/#", 1)
+except Exception as e:
+    R["sub"] = [type(e).__name__, str(e)]
+try:
+    while True:
+        c.wait_msg()
+except Exception as e:
+    R["gone"] = [type(e).__name__, str(c.last_error)]
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_refusals_are_events_in_words_and_a_disconnect_says_why(runtime, peer):
+    p = start(runtime, REJECT, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    for pid in (1, 2, 3):
+        assert peer.expect(c.PUBLISH)[1][4] == pid
+    peer.send(0x40, b"\x00\x01\x97" + props((v5.REASON_STRING, "over quota"), type=c.PUBACK))
+    peer.send(0x50, b"\x00\x02\x87")
+    peer.send(0x40, b"\x00\x03")
+    assert peer.expect(c.SUBSCRIBE) == (2, b"\x00\x04\x00\x00\x08secret/#\x01")
+    peer.send(0x90, b"\x00\x04\x00\x87")
+    peer.send(0xE0, b"\x8b" + props((v5.REASON_STRING, "bye"), type=c.DISCONNECT))
+    rest = []
+    try:
+        while True:
+            rest.append(peer.read()[0])
+    except (AssertionError, OSError):
+        pass  # the client closed the link
+    r = result(p)
+    assert c.PUBREL not in rest, rest  # a refused PUBREC ends the flow
+    assert r["seen"] == [[1, 0x97, "message 1 refused by the broker: quota exceeded (0x97): over quota"],
+                         [2, 0x87, "message 2 refused by the broker: not authorized (0x87)"],
+                         [3, "delivered"]], r["seen"]
+    assert (r["rejected"], r["pending"]) == (2, 0), r
+    assert r["sub"] == ["SubscribeError", "subscription to b'secret/#' refused by the broker: "
+                        "not authorized (0x87)"], r["sub"]
+    assert r["gone"] == ["LinkDown", "the broker closed the link: server shutting down (0x8b): bye"], r
+
+
+# -- against the real brokers ---------------------------------------------------
+
+ROUND_TRIP = """
+got = []
+c = MQTTClient("v5-round", HOST, PORT, level=5, keepalive=30)
+c.set_callback(lambda t, m: got.append([bytes(t).decode(), bytes(m).decode()]))
+R["present"] = c.connect()
+R["granted"] = c.subscribe(b"v5rt/t", QOS)
+c.publish(b"v5rt/t", b"there and back", False, QOS)
+for i in range(50):
+    if got:
+        break
+    c.wait_msg(5000)
+c.disconnect()
+R["got"] = got
+R["error"] = str(c.last_error)
+R["loaded"] = loaded()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+@pytest.mark.parametrize("name", ["mosquitto", "mqttools"])
+def test_round_trip_through_both_brokers(runtime, name, request):
+    b = request.getfixturevalue(name)
+    qos = 1 if name == "mosquitto" else 0  # mqttools' CONNACK: Maximum QoS 0
+    r = run(runtime, "QOS = %d\n" % qos + ROUND_TRIP, host=b.host, port=b.port)
+    assert (r["present"], r["granted"]) == (False, qos), r
+    assert r["got"] == [["v5rt/t", "there and back"]], r
+    assert r["error"] == "None" and "v5words" not in r["loaded"], r
+
+
+STORED = """
+import holdfast.v5 as v5
+c = MQTTClient("v5-stored", HOST, PORT, level=5)
+c.publish(b"v5exp/t", b"late", False, 1, expiry=60)
+real = v5.wall
+v5.wall = lambda: real() + 50
+c.connect()
+R["flushed"] = c.flush()
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
+    from test_v5_brokers import link, receive, send
+    sub, _ = link(mosquitto, "v5-exp-sub")
+    try:
+        send(sub, v5.subscribe, 1, (("v5exp/t", 1),))
+        assert receive(sub).type == c.SUBACK
+        assert run(runtime, STORED, port=mosquitto.port)["flushed"] is True
+        r = receive(sub)
+        assert bytes(r.payload) == b"late"
+        assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
+    finally:
+        sub.close()
+
+
+
+# -- the expiry of a stored message across a reboot ----------------------------
+
+BOOT1 = """
+from holdfast.fileoutbox import FileStore
+c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR))
+c.publish(b"t", b"kept", False, 1, expiry=60)  # offline, then the board reboots
+R["pending"] = c.pending()
+done()
+"""
+
+BOOT2 = """
+from holdfast.fileoutbox import FileStore
+import holdfast.v5 as v5
+c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR), reconnect=False)
+R["pending"] = c.pending()
+real = v5.wall
+v5.wall = lambda: real() + 50  # the reboot and the wait took 50 s
+c.connect()
+R["flushed"] = c.flush()
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_stored_messages_expiry_counts_down_across_a_reboot(runtime, peer, tmp_path):
+    d = "DIR = %r\n" % str(tmp_path)
+    assert run(runtime, d + BOOT1, port=peer.port)["pending"] == 1
+    p = start(runtime, d + BOOT2, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    f, body = peer.expect(c.PUBLISH)
+    r = c.Reader(len(body) + 8, 5)
+    r.feed(body)
+    v5.parse(r, c.PUBLISH, f, 0, len(body))
+    peer.send(0x40, b"\x00\x01")
+    peer.expect(c.DISCONNECT)
+    assert result(p) == {"pending": 1, "flushed": True}
+    assert (bytes(r.topic), bytes(r.payload), r.pid) == (b"t", b"kept", 1)
+    assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
