@@ -69,7 +69,15 @@ def validate_payload(text):
         obj = json.loads(text)
     except ValueError as e:
         return "payload is not JSON (%s)" % e
-    if not isinstance(obj, dict):
+    if type(obj) is dict:
+        # A good reading passes in one expression (json gives int, never a
+        # subclass, but bool is one: hence type() is int); the reasons are
+        # worked out only for a bad one.
+        d, b, s, q = obj.get("d"), obj.get("b"), obj.get("s"), obj.get("q")
+        if (type(d) is str and d and type(b) is int and b >= 0 and type(s) is int
+                and s >= 0 and type(q) is int and 0 <= q <= 2):
+            return None
+    else:
         return "payload is not a JSON object (got %s)" % type(obj).__name__
     problems = []
     d = obj.get("d")
