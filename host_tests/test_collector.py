@@ -61,6 +61,17 @@ def landed(landing, hidden=True):
     return out
 
 
+def assert_each_lands_and_qos2_once(landing, n):
+    """Every s in range(n) landed (published files); the odd ones, QoS 2, once."""
+    copies = {}
+    for r in landed(landing, hidden=False):
+        s = json.loads(r["payload"])["s"]
+        copies[s] = copies.get(s, 0) + 1
+    assert set(copies) == set(range(n))
+    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
+    assert twice_q2 == [], twice_q2
+
+
 def wait_for(cond, timeout, what):
     deadline = time.monotonic() + timeout
     while not cond():
@@ -404,13 +415,7 @@ def test_a_crash_between_fsync_and_ack_loses_nothing_and_lands_qos2_once(mosquit
     # answered them without landing them.
     resent = [int(m) for m in re.findall(r"done: .* q2_redelivered (\d+)", tail)]
     assert resent and resent[-1] >= 1, tail
-    copies = {}
-    for r in landed(landing, hidden=False):
-        s = json.loads(r["payload"])["s"]
-        copies[s] = copies.get(s, 0) + 1
-    assert set(copies) == set(range(n))
-    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
-    assert twice_q2 == [], twice_q2
+    assert_each_lands_and_qos2_once(landing, n)
 
 
 def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
@@ -455,13 +460,7 @@ def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
         pub.disconnect()
     st = col.stats()
     assert cut and st["reconnects"] >= 1
-    copies = {}
-    for r in landed(landing, hidden=False):
-        s = json.loads(r["payload"])["s"]
-        copies[s] = copies.get(s, 0) + 1
-    assert set(copies) == set(range(n))
-    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
-    assert twice_q2 == [], twice_q2
+    assert_each_lands_and_qos2_once(landing, n)
     assert st["q2_redelivered"] >= 1
 
 
