@@ -539,3 +539,40 @@ def test_collectors_share_the_load_and_a_killed_one_loses_nothing(mosquitto, tmp
     # session and sends again to it; no message went to both members.
     twice = [s for s, c in copies.items() if c > 1]
     assert len(twice) <= 50, twice
+
+
+def test_keepalive_pings_and_a_silent_broker_is_left(tmp_path):
+    # A scripted broker grants the subscription, then hears the collector out
+    # and answers nothing: the collector pings the idle link, and once nothing
+    # has come for 1.5 keepalives it drops the link and connects again.
+    from holdfast import codec as c
+    from scripted_broker import ScriptedBroker, connack
+
+    def silent(conn):
+        connack(conn)
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (2,)))
+        conn.idle(30)    # until the collector leaves: it closes the link
+
+    def answers(conn):
+        # ... and a clean stop: the fence (an UNSUBSCRIBE answered), then
+        # DISCONNECT.
+        connack(conn, present=True)
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (2,)))
+        p = conn.expect(c.UNSUBSCRIBE, 20)
+        conn.send((c.UNSUBACK, p[1]))
+        conn.expect(c.DISCONNECT)
+
+    broker = ScriptedBroker(silent, answers)
+    col = Collector("127.0.0.1", broker.port, str(tmp_path / "landing"), client_id="test-keepalive",
+                    keepalive=1, progress_s=0, log=lambda line: None).start()
+    try:
+        wait_for(lambda: col.stats()["reconnects"] >= 1 and broker.accepts >= 2, 10,
+                 "the silent link dropped and made again")
+    finally:
+        col.stop()
+        broker.close()
+    assert broker.errors == []
+    first = [p[0] for p in broker.conns[0].got]
+    assert first[:2] == [c.CONNECT, c.SUBSCRIBE] and c.PINGREQ in first, first
