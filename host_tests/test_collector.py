@@ -25,7 +25,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from pipeline.cluster import terminate
-from pipeline.collector import Collector, recover_inprogress, validate_payload
+from pipeline.collector import Collector, CollectorError, recover_inprogress, validate_payload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
@@ -576,3 +576,32 @@ def test_keepalive_pings_and_a_silent_broker_is_left(tmp_path):
     assert broker.errors == []
     first = [p[0] for p in broker.conns[0].got]
     assert first[:2] == [c.CONNECT, c.SUBSCRIBE] and c.PINGREQ in first, first
+
+
+@pytest.mark.parametrize("refusal", ["connack", "suback"])
+def test_a_refusal_stops_the_collector_with_its_cause(tmp_path, refusal):
+    from holdfast import codec as c
+    from scripted_broker import ScriptedBroker
+
+    def script(conn):
+        conn.expect(c.CONNECT)
+        if refusal == "connack":
+            conn.send((c.CONNACK, False, 5))
+            return
+        conn.send((c.CONNACK, False, 0))
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (0x80,)))
+        conn.idle(5)
+
+    broker = ScriptedBroker(script)
+    col = Collector("127.0.0.1", broker.port, str(tmp_path / "landing"), client_id="test-refused",
+                    progress_s=0, log=lambda line: None)
+    try:
+        with pytest.raises(CollectorError) as e:
+            col.start()
+    finally:
+        broker.close()
+    assert broker.errors == []
+    want = ("connection refused: not authorized (code 5)" if refusal == "connack"
+            else "broker refused the subscription to holdfast/+/telemetry")
+    assert want in str(e.value), str(e.value)

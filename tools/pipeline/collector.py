@@ -347,6 +347,8 @@ class Collector:
         self._recovered_q2 = set()
         self._fence_pid = 0
         self._more = False        # a full batch left packets in the buffer
+        # The partition of the second _key_s: strftime once a second, not
+        # once a message.
         self._key_s = -1
         self._key = None
         self._t0 = time.monotonic()
@@ -478,13 +480,9 @@ class Collector:
                 link.send(bytes(link.buf[:codec.empty(link.buf, codec.PINGREQ)]))
 
     def _connect(self):
+        link = None
         try:
             link = _Link(self.host, self.port, max(10, self.keepalive))
-        except OSError as e:
-            self.log("cannot connect to %s:%s: %s; retrying"
-                     % (self.host, self.port, e))
-            return False
-        try:
             b = link.buf
             link.send(bytes(b[:codec.connect(b, self.client_id, clean=False,
                                              keepalive=self.keepalive)]))
@@ -497,13 +495,14 @@ class Collector:
             if r.type != codec.CONNACK:
                 raise MQTTProtocolError("packet type %d before CONNACK" % r.type)
         except (OSError, MQTTProtocolError) as e:
-            link.close()
+            if link is not None:
+                link.close()
             self.log("cannot connect to %s:%s: %s; retrying"
                      % (self.host, self.port, e))
             return False
         if r.code:
             link.close()
-            raise CollectorError("broker refused the %s" % refused(r.code))
+            raise CollectorError("broker %s:%s: %s" % (self.host, self.port, refused(r.code)))
         self.log("connected to %s:%s as %s (%s)"
                  % (self.host, self.port, self.client_id,
                     "resumed persistent session" if r.session_present
