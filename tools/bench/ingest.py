@@ -242,6 +242,9 @@ def markdown(rows):
               "idle). 2 collectors: one process each, in one shared subscription. Targets: "
               "QoS 1 >= 30,000/s and QoS 2 >= 10,000/s with 1 collector, nothing missing."
               % (INFLIGHT[1], INFLIGHT[2], PAHO_COMMIT)]
+    if not any(r["path"] == "paho" for r in rows):
+        lines.append("No paho rows: %s is not in this clone's history (a shallow clone?)."
+                     % PAHO_COMMIT)
     return "\n".join(lines)
 
 
