@@ -25,7 +25,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from pipeline.cluster import terminate
-from pipeline.collector import Collector, recover_inprogress, validate_payload
+from pipeline.collector import Collector, CollectorError, recover_inprogress, validate_payload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
@@ -59,6 +59,17 @@ def landed(landing, hidden=True):
                     if line.endswith("\n"):
                         out.append(json.loads(line))
     return out
+
+
+def assert_each_lands_and_qos2_once(landing, n):
+    """Every s in range(n) landed (published files); the odd ones, QoS 2, once."""
+    copies = {}
+    for r in landed(landing, hidden=False):
+        s = json.loads(r["payload"])["s"]
+        copies[s] = copies.get(s, 0) + 1
+    assert set(copies) == set(range(n))
+    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
+    assert twice_q2 == [], twice_q2
 
 
 def wait_for(cond, timeout, what):
@@ -283,26 +294,33 @@ def test_collector_crash_loses_nothing(mosquitto, tmp_path, sub_qos):
 
 @pytest.mark.parametrize("sub_qos", [2, 1])
 def test_an_ack_never_precedes_the_fsync_of_its_message(mosquitto, tmp_path, monkeypatch, sub_qos):
+    # Recorded in order: each PUBLISH taken off the wire, each fsync, each
+    # write to the socket (its acks decoded from the bytes).
     from pipeline import collector
     events = []
-    real_fsync, real_ack = collector.os.fsync, collector._Client.ack
-    real_on_message = collector.Collector._on_message
+    real_fsync, real_send = collector.os.fsync, collector._Link.send
+    real_publish = collector.Collector._publish
 
     def fsync(fd):
         real_fsync(fd)
         events.append(("fsync",))
 
-    def ack(self, mid, qos):
-        events.append(("ack", mid))
-        return real_ack(self, mid, qos)
+    def send(self, data):
+        data = bytes(data)
+        if data[0] >> 4 in (4, 5, 7):          # PUBACK, PUBREC, PUBCOMP
+            assert len(data) % 4 == 0, data
+            acks = [(data[i] >> 4, data[i + 2] << 8 | data[i + 3]) for i in range(0, len(data), 4)]
+            assert all(a[0] in (4, 5, 7) for a in acks), data    # acks only
+            events.append(("write", [pid for t, pid in acks if t != 7]))
+        return real_send(self, data)
 
-    def on_message(self, client, userdata, msg):
-        events.append(("rx", msg.mid))
-        return real_on_message(self, client, userdata, msg)
+    def publish(self, r):
+        events.append(("rx", r.pid))
+        return real_publish(self, r)
 
     monkeypatch.setattr(collector.os, "fsync", fsync)
-    monkeypatch.setattr(collector._Client, "ack", ack)
-    monkeypatch.setattr(collector.Collector, "_on_message", on_message)
+    monkeypatch.setattr(collector._Link, "send", send)
+    monkeypatch.setattr(collector.Collector, "_publish", publish)
     landing = str(tmp_path / "landing")
     col = Collector(mosquitto.host, mosquitto.port, landing, client_id="test-order-%d" % sub_qos,
                     sub_qos=sub_qos, batch_max=20, batch_ms=50, progress_s=0,
@@ -317,8 +335,10 @@ def test_an_ack_never_precedes_the_fsync_of_its_message(mosquitto, tmp_path, mon
     col.stop()
     pub.loop_stop()
     pub.disconnect()
-    acks = [i for i, e in enumerate(events) if e[0] == "ack"]
-    assert len(acks) >= 300, len(acks)
+    writes = [e[1] for e in events if e[0] == "write" and e[1]]
+    assert sum(len(w) for w in writes) >= 300
+    # One write of acknowledgements a batch: a batch holds at most 20.
+    assert len(writes) == col.stats()["batches"] >= 15, (len(writes), col.stats())
     last_rx = {}
     last_fsync = -1
     for i, e in enumerate(events):
@@ -326,15 +346,18 @@ def test_an_ack_never_precedes_the_fsync_of_its_message(mosquitto, tmp_path, mon
             last_rx[e[1]] = i
         elif e[0] == "fsync":
             last_fsync = i
-        else:  # an ack: its message was received, then an fsync, then the ack
-            assert e[1] in last_rx and last_rx[e[1]] < last_fsync, (i, e, events[max(0, i - 5):i + 1])
+        else:  # each ack: its message was received, then an fsync, then the write
+            for pid in e[1]:
+                assert pid in last_rx and last_rx[pid] < last_fsync, (i, e, events[max(0, i - 5):i + 1])
 
 
-def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
-    # The collector dies at the first acknowledgement of its third batch:
-    # that batch is on disk, none of it acknowledged. The broker redelivers it
-    # to the next collector: every reading lands, some twice (the pipeline
-    # removes the duplicates), none lost.
+def test_a_crash_between_fsync_and_ack_loses_nothing_and_lands_qos2_once(mosquitto, tmp_path):
+    # The collector dies at the acknowledgement write of its third batch with
+    # QoS 2 messages in it: that batch is on disk, none of it acknowledged.
+    # The broker sends it again (DUP) to the next collector: every reading
+    # lands; the QoS 1 ones of that batch may land twice (the pipeline
+    # removes the duplicates), the QoS 2 ones once: the restarted collector
+    # knows them from the file its predecessor left open.
     landing = str(tmp_path / "landing")
     log_path = str(tmp_path / "collector.log")
     open(log_path, "w").close()
@@ -342,18 +365,15 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
     driver = (
         "import os, sys; sys.path.insert(0, %r); from pipeline import collector\n"
         "batches = []\n"
-        "real_flush = collector.Collector._flush\n"
-        "def flush(self, ack):\n"
-        "    if self._batch and ack:\n"
+        "real_send_acks = collector.Collector._send_acks\n"
+        "def send_acks(self):\n"
+        "    if any(t == collector.codec.PUBREC for t, pid in self._acks):\n"
         "        batches.append(1)\n"
         "        if len(batches) == 3:\n"
-        "            real_ack = self._client.ack\n"
-        "            def die(mid, qos):\n"
-        "                print('collector: dying before the ack of mid', mid, flush=True)\n"
-        "                os._exit(99)\n"
-        "            self._client.ack = die\n"
-        "    return real_flush(self, ack)\n"
-        "collector.Collector._flush = flush\n"
+        "            print('collector: dying before the acks of', len(self._acks), 'messages', flush=True)\n"
+        "            os._exit(99)\n"
+        "    return real_send_acks(self)\n"
+        "collector.Collector._send_acks = send_acks\n"
         "collector.main(sys.argv[1:])\n" % TOOLS)
     pub = publisher(mosquitto, "test-crash-between-pub", clean=False)
     log = open(log_path, "ab")
@@ -371,6 +391,7 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
         assert p1.wait(30) == 99, open(log_path).read()[-2000:]
         on_disk = {json.loads(r["payload"])["s"] for r in landed(landing)}
         assert len(on_disk) >= 50, len(on_disk)  # the third batch was fsync'ed before the crash
+        mark = os.path.getsize(log_path)
         p2 = _start_collector(mosquitto, landing, cid, 2, log_path)
         try:
             for i in infos:
@@ -385,7 +406,16 @@ def test_a_crash_between_fsync_and_ack_loses_nothing(mosquitto, tmp_path):
             p1.kill()
         pub.loop_stop()
         pub.disconnect()
-    assert _log_has(log_path, "dying before the ack")
+    with open(log_path, errors="replace") as f:
+        log = f.read()
+    assert "dying before the acks" in log
+    tail = log[mark:]
+    assert "resumed persistent session" in tail and "recovered 1 in-progress file" in tail, tail
+    # The broker did send the unacknowledged QoS 2 messages again, and p2
+    # answered them without landing them.
+    resent = [int(m) for m in re.findall(r"done: .* q2_redelivered (\d+)", tail)]
+    assert resent and resent[-1] >= 1, tail
+    assert_each_lands_and_qos2_once(landing, n)
 
 
 def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
@@ -402,10 +432,10 @@ def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
     cut = []
 
     def flush(ack):
-        if col._batch and ack and not cut:
-            cut.append(len(col._batch))
+        if col._pending and ack and not cut:
+            cut.append(col._pending)
             real_flush(ack=False)          # on disk, nothing acknowledged
-            col._client.socket().shutdown(2)   # and the link goes down
+            col._link.sock.shutdown(2)     # and the link goes down
             return
         real_flush(ack)
 
@@ -430,13 +460,7 @@ def test_a_qos2_redelivery_after_a_reconnect_lands_once(mosquitto, tmp_path):
         pub.disconnect()
     st = col.stats()
     assert cut and st["reconnects"] >= 1
-    copies = {}
-    for r in landed(landing, hidden=False):
-        s = json.loads(r["payload"])["s"]
-        copies[s] = copies.get(s, 0) + 1
-    assert set(copies) == set(range(n))
-    twice_q2 = [s for s, c in copies.items() if s % 2 == 1 and c > 1]
-    assert twice_q2 == [], twice_q2
+    assert_each_lands_and_qos2_once(landing, n)
     assert st["q2_redelivered"] >= 1
 
 
@@ -515,3 +539,69 @@ def test_collectors_share_the_load_and_a_killed_one_loses_nothing(mosquitto, tmp
     # session and sends again to it; no message went to both members.
     twice = [s for s, c in copies.items() if c > 1]
     assert len(twice) <= 50, twice
+
+
+def test_keepalive_pings_and_a_silent_broker_is_left(tmp_path):
+    # A scripted broker grants the subscription, then hears the collector out
+    # and answers nothing: the collector pings the idle link, and once nothing
+    # has come for 1.5 keepalives it drops the link and connects again.
+    from holdfast import codec as c
+    from scripted_broker import ScriptedBroker, connack
+
+    def silent(conn):
+        connack(conn)
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (2,)))
+        conn.idle(30)    # until the collector leaves: it closes the link
+
+    def answers(conn):
+        # ... and a clean stop: the fence (an UNSUBSCRIBE answered), then
+        # DISCONNECT.
+        connack(conn, present=True)
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (2,)))
+        p = conn.expect(c.UNSUBSCRIBE, 20)
+        conn.send((c.UNSUBACK, p[1]))
+        conn.expect(c.DISCONNECT)
+
+    broker = ScriptedBroker(silent, answers)
+    col = Collector("127.0.0.1", broker.port, str(tmp_path / "landing"), client_id="test-keepalive",
+                    keepalive=1, progress_s=0, log=lambda line: None).start()
+    try:
+        wait_for(lambda: col.stats()["reconnects"] >= 1 and broker.accepts >= 2, 10,
+                 "the silent link dropped and made again")
+    finally:
+        col.stop()
+        broker.close()
+    assert broker.errors == []
+    first = [p[0] for p in broker.conns[0].got]
+    assert first[:2] == [c.CONNECT, c.SUBSCRIBE] and c.PINGREQ in first, first
+
+
+@pytest.mark.parametrize("refusal", ["connack", "suback"])
+def test_a_refusal_stops_the_collector_with_its_cause(tmp_path, refusal):
+    from holdfast import codec as c
+    from scripted_broker import ScriptedBroker
+
+    def script(conn):
+        conn.expect(c.CONNECT)
+        if refusal == "connack":
+            conn.send((c.CONNACK, False, 5))
+            return
+        conn.send((c.CONNACK, False, 0))
+        p = conn.expect(c.SUBSCRIBE)
+        conn.send((c.SUBACK, p[1], (0x80,)))
+        conn.idle(5)
+
+    broker = ScriptedBroker(script)
+    col = Collector("127.0.0.1", broker.port, str(tmp_path / "landing"), client_id="test-refused",
+                    progress_s=0, log=lambda line: None)
+    try:
+        with pytest.raises(CollectorError) as e:
+            col.start()
+    finally:
+        broker.close()
+    assert broker.errors == []
+    want = ("connection refused: not authorized (code 5)" if refusal == "connack"
+            else "broker refused the subscription to holdfast/+/telemetry")
+    assert want in str(e.value), str(e.value)

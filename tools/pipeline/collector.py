@@ -4,14 +4,23 @@
         [--prefix holdfast] [--client-id ID] [--sub-qos 2] [--duration S]
 
 Subscribes `<prefix>/+/telemetry` with a persistent session (clean_session
-False, fixed client id) and manual acknowledgement.  Each message becomes one
-JSON line (docs/telemetry.md) in
-`<landing>/date=YYYY-MM-DD/hour=HH/part-<pid>-<n>.jsonl`; a payload that is
-not a valid reading goes to `<landing>/quarantine/part-<pid>-<n>.jsonl` with
-a "reason".  Messages are acknowledged to the broker only after the batch
-that holds them has been written, flushed and fsync'ed, so a crash at any
-point loses nothing: the broker redelivers what was not acknowledged (the
-landing may then hold duplicates; the pipeline removes them).
+False, fixed client id).  Each message becomes one JSON line
+(docs/telemetry.md) in `<landing>/date=YYYY-MM-DD/hour=HH/part-<pid>-<n>.jsonl`;
+a payload that is not a valid reading goes to
+`<landing>/quarantine/part-<pid>-<n>.jsonl` with a "reason".  Messages are
+acknowledged to the broker only after the batch that holds them has been
+written, flushed and fsync'ed, so a crash at any point loses nothing: the
+broker redelivers what was not acknowledged (the landing may then hold
+duplicates; the pipeline removes them).
+
+The MQTT side is holdfast's own codec (firmware/holdfast/codec.py) on a
+plain socket, not paho: a batch is whatever the socket has when the reader
+catches up (group commit), and its acknowledgements (PUBACK, PUBREC, in the
+order the messages came) go out in one write after its fsync.  A QoS 2
+message is acknowledged with PUBREC only once landed, a PUBREL of any packet
+id is answered with PUBCOMP, and a resent copy of a landed QoS 2 message
+(DUP, after a reconnect or a collector restart) is answered without landing
+it again.  Measured against paho's path: docs/bench.md, "Ingest".
 
 A file being written is hidden (`.part-<pid>-<n>.jsonl.inprogress`, which
 Spark and the pipeline skip) and renamed to its final name when it is rolled
@@ -19,29 +28,31 @@ Spark and the pipeline skip) and renamed to its final name when it is rolled
 renames the files left behind by dead collectors, dropping a torn last line
 (never acknowledged, so redelivered).
 
-QoS 2: paho-mqtt 2.2 with manual_ack sends PUBREC as soon as a QoS 2 PUBLISH
-arrives and only calls on_message at PUBREL, and it never answers a PUBREL
-it does not know (one left over from a crashed run), so the broker's inflight
-slot stays taken forever.  A crash between PUBREC and the write would lose the
-message (the broker only keeps the packet id after PUBREC).  `_Client` below
-defers PUBREC to ack() and answers every PUBREL with PUBCOMP, which is the
-MQTT receiver flow for "store, then acknowledge".  See docs/pipeline.md.
-
 Importable: `Collector(host, port, landing).start()` ... `.stop()`.
 """
 
 import argparse
+import collections
 import json
 import os
 import re
+import select
 import signal
+import socket
 import sys
 import threading
 import time
+from json.encoder import encode_basestring_ascii as _json_str
 
-import paho.mqtt.client as mqtt
-from paho.mqtt import _packet as _paho_packet
-from paho.mqtt.enums import MQTTErrorCode
+try:
+    from holdfast import codec
+except ImportError:   # run from a checkout: the firmware is beside tools/
+    sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "firmware"))
+    from holdfast import codec
+from holdfast.errors import MQTTProtocolError, PacketTooLarge
+from holdfast.reasons import refused
+
 
 DEFAULT_PREFIX = "holdfast"
 DEFAULT_CLIENT_ID = "holdfast-collector"
@@ -58,7 +69,15 @@ def validate_payload(text):
         obj = json.loads(text)
     except ValueError as e:
         return "payload is not JSON (%s)" % e
-    if not isinstance(obj, dict):
+    if type(obj) is dict:
+        # A good reading passes in one expression (json gives int, never a
+        # subclass, but bool is one: hence type() is int); the reasons are
+        # worked out only for a bad one.
+        d, b, s, q = obj.get("d"), obj.get("b"), obj.get("s"), obj.get("q")
+        if (type(d) is str and d and type(b) is int and b >= 0 and type(s) is int
+                and s >= 0 and type(q) is int and 0 <= q <= 2):
+            return None
+    else:
         return "payload is not a JSON object (got %s)" % type(obj).__name__
     problems = []
     d = obj.get("d")
@@ -84,48 +103,6 @@ def validate_payload(text):
 
 class CollectorError(RuntimeError):
     pass
-
-
-class _Client(mqtt.Client):
-    """paho Client whose manual-ack QoS 2 receive path is crash safe.
-
-    on_message is called when the PUBLISH arrives (not at PUBREL); ack(mid, 2)
-    sends PUBREC; a PUBREL (known or left over from an earlier connection) is
-    answered with PUBCOMP at once.  QoS 0/1 are paho's own code.
-    """
-
-    def _handle_publish(self):
-        header = self._in_packet["command"]
-        if not self._manual_ack or (header & 0x06) >> 1 != 2:
-            return super()._handle_publish()
-        res = _paho_packet.decode_publish(header, self._in_packet["packet"],
-                                          self._protocol)
-        msg = mqtt.MQTTMessage(mid=res.mid, topic=res.topic)
-        msg.dup = res.dup
-        msg.qos = res.qos
-        msg.retain = res.retain
-        msg.properties = res.properties
-        msg.payload = res.payload
-        msg.timestamp = time.monotonic()
-        self._handle_on_message(msg)
-        return MQTTErrorCode.MQTT_ERR_SUCCESS
-
-    on_pubrel = None
-
-    def _handle_pubrel(self):
-        if not self._manual_ack:
-            return super()._handle_pubrel()
-        res = _paho_packet.decode_pubrel(self._in_packet["command"],
-                                         self._in_packet["packet"],
-                                         self._protocol)
-        if self.on_pubrel is not None:
-            self.on_pubrel(res.mid)
-        return self._send_pubcomp(res.mid)
-
-    def ack(self, mid, qos):
-        if self._manual_ack and qos == 2:
-            return self._send_pubrec(mid)
-        return super().ack(mid, qos)
 
 
 def _fsync_dir(path):
@@ -159,13 +136,15 @@ def _tmp_name(dirpath, pid, n):
     return os.path.join(dirpath, ".part-%d-%d.jsonl.inprogress" % (pid, n))
 
 
-def recover_inprogress(landing, log=None):
+def recover_inprogress(landing, log=None, q2=None):
     """Publish the in-progress files that dead collectors left in `landing`.
 
     Each is cut after its last complete line (a torn tail was never
     acknowledged, so the broker redelivers it), then renamed to its final
     name; an empty one is removed.  Files of live processes other than this
-    one are left alone.  Returns (files renamed, bytes of torn tail dropped).
+    one are left alone.  With q2 (a set), the (topic, payload) of every QoS 2
+    line of those files, up to the last Q2_RECOVERED of each, is added to it.
+    Returns (files renamed, bytes of torn tail dropped).
     """
     renamed = dropped = 0
     me = os.getpid()
@@ -188,6 +167,8 @@ def recover_inprogress(landing, log=None):
                     f.flush()
                     os.fsync(f.fileno())
                     dropped += len(data) - keep
+            if q2 is not None:
+                q2.update(_q2_lines(data[:keep]))
             if keep == 0:
                 os.remove(path)
                 continue
@@ -246,6 +227,57 @@ class _Writer:
 
 # Never subscribed: unsubscribing from it is a round trip (see _acks_read).
 _FENCE = "$holdfast-collector/fence"
+# The receive buffer: a PUBLISH larger than this is quarantined unread.
+RX_SIZE = 1 << 18
+# A restarted collector remembers at most this many QoS 2 lines of each file
+# its dead predecessor left open: a broker has at most 65535 packet ids in
+# flight to one client, and the ones whose PUBREC it never got were landed last.
+Q2_RECOVERED = 65535
+_Q2_MARK = b'"qos":2,'
+
+
+def _q2_lines(data):
+    """(topic, payload) of the last Q2_RECOVERED QoS 2 lines in landing bytes."""
+    tail = collections.deque(maxlen=Q2_RECOVERED)
+    for line in data.splitlines():
+        if _Q2_MARK in line:
+            rec = json.loads(line)
+            if rec.get("qos") == 2:
+                tail.append((rec["topic"], rec["payload"]))
+    return tail
+
+
+class _Link:
+    """One MQTT 3.1.1 connection to the broker, on holdfast's codec."""
+
+    def __init__(self, host, port, timeout):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rx = codec.Reader(RX_SIZE)
+        self.buf = bytearray(512)
+        self.heard = self.said = time.monotonic()
+
+    def send(self, data):
+        self.sock.sendall(data)
+        self.said = time.monotonic()
+
+    def pump(self, wait):
+        """Reads once what arrives within wait seconds; returns the byte count
+        (0: nothing came)."""
+        if not select.select((self.sock,), (), (), wait)[0]:
+            return 0
+        n = self.sock.recv_into(self.rx.tail())
+        if not n:
+            raise ConnectionError("the broker closed the connection")
+        self.rx.filled(n)
+        self.heard = time.monotonic()
+        return n
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 class Collector:
@@ -255,11 +287,16 @@ class Collector:
     run() runs it in the calling thread until stop() or `duration` seconds.
     stats() gives the counters.  One collector per landing directory and
     process.
+
+    A batch is written and fsync'ed when the socket has had nothing more for
+    batch_idle_ms, or holds batch_max messages, or is batch_ms old; the
+    broker's window (mosquitto's max_inflight_messages, 20 by default) bounds
+    how many messages one fsync can cover.
     """
 
     def __init__(self, host="127.0.0.1", port=1883, landing="landing",
                  prefix=DEFAULT_PREFIX, client_id=DEFAULT_CLIENT_ID,
-                 sub_qos=2, batch_max=100, batch_ms=200, batch_idle_ms=5,
+                 sub_qos=2, batch_max=1000, batch_ms=200, batch_idle_ms=0,
                  roll_s=60.0, roll_bytes=64 << 20, keepalive=30,
                  progress_s=10.0, log=None, group=None):
         if sub_qos not in (1, 2):
@@ -291,30 +328,32 @@ class Collector:
         self._subscribed = threading.Event()
         self._thread = None
         self._error = None
-        self._connected = False
-        self._writers = {}        # key -> _Writer; key ("date", "hour") or QUARANTINE
-        self._batch = []          # (key, line bytes)
-        self._acks = []           # (mid, qos) to send once the batch is on disk
+        self._link = None
+        self._writers = {}        # key -> _Writer; key "YYYY-MM-DD HH" or QUARANTINE
+        self._batch = {}          # key -> [line bytes], not yet written
+        self._pending = 0         # messages in _batch
+        self._batch_start = 0.0
+        # (packet type, id) to send in the order the packets came, after
+        # the fsync of the batch: PUBACK, PUBREC, and PUBCOMP for PUBREL.
+        self._acks = []
         # QoS 2 packet ids landed and not yet released (PUBREL): a PUBLISH
         # the broker sends again (DUP, after a reconnect, because our PUBREC
         # did not reach it) is answered with PUBREC, not landed twice. This
-        # is the receiver's side of exactly once (MQTT 3.1.1, 4.3.3); it
-        # lasts as long as the process (a crashed collector lands such a
-        # message again: docs/telemetry.md).
+        # is the receiver's side of exactly once (MQTT 3.1.1, 4.3.3).
         self._landed_q2 = set()
-        self._batch_start = 0.0
+        # The same across a restart: (topic, payload) of the QoS 2 lines a
+        # dead collector left in its open files (recover_inprogress). A
+        # resent copy that matches one is that reading, already on disk.
+        self._recovered_q2 = set()
+        self._fence_pid = 0
+        self._more = False        # a full batch left packets in the buffer
+        # The partition of the second _key_s: strftime once a second, not
+        # once a message.
+        self._key_s = -1
+        self._key = None
         self._t0 = time.monotonic()
         self._n = dict(received=0, written=0, quarantined=0, acked=0,
                        batches=0, files=0, reconnects=0, q2_redelivered=0)
-        c = _Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                    clean_session=False, protocol=mqtt.MQTTv311,
-                    manual_ack=True)
-        c.on_connect = self._on_connect
-        c.on_disconnect = self._on_disconnect
-        c.on_subscribe = self._on_subscribe
-        c.on_message = self._on_message
-        c.on_pubrel = self._landed_q2.discard
-        self._client = c
 
     # -- public -------------------------------------------------------------
 
@@ -323,7 +362,7 @@ class Collector:
 
     def stats(self):
         s = dict(self._n)
-        s["pending"] = len(self._batch)
+        s["pending"] = self._pending
         return s
 
     def start(self, timeout=10.0):
@@ -379,13 +418,11 @@ class Collector:
         except Exception as e:  # reported by start()/stop()/run()
             self._error = e
             self.log("stopped on error: %s" % e)
-            try:
-                self._client.disconnect()
-            except Exception:
-                pass
+            if self._link is not None:
+                self._link.close()
 
     def _run(self):
-        recover_inprogress(self.landing, self.log)
+        recover_inprogress(self.landing, self.log, self._recovered_q2)
         os.makedirs(self.landing, exist_ok=True)
         backoff = 0.5
         next_progress = time.monotonic() + self.progress_s
@@ -393,34 +430,18 @@ class Collector:
         # roll_s of its age (streaming reads only rolled files).
         roll_check = min(1.0, self.roll_s / 4.0)
         next_roll = time.monotonic() + roll_check
-        first = True
         while not self._stop.is_set():
-            if not self._connected:
-                if not self._connect(first):
+            if self._link is None:
+                if not self._connect():
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 10.0)
                     continue
-                first = False
                 backoff = 0.5
-            if self._batch:
-                timeout = min(self.idle_s, max(0.0, self._batch_start
-                                               + self.batch_s
-                                               - time.monotonic()))
-            else:
-                timeout = 0.1
-            before = self._n["received"]
-            t = time.monotonic()
-            rc = self._client.loop(timeout)
+            try:
+                self._step()
+            except (OSError, MQTTProtocolError) as e:
+                self._lost(str(e) or type(e).__name__)
             now = time.monotonic()
-            if self._batch:
-                idle = (self._n["received"] == before
-                        and now - t >= timeout * 0.9)
-                if (idle or len(self._batch) >= self.batch_max
-                        or now - self._batch_start >= self.batch_s):
-                    self._flush(ack=self._connected)
-            if rc != MQTTErrorCode.MQTT_ERR_SUCCESS and self._connected:
-                # on_disconnect normally ran already; make sure.
-                self._lost("loop: %s" % mqtt.error_string(rc))
             if now >= next_roll:
                 self._roll(now)
                 next_roll = now + roll_check
@@ -429,30 +450,87 @@ class Collector:
                 next_progress = now + self.progress_s
         self._shutdown()
 
-    def _connect(self, first):
-        c = self._client
-        try:
-            if first:
-                c.connect(self.host, self.port, keepalive=self.keepalive)
+    def _step(self):
+        """Reads what the broker sent; lands the batch once the socket has
+        nothing more (or the batch is full or old), then acknowledges it."""
+        link = self._link
+        if self._more:
+            got = True      # packets left in the buffer by a full batch
+        else:
+            if self._pending:
+                wait = min(self.idle_s, max(0.0, self._batch_start + self.batch_s
+                                            - time.monotonic()))
             else:
-                c.reconnect()
-        except OSError as e:
+                wait = 0.1
+            got = link.pump(wait)
+        if got:
+            self._more = self._packets()
+        if self._pending:
+            if (not got or self._more
+                    or time.monotonic() - self._batch_start >= self.batch_s):
+                self._flush(ack=True)
+        elif self._acks:
+            self._send_acks()
+        now = time.monotonic()
+        if self.keepalive:
+            if now - link.heard > 1.5 * self.keepalive:
+                raise ConnectionError("nothing from the broker for %.0f s"
+                                      % (now - link.heard))
+            if now - link.said >= self.keepalive:
+                link.send(bytes(link.buf[:codec.empty(link.buf, codec.PINGREQ)]))
+
+    def _connect(self):
+        link = None
+        try:
+            link = _Link(self.host, self.port, max(10, self.keepalive))
+            b = link.buf
+            link.send(bytes(b[:codec.connect(b, self.client_id, clean=False,
+                                             keepalive=self.keepalive)]))
+            deadline = time.monotonic() + max(10, self.keepalive)
+            r = link.rx
+            while not r.next():
+                if time.monotonic() > deadline:
+                    raise ConnectionError("no CONNACK")
+                link.pump(0.1)
+            if r.type != codec.CONNACK:
+                raise MQTTProtocolError("packet type %d before CONNACK" % r.type)
+        except (OSError, MQTTProtocolError) as e:
+            if link is not None:
+                link.close()
             self.log("cannot connect to %s:%s: %s; retrying"
                      % (self.host, self.port, e))
             return False
-        self._connected = True   # TCP up, CONNECT sent; CONNACK in loop
+        if r.code:
+            link.close()
+            raise CollectorError("broker %s:%s: %s" % (self.host, self.port, refused(r.code)))
+        self.log("connected to %s:%s as %s (%s)"
+                 % (self.host, self.port, self.client_id,
+                    "resumed persistent session" if r.session_present
+                    else "new session"))
+        if not r.session_present:
+            # The broker kept no packet id of ours: nothing is resent.
+            self._landed_q2.clear()
+            self._recovered_q2.clear()
+        self._link = link
+        n = codec.filters().subscribe(b, 1, [(self.topic, self.sub_qos)])
+        link.send(bytes(b[:n]))
         return True
 
     def _shutdown(self):
-        self._flush(ack=self._connected)
+        self._flush(ack=self._link is not None)
         for key in list(self._writers):
             self._close_writer(key)
-        if self._connected:
-            self._acks_read()
-            # DISCONNECT: the session stays on the broker (clean_session is
-            # False).
-            self._client.disconnect()
-            self._connected = False
+        if self._link is not None:
+            try:
+                self._acks_read()
+                # DISCONNECT: the session stays on the broker (clean_session
+                # is False).
+                b = self._link.buf
+                self._link.send(bytes(b[:codec.empty(b, codec.DISCONNECT)]))
+            except (OSError, MQTTProtocolError) as e:
+                self.log("at stop: %s" % e)
+            self._link.close()
+            self._link = None
         self._progress(final=True)
 
     def _acks_read(self, timeout=10.0):
@@ -462,81 +540,130 @@ class Collector:
         comes after the acks. Without it a restart with the same client id
         can take over the session before the broker read the last acks, and
         gets those messages again (landed twice; the pipeline deduplicates,
-        but a clean stop should not cause it). Bounded: on timeout, stop
-        anyway (at-least-once)."""
-        done = threading.Event()
-        self._client.on_unsubscribe = lambda c, u, mid, rc, p: \
-            done.set() if mid == sent[1] else None
-        sent = self._client.unsubscribe(_FENCE)
+        but a clean stop should not cause it). Messages that come meanwhile
+        are neither landed nor acknowledged: the broker keeps them for the
+        session. Bounded: on timeout, stop anyway (at-least-once)."""
+        link = self._link
+        self._fence_pid = 2
+        n = codec.filters().unsubscribe(link.buf, self._fence_pid, [_FENCE])
+        link.send(bytes(link.buf[:n]))
         deadline = time.monotonic() + timeout
-        while (sent[0] == MQTTErrorCode.MQTT_ERR_SUCCESS and not done.is_set()
-               and time.monotonic() < deadline):
-            if self._client.loop(0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                break
+        while self._fence_pid and time.monotonic() < deadline:
+            if link.pump(0.05):
+                self._packets()
 
-    # -- paho callbacks (run in the loop thread) -----------------------------
+    # -- packets --------------------------------------------------------------
 
-    def _on_connect(self, client, userdata, flags, reason_code, properties):
-        if reason_code.is_failure:
-            self._connected = False
-            raise CollectorError("broker refused the connection: %s"
-                                 % reason_code)
-        self.log("connected to %s:%s as %s (%s)"
-                 % (self.host, self.port, self.client_id,
-                    "resumed persistent session" if flags.session_present
-                    else "new session"))
-        if not flags.session_present:
-            self._landed_q2.clear()   # the broker kept no packet id of ours
-        client.subscribe(self.topic, qos=self.sub_qos)
+    def _packets(self):
+        """Takes the complete packets out of the receive buffer; True when it
+        stopped at a full batch (packets may be left)."""
+        r = self._link.rx
+        while self._pending < self.batch_max:
+            try:
+                t = r.next()
+            except PacketTooLarge as e:
+                self._too_large(e)
+                continue
+            if t == codec.PUBLISH:
+                self._publish(r)
+            elif t == codec.PUBREL:
+                self._landed_q2.discard(r.pid)
+                if not self._fence_pid:
+                    self._acks.append((codec.PUBCOMP, r.pid))
+            elif t == codec.SUBACK:
+                self._suback(r)
+            elif t == codec.UNSUBACK:
+                if r.pid == self._fence_pid:
+                    self._fence_pid = 0
+            elif t == 0:
+                return False
+            elif t != codec.PINGRESP:
+                raise MQTTProtocolError("unexpected packet type %d from the broker" % t)
+        return True
 
-    def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
-        rc = reason_codes[0]
-        if rc.is_failure:
-            raise CollectorError("broker refused the subscription to %s: %s"
-                                 % (self.topic, rc))
-        granted = rc.value
+    def _suback(self, r):
+        granted = r.payload[0]
+        if granted == codec.SUBACK_FAILURE:
+            raise CollectorError("broker refused the subscription to %s"
+                                 % self.topic)
         if granted < self.sub_qos:
             self.log("warning: broker granted QoS %d for %s (asked %d)"
                      % (granted, self.topic, self.sub_qos))
         self.log("subscribed to %s at QoS %d" % (self.topic, granted))
         self._subscribed.set()
 
-    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
-        if self._connected and not self._stop.is_set():
-            self._lost(str(reason_code))
+    def _publish(self, r):
+        if self._fence_pid:
+            return     # stopping: the broker keeps it for the session
+        self._n["received"] += 1
+        flags = r.flags
+        qos = (flags >> 1) & 3
+        dup = bool(flags & 8)
+        topic = str(r.topic, "utf-8")
+        text = str(r.payload, "utf-8", "replace")
+        if qos == 2 and dup:
+            if r.pid in self._landed_q2:
+                self._resent(r.pid)
+                return
+            if self._recovered_q2 and (topic, text) in self._recovered_q2:
+                self._recovered_q2.discard((topic, text))
+                self._landed_q2.add(r.pid)
+                self._resent(r.pid)
+                return
+        rx = time.time()
+        reason = validate_payload(text)
+        if reason is None:
+            s = int(rx)
+            if s != self._key_s:
+                self._key_s = s
+                self._key = time.strftime("%Y-%m-%d %H", time.gmtime(s))
+            key = self._key
+        else:
+            key = QUARANTINE
+        self._land(key, topic, qos, flags & 1, dup, int(rx * 1000), text, reason)
+        if qos:
+            self._acks.append((codec.PUBACK if qos == 1 else codec.PUBREC, r.pid))
+
+    def _land(self, key, topic, qos, retain, dup, rx_ms, text, reason):
+        # The bytes json.dumps(record, separators=(",", ":")) gives, built
+        # without the dict: this is the per-message cost of the collector.
+        line = '{"topic":%s,"qos":%d,"retain":%s,"dup":%s,"rx_ms":%d,"payload":%s%s}\n' % (
+            _json_str(topic), qos, "true" if retain else "false",
+            "true" if dup else "false", rx_ms, _json_str(text),
+            "" if reason is None else ',"reason":' + _json_str(reason))
+        if not self._pending:
+            self._batch_start = time.monotonic()
+        lines = self._batch.get(key)
+        if lines is None:
+            lines = self._batch[key] = []
+        lines.append(line.encode())
+        self._pending += 1
+
+    def _resent(self, pid):
+        """A copy of a QoS 2 message already landed: PUBREC (after the batch
+        before it, in order), not landed again."""
+        self._n["q2_redelivered"] += 1
+        self._acks.append((codec.PUBREC, pid))
+
+    def _too_large(self, e):
+        if self._fence_pid:
+            return
+        self._n["received"] += 1
+        self._land(QUARANTINE, "", e.qos, 0, False, int(time.time() * 1000), "",
+                   "a PUBLISH of %d bytes, more than the collector's receive "
+                   "buffer (%d bytes): skipped unread" % (e.length, RX_SIZE))
+        if e.pid:
+            self._acks.append((codec.PUBACK if e.qos == 1 else codec.PUBREC, e.pid))
 
     def _lost(self, why):
-        self._connected = False
+        self._link.close()
+        self._link = None
+        self._more = False
         self._n["reconnects"] += 1
         # Keep what was received (duplicates are fine) but do not acknowledge
         # on the next connection: the broker redelivers the unacknowledged.
         self._flush(ack=False)
         self.log("connection lost (%s); reconnecting" % why)
-
-    def _on_message(self, client, userdata, msg):
-        rx_ms = int(time.time() * 1000)
-        self._n["received"] += 1
-        if msg.qos == 2 and msg.dup and msg.mid in self._landed_q2:
-            self._n["q2_redelivered"] += 1
-            self._acks.append((msg.mid, 2))   # with the next batch: in order
-            if not self._batch:
-                self._flush_acks()
-            return
-        text = msg.payload.decode("utf-8", errors="replace")
-        rec = {"topic": msg.topic, "qos": msg.qos, "retain": bool(msg.retain),
-               "dup": bool(msg.dup), "rx_ms": rx_ms, "payload": text}
-        reason = validate_payload(text)
-        if reason is None:
-            key = time.strftime("%Y-%m-%d %H", time.gmtime(rx_ms / 1000.0))
-        else:
-            key = QUARANTINE
-            rec["reason"] = reason
-        line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
-        if not self._batch:
-            self._batch_start = time.monotonic()
-        self._batch.append((key, line))
-        if msg.qos > 0:
-            self._acks.append((msg.mid, msg.qos))
 
     # -- files --------------------------------------------------------------
 
@@ -554,36 +681,33 @@ class Collector:
 
     def _flush(self, ack):
         """Write the batch, fsync it, then (if ack) acknowledge it."""
-        if not self._batch:
+        if not self._pending:
             return
-        touched = set()
-        good = bad = 0
-        for key, line in self._batch:
-            w = self._writer(key)
-            w.write(line)
-            touched.add(key)
-            if key == QUARANTINE:
-                bad += 1
-            else:
-                good += 1
-        for key in touched:
+        for key, lines in self._batch.items():
+            self._writer(key).write(b"".join(lines))
+            self._n["quarantined" if key == QUARANTINE else "written"] += len(lines)
+        for key in self._batch:
             self._writers[key].sync()
-        self._n["written"] += good
-        self._n["quarantined"] += bad
         self._n["batches"] += 1
-        self._batch = []
-        self._landed_q2.update(mid for mid, qos in self._acks if qos == 2)
+        self._batch = {}
+        self._pending = 0
+        self._landed_q2.update(pid for t, pid in self._acks if t == codec.PUBREC)
         if ack:
-            self._flush_acks()
+            self._send_acks()
         else:
             self._acks = []
 
-    def _flush_acks(self):
+    def _send_acks(self):
+        """Every ack due, in one write."""
         acks, self._acks = self._acks, []
-        if self._connected:
-            for mid, qos in acks:
-                self._client.ack(mid, qos)
-            self._n["acked"] += len(acks)
+        if self._link is None:
+            return
+        buf = bytearray(4 * len(acks))
+        i = 0
+        for t, pid in acks:
+            i = codec.ack(buf, t, pid, off=i)
+        self._link.send(buf)
+        self._n["acked"] += sum(1 for t, _ in acks if t != codec.PUBCOMP)
 
     def _roll(self, now):
         current = time.strftime("%Y-%m-%d %H", time.gmtime())
@@ -600,10 +724,10 @@ class Collector:
     def _progress(self, final=False):
         s = self.stats()
         self.log("%s%.1fs received %d written %d quarantined %d acked %d "
-                 "pending %d files %d reconnects %d"
+                 "pending %d files %d reconnects %d q2_redelivered %d"
                  % ("done: " if final else "", time.monotonic() - self._t0,
                     s["received"], s["written"], s["quarantined"], s["acked"],
-                    s["pending"], s["files"], s["reconnects"]))
+                    s["pending"], s["files"], s["reconnects"], s["q2_redelivered"]))
 
 
 def main(argv=None):
@@ -623,12 +747,13 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=None,
                     help="stop after S seconds (default: run until "
                          "SIGTERM/SIGINT)")
-    ap.add_argument("--batch-max", type=int, default=100,
-                    help="fsync+ack after this many messages (default 100)")
+    ap.add_argument("--batch-max", type=int, default=1000,
+                    help="fsync+ack after this many messages (default 1000)")
     ap.add_argument("--batch-ms", type=float, default=200,
                     help="... or this long after the batch's first message")
-    ap.add_argument("--batch-idle-ms", type=float, default=5,
-                    help="... or when nothing arrived for this long")
+    ap.add_argument("--batch-idle-ms", type=float, default=0,
+                    help="... or when nothing more arrived for this long "
+                         "(default 0: as soon as the socket has nothing more)")
     ap.add_argument("--roll-s", type=float, default=60,
                     help="publish (rename) a landing file after S seconds")
     ap.add_argument("--roll-mb", type=float, default=64,
