@@ -11,7 +11,7 @@ from .session import Session, MESSAGE, DELIVERED, REJECTED, ACK_ROOM, OFFLINE, C
 try:
     from random import getrandbits
 except ImportError:  # pragma: no cover - every port has it
-    def getrandbits(n):
+    def getrandbits(n):  # type: ignore[misc]  # the stubs make n positional-only
         return ticks_ms() & ((1 << n) - 1)
 
 _SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
