@@ -33,7 +33,12 @@ def mosquitto(tmp_path_factory):
     persistence), .kill() (crash: unsaved state lost), .log().  A test that
     stops the broker must leave it running again.
     """
-    broker = Mosquitto(workdir=str(tmp_path_factory.mktemp("mosquitto")))
+    yield from _running(Mosquitto(workdir=str(tmp_path_factory.mktemp("mosquitto"))), "close")
+
+
+def _running(broker, stop):
+    # Started for the session (a start that fails fails the tests that need
+    # it, with the broker's words), then stopped with broker.<stop>().
     try:
         broker.start()
     except BrokerError as e:
@@ -41,22 +46,14 @@ def mosquitto(tmp_path_factory):
     try:
         yield broker
     finally:
-        broker.close()
+        getattr(broker, stop)()
 
 
 @pytest.fixture(scope="session")
 def mqttools():
     """A second MQTT 5 broker, mqttools' (tools/fleet/v5broker.py: QoS 0
     only), on a free loopback port for the whole session: .host, .port."""
-    broker = Mqttools()
-    try:
-        broker.start()
-    except BrokerError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    yield from _running(Mqttools(), "stop")
 
 
 def pytest_configure(config):
