@@ -54,9 +54,6 @@ _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
 _E_TOO_LARGE = const(37)
 
-# Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
-_FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
-
 
 def why(code, *args):
     """The words of error reason code (reasons.py), formatted with args."""
@@ -386,7 +383,7 @@ class Reader:
                 raise protocol_error(_E_QOS3)
             if flags & 8 and not flags & 6 and self.level > 3:
                 raise protocol_error(_E_DUP0)
-        elif type in _FLAGS2:
+        elif type == PUBREL or type == SUBSCRIBE or type == UNSUBSCRIBE:  # flags 0b0010 (3.1.1 2.2.2)
             if flags != 2 and not (flags == 10 and self.level == 3):
                 raise protocol_error(_E_FLAGS2, type, flags)
         elif flags:

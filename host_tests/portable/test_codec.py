@@ -1,5 +1,6 @@
 # Wire codec: every byte example of the spec pages, every packet type both
 # ways, every malformed case a broker could send. Runs on CPython and MicroPython.
+import sys
 from holdfast import codec as c
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import encode, one, decode_all
@@ -164,3 +165,43 @@ def test_partial_packet_waits():
     assert r.next() == c.PUBLISH
     assert bytes(r.payload) == b"payload" and r.pid == 5
     assert r.next() == 0
+
+
+def test_qos0_and_acknowledged_qos1_publish_allocate_nothing():
+    # What every publish runs through, on MicroPython under heap_lock (any
+    # allocation raises MemoryError): the outbox stores the QoS 1 message,
+    # the codec encodes it and a QoS 0 one into the send buffer (as the
+    # session does when the window has room), the Reader decodes the PUBACK
+    # and the outbox forgets the message. CPython allocates ints and has no
+    # lock: there the same steps run unlocked.
+    from holdfast.store import MemoryStore
+    st = MemoryStore(1024, 4)
+    r = c.Reader(64)
+    tx = bytearray(128)
+
+    def one(pid):
+        k = st.put(b"sensors/t", b"21.5", 1, False, pid)
+        n = c.publish(tx, b"sensors/t", b"21.5", 1, False, False, pid, 0)
+        n = c.publish(tx, b"sensors/t", b"21.5", 0, False, False, 0, n)
+        room = r.tail()
+        room[0] = 0x40
+        room[1] = 2
+        room[2] = 0
+        room[3] = pid
+        r.filled(4)
+        assert r.next() == c.PUBACK and r.pid == pid
+        st.done(k)
+        return n
+
+    one(1)  # warm
+    locked = sys.implementation.name == "micropython"
+    if locked:
+        import micropython
+        micropython.heap_lock()
+    try:
+        for pid in range(2, 40):
+            n = one(pid)
+    finally:
+        if locked:
+            micropython.heap_unlock()
+    assert n == 2 * (2 + 2 + 9 + 4) + 2 and len(st) == 0, (n, len(st))
