@@ -80,7 +80,7 @@ class BrokerReader(Reader):
             _bad("CONNECT password without a user name")
         self.level = level
         self.clean = bool(f & 2)
-        self.keepalive = self._u16(j + 2)
+        self.keepalive = b[j + 2] << 8 | b[j + 3]
         j += 4
         k = self._string(j, end, "CONNECT client id")
         self.client_id = mv[j + 2:k]

@@ -2,15 +2,11 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
 from . import net
-from .codec import why, publish_size
-from .errors import MQTTTimeout
+from .codec import publish_size
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE, CONNECTED
 
 _TICK_MS = const(20)  # timers run at most this often
-
-# Error reasons (reasons.py has the words).
-_E_TX_STUCK = const(49)
 
 
 class MQTTClient(Front):
@@ -61,10 +57,22 @@ class MQTTClient(Front):
         return self._connect_end(link)
 
     def disconnect(self):
+        s = self.s
         if self.sock:
             try:
-                self.s.disconnect()
-                self._flush_tx(self.timeout_ms)
+                s.disconnect()
+                deadline = ticks_add(ticks_ms(), self.timeout_ms)
+                while s.t1 > s.t0:
+                    n = net.flush(self.sock, s)
+                    if n:
+                        s.sent(n, ticks_ms())
+                        continue
+                    # The deadline is ours to keep: a socket can poll
+                    # writable and still take nothing. Past it the link
+                    # closes with DISCONNECT unsent, as after a link error.
+                    left = ticks_diff(deadline, ticks_ms())
+                    if left <= 0 or not self.poller.wait(left, True):
+                        break
             except OSError:
                 pass
         self._close(CLOSED)
@@ -196,20 +204,6 @@ class MQTTClient(Front):
                     self._linked(now)
         except LINK_ERRORS as e:
             self._drop(e)
-
-    def _flush_tx(self, timeout_ms):
-        s = self.s
-        deadline = ticks_add(ticks_ms(), timeout_ms)
-        while s.t1 > s.t0:
-            n = net.flush(self.sock, s)
-            if n:
-                s.sent(n, ticks_ms())
-                continue
-            # The deadline is ours to keep: a socket can poll writable and
-            # still take nothing.
-            left = ticks_diff(deadline, ticks_ms())
-            if left <= 0 or not self.poller.wait(left, True):
-                raise MQTTTimeout(why(_E_TX_STUCK, timeout_ms))
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is

@@ -341,9 +341,6 @@ class Reader:
         self.end += n
         return n
 
-    def _u16(self, i):
-        return self.buf[i] << 8 | self.buf[i + 1]
-
     def _pid(self, i):
         pid = self.buf[i] << 8 | self.buf[i + 1]
         if not pid:
@@ -354,7 +351,7 @@ class Reader:
         # Returns the offset after a length-prefixed string at i.
         if i + 2 > end:
             raise protocol_error(_E_LEN_PAST, what)
-        j = i + 2 + self._u16(i)
+        j = i + 2 + (self.buf[i] << 8 | self.buf[i + 1])
         if j > end:
             raise protocol_error(_E_STR_PAST, what, j - i - 2)
         return j
