@@ -33,6 +33,8 @@ class BrokerReader(Reader):
     """A Reader that also decodes the packets only clients send."""
 
     def _from_client(self, type, i, end):
+        self._body = i  # where filters() finds them
+        self._body_end = end
         b = self.buf
         rl = end - i
         name = NAMES[type]

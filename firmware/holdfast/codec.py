@@ -307,8 +307,6 @@ class Reader:
         self.payload = None
         self.code = 0
         self.session_present = False
-        self._body = 0
-        self._body_end = 0
         self.reset()
 
     def reset(self):
@@ -423,8 +421,6 @@ class Reader:
         self.start = s + total
         self.type = type
         self.flags = flags
-        self._body = i
-        self._body_end = s + total
         self._parse(type, flags, i, s + total)
         return type
 
