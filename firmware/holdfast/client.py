@@ -280,4 +280,3 @@ class MQTTClient(Front):
         if self._raising:
             raise x
         print_exception(x)
-
