@@ -65,11 +65,11 @@ class Patched:
     poller, ticks_ms and sleep, in every holdfast module that holds them
     (also the ones loaded during the run), and takes them out again."""
 
-    NAMES = ("open_socket", "Connector", "Poller", "ticks_ms", "_sleep_ms")
+    NAMES = ("open_socket", "Connector", "Poller", "ticks_ms", "sleep_ms")
 
     def __init__(self, net):
         self.fakes = {"open_socket": net.open_socket, "Connector": net.connector,
-                      "Poller": net.poller, "ticks_ms": net.ticks_ms, "_sleep_ms": net.sleep_ms}
+                      "Poller": net.poller, "ticks_ms": net.ticks_ms, "sleep_ms": net.sleep_ms}
         self.orig = {}
 
     @staticmethod

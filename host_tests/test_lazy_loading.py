@@ -19,7 +19,7 @@ RUNTIMES = {"cpython": sys.executable,
             "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
 
 # Modules only a feature beyond publishing loads.
-LATER = {"errmore", "filters", "inbound", "subs", "policy", "reasons", "tls", "tlsmore",
+LATER = {"errmore", "filters", "inbound", "held", "subs", "policy", "reasons", "tls", "tlsmore",
          "outlog", "fileoutbox", "flashoutbox", "aclient", "broker"}
 
 SCRIPT = """\

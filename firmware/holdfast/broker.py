@@ -33,6 +33,8 @@ class BrokerReader(Reader):
     """A Reader that also decodes the packets only clients send."""
 
     def _from_client(self, type, i, end):
+        self._body = i  # where filters() finds them
+        self._body_end = end
         b = self.buf
         rl = end - i
         name = NAMES[type]
@@ -80,7 +82,7 @@ class BrokerReader(Reader):
             _bad("CONNECT password without a user name")
         self.level = level
         self.clean = bool(f & 2)
-        self.keepalive = self._u16(j + 2)
+        self.keepalive = b[j + 2] << 8 | b[j + 3]
         j += 4
         k = self._string(j, end, "CONNECT client id")
         self.client_id = mv[j + 2:k]

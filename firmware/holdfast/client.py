@@ -1,16 +1,12 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
 from . import net
-from .codec import why, publish_size
-from .errors import MQTTTimeout
+from .codec import publish_size
 from .front import Front, LINK_ERRORS
 from .session import CLOSED, OFFLINE, CONNECTED
 
 _TICK_MS = const(20)  # timers run at most this often
-
-# Error reasons (reasons.py has the words).
-_E_TX_STUCK = const(49)
 
 
 class MQTTClient(Front):
@@ -61,10 +57,22 @@ class MQTTClient(Front):
         return self._connect_end(link)
 
     def disconnect(self):
+        s = self.s
         if self.sock:
             try:
-                self.s.disconnect()
-                self._flush_tx(self.timeout_ms)
+                s.disconnect()
+                deadline = ticks_add(ticks_ms(), self.timeout_ms)
+                while s.t1 > s.t0:
+                    n = net.flush(self.sock, s)
+                    if n:
+                        s.sent(n, ticks_ms())
+                        continue
+                    # The deadline is ours to keep: a socket can poll
+                    # writable and still take nothing. Past it the link
+                    # closes with DISCONNECT unsent, as after a link error.
+                    left = ticks_diff(deadline, ticks_ms())
+                    if left <= 0 or not self.poller.wait(left, True):
+                        break
             except OSError:
                 pass
         self._close(CLOSED)
@@ -149,7 +157,7 @@ class MQTTClient(Front):
                 if self.sock:
                     self.poller.wait(left, self.s.t1 > self.s.t0)
                 else:
-                    _sleep_ms(max(1, min(left, self._backoff_wait(now))))
+                    sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
             self._raising = False
 
@@ -183,35 +191,19 @@ class MQTTClient(Front):
         self._housekeep()
         now = ticks_ms()
         try:
-            if self._dialing is not None:
-                self._dial(now)
-            elif self.sock is None and self.s.state == OFFLINE and self.reconnect and not self._backoff_wait(now):
+            d = self._dialing
+            if d is None and self.sock is None and self.s.state == OFFLINE and self.reconnect \
+                    and not self._backoff_wait(now):
                 self._dialed_at = now
-                self._dialing = self._dialer()
-                self._dial(now)
+                d = self._dialing = self._dialer()
+            if d is not None:
+                sock = d.step()
+                if sock is not None:
+                    self._dialing = None
+                if self._dialed(sock, self._dialed_at, now):
+                    self._linked(now)
         except LINK_ERRORS as e:
             self._drop(e)
-
-    def _dial(self, now):
-        sock = self._dialing.step()
-        if sock is not None:
-            self._dialing = None
-        if self._dialed(sock, self._dialed_at, now):
-            self._linked(now)
-
-    def _flush_tx(self, timeout_ms):
-        s = self.s
-        deadline = ticks_add(ticks_ms(), timeout_ms)
-        while s.t1 > s.t0:
-            n = net.flush(self.sock, s)
-            if n:
-                s.sent(n, ticks_ms())
-                continue
-            # The deadline is ours to keep: a socket can poll writable and
-            # still take nothing.
-            left = ticks_diff(deadline, ticks_ms())
-            if left <= 0 or not self.poller.wait(left, True):
-                raise MQTTTimeout(why(_E_TX_STUCK, timeout_ms))
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is
@@ -278,7 +270,7 @@ class MQTTClient(Front):
             if self.sock is not None:
                 self.poller.wait(min(left, 100), self.s.t1 > self.s.t0)
             else:
-                _sleep_ms(min(left, 50))
+                sleep_ms(min(left, 50))
 
     def _report(self, x):
         # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another
@@ -288,12 +280,3 @@ class MQTTClient(Front):
         if self._raising:
             raise x
         print_exception(x)
-
-
-
-def _sleep_ms(ms):
-    import time
-    if hasattr(time, "sleep_ms"):
-        time.sleep_ms(ms)
-    else:
-        time.sleep(ms / 1000)

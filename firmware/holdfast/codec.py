@@ -54,9 +54,6 @@ _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
 _E_TOO_LARGE = const(37)
 
-# Packet types whose fixed header must carry flags 0b0010 (3.1.1 section 2.2.2).
-_FLAGS2 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)
-
 
 def why(code, *args):
     """The words of error reason code (reasons.py), formatted with args."""
@@ -106,17 +103,18 @@ def _fit(buf, off, total):
 
 
 def _length_size(n):
-    return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
-
-
-def _check_length(n):
-    if not 0 <= n <= MAX_REMAINING:
+    """Bytes of remaining length n; ValueError above the MQTT maximum."""
+    if n < 2097152:
+        return 1 if n < 128 else 2 if n < 16384 else 3
+    if n > MAX_REMAINING:
         raise ValueError(why(_E_RL_MAX, n, MAX_REMAINING))
+    return 4
 
 
 def put_length(buf, i, n):
     """Writes remaining length n at buf[i]; returns the offset after it."""
-    _check_length(n)
+    if not 0 <= n <= MAX_REMAINING:
+        raise ValueError(why(_E_RL_MAX, n, MAX_REMAINING))
     while True:
         d = n & 0x7F
         n >>= 7
@@ -129,7 +127,6 @@ def put_length(buf, i, n):
 
 def _header(buf, first, rl, off=0):
     # Writes the fixed header at off; returns the offset where the variable header starts.
-    _check_length(rl)
     _fit(buf, off, 1 + _length_size(rl) + rl)
     buf[off] = first
     return put_length(buf, off + 1, rl)
@@ -310,8 +307,6 @@ class Reader:
         self.payload = None
         self.code = 0
         self.session_present = False
-        self._body = 0
-        self._body_end = 0
         self.reset()
 
     def reset(self):
@@ -344,25 +339,19 @@ class Reader:
         self.end += n
         return n
 
-    def _err(self, code, *args):
-        raise protocol_error(code, *args)
-
-    def _u16(self, i):
-        return self.buf[i] << 8 | self.buf[i + 1]
-
     def _pid(self, i):
         pid = self.buf[i] << 8 | self.buf[i + 1]
         if not pid:
-            self._err(_E_PID_ZERO, self.type)
+            raise protocol_error(_E_PID_ZERO, self.type)
         return pid
 
     def _string(self, i, end, what):
         # Returns the offset after a length-prefixed string at i.
         if i + 2 > end:
-            self._err(_E_LEN_PAST, what)
-        j = i + 2 + self._u16(i)
+            raise protocol_error(_E_LEN_PAST, what)
+        j = i + 2 + (self.buf[i] << 8 | self.buf[i + 1])
         if j > end:
-            self._err(_E_STR_PAST, what, j - i - 2)
+            raise protocol_error(_E_STR_PAST, what, j - i - 2)
         return j
 
     def next(self):
@@ -383,17 +372,17 @@ class Reader:
         type = first >> 4
         flags = first & 15
         if type == 0 or type == 15:
-            self._err(_E_RESERVED, type)
+            raise protocol_error(_E_RESERVED, type)
         if type == PUBLISH:
             if flags & 6 == 6:
-                self._err(_E_QOS3)
+                raise protocol_error(_E_QOS3)
             if flags & 8 and not flags & 6 and self.level > 3:
-                self._err(_E_DUP0)
-        elif type in _FLAGS2:
+                raise protocol_error(_E_DUP0)
+        elif type == PUBREL or type == SUBSCRIBE or type == UNSUBSCRIBE:  # flags 0b0010 (3.1.1 2.2.2)
             if flags != 2 and not (flags == 10 and self.level == 3):
-                self._err(_E_FLAGS2, type, flags)
+                raise protocol_error(_E_FLAGS2, type, flags)
         elif flags:
-            self._err(_E_FLAGS0, type, flags)
+            raise protocol_error(_E_FLAGS0, type, flags)
         rl = 0
         shift = 0
         i = s + 1
@@ -407,7 +396,7 @@ class Reader:
                 break
             shift += 7
             if shift == 28:
-                self._err(_E_FIFTH)
+                raise protocol_error(_E_FIFTH)
         # What the type fixes is checked before its body is awaited: a 256 MB
         # PUBACK is refused at once, neither waited for nor skipped.
         # The remaining length each packet type fixes, by type (255: it
@@ -417,13 +406,13 @@ class Reader:
         # on MicroPython (the QoS 0 publish path among them).
         n = b"\xff\xff\x02\xff\x02\x02\x02\x02\xff\xff\xff\x02\x00\x00\x00\xff"[type]
         if n != 255 and rl != n and self.level < 5:  # MQTT 5: v5.parse() checks
-            self._err(_E_RL0 if not n else _E_RL2, type, rl)
+            raise protocol_error(_E_RL0 if not n else _E_RL2, type, rl)
         total = i - s + rl
         if total > len(b):
             # Only a PUBLISH can be skipped (and acknowledged): anything else
             # this large is no packet a broker sends this client.
             if type != PUBLISH:
-                self._err(_E_TOO_LARGE, type, total, len(b))
+                raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
             return inbound().big(self, flags, i, total)
@@ -432,8 +421,6 @@ class Reader:
         self.start = s + total
         self.type = type
         self.flags = flags
-        self._body = i
-        self._body_end = s + total
         self._parse(type, flags, i, s + total)
         return type
 
@@ -445,9 +432,9 @@ class Reader:
             self.pid = self._pid(i)
         elif type == CONNACK:
             if b[i] & 0xFE and self.level == 4:
-                self._err(_E_CONNACK_FLAGS)
+                raise protocol_error(_E_CONNACK_FLAGS)
             if b[i + 1] > 5:
-                self._err(_E_CONNACK_CODE, b[i + 1])
+                raise protocol_error(_E_CONNACK_CODE, b[i + 1])
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
         elif type == SUBACK:
@@ -458,4 +445,4 @@ class Reader:
     def _from_client(self, type, i, end):
         # CONNECT, SUBSCRIBE, UNSUBSCRIBE only travel to a broker; their
         # decoder is BrokerReader (broker.py), kept apart to spare a board's heap.
-        self._err(_E_FROM_CLIENT, type)
+        raise protocol_error(_E_FROM_CLIENT, type)

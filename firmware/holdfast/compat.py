@@ -7,11 +7,10 @@ except ImportError:  # CPython
         return x
 
 from time import time as _now
-import sys
 
 try:
-    print_exception = sys.print_exception
-except AttributeError:  # CPython
+    from sys import print_exception
+except ImportError:  # CPython
     import traceback  # type: ignore[import-not-found]  # CPython only
 
     def print_exception(e):
@@ -24,7 +23,7 @@ def wall():
 
 
 try:
-    from time import ticks_ms, ticks_diff, ticks_add
+    from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 except ImportError:  # CPython: same semantics, 30-bit wrap like the boards
     import time as _time
 
@@ -39,3 +38,6 @@ except ImportError:  # CPython: same semantics, 30-bit wrap like the boards
 
     def ticks_add(a, d):
         return (a + d) & (_PERIOD - 1)
+
+    def sleep_ms(ms):
+        _time.sleep(ms / 1000)

@@ -42,7 +42,7 @@ class FileStore(Log):
     hold() hold in RAM only (counted in unsaved).
 
     slots: most messages pending at once (OutboxFull beyond), as MemoryStore.
-    held: inbound QoS 2 ids kept (32; store.Held says why). fs: an object
+    held: inbound QoS 2 ids kept (32; held.Held says why). fs: an object
     with open, remove, listdir and mkdir, for the filesystem's own (tests
     inject faults).
     limit: most bytes of pending records (0: only the filesystem's room).

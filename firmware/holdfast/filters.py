@@ -3,7 +3,7 @@
 # subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
 # never carries it.
 from .compat import const
-from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, to_bytes, why, _check_pid, _check_qos, _header, _u16, _str
+from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, to_bytes, why, protocol_error, _check_pid, _check_qos, _header, _u16, _str
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
@@ -101,11 +101,11 @@ def check_filter(b, i, end):
 def parse_suback(r, i, end, rl):
     """Reader r's SUBACK at buf[i:end]: pid and payload (the return codes)."""
     if rl < 3:
-        r._err(_E_SUBACK_EMPTY)
+        raise protocol_error(_E_SUBACK_EMPTY)
     r.pid = r._pid(i)
     b = r.buf
     for k in range(i + 2, end):
         c = b[k]
         if c > 2 and c != SUBACK_FAILURE:
-            r._err(_E_SUBACK_CODE, c)
+            raise protocol_error(_E_SUBACK_CODE, c)
     r.payload = r.mv[i + 2:end]

@@ -31,7 +31,7 @@ class FlashStore(Log):
     rp2.Flash (the Pico SDK programs whole 256-byte pages): writes are then
     padded with 0xFF, which leaves programmed bytes as they are.
     start, blocks: use only this range of the device's blocks.
-    held: inbound QoS 2 ids kept (32; store.Held says why).
+    held: inbound QoS 2 ids kept (32; held.Held says why).
     Counters: corrupt, foreign, bytes_written (bytes handed to writeblocks),
     erases, unsaved (held ids kept in RAM only: no room), held_evicted.
     """

@@ -23,16 +23,16 @@ def parse_publish(r, flags, i, end):
     b = r.buf
     j = r._string(i, end, "PUBLISH topic")
     if j == i + 2:
-        r._err(_E_PUB_EMPTY)
+        raise c.protocol_error(_E_PUB_EMPTY)
     if not utf8_ok(b, i + 2, j):
-        r._err(_E_PUB_UTF8)
+        raise c.protocol_error(_E_PUB_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:
-            r._err(_E_PUB_WILD)
+            raise c.protocol_error(_E_PUB_WILD)
     r.topic = r.mv[i + 2:j]
     if flags & 6:
         if j + 2 > end:
-            r._err(_E_PUB_PID_PAST)
+            raise c.protocol_error(_E_PUB_PID_PAST)
         r.pid = r._pid(j)
         j += 2
     else:
@@ -47,12 +47,12 @@ def big(r, flags, i, total):
     end = r.start + total
     j = r._string(i, end, "PUBLISH topic")
     if j == i + 2:
-        r._err(_E_PUB_EMPTY)
+        raise c.protocol_error(_E_PUB_EMPTY)
     r.type = c.PUBLISH
     r.flags = flags
     if flags & 6:
         if j + 2 > end:
-            r._err(_E_PUB_PID_PAST)
+            raise c.protocol_error(_E_PUB_PID_PAST)
         r._pid_at = j - r.start
     r._big = r.skip = total
     return skip_big(r)

@@ -125,21 +125,16 @@ def flush(sock, s):
     count. A TLS write that blocked is offered exactly the same bytes again:
     mbedtls keeps the encrypted record and, once it is out, reports the
     length of the retry as written."""
-    end = s.t0 + s.offered if s.offered else s.t1
-    n = write(sock, s.tx, s.t0, end)
-    s.offered = end - s.t0 - n
-    return n
-
-
-def write(s, buf, start, end):
-    """Writes what the socket takes of buf[start:end]; returns the count."""
+    t0 = s.t0
+    end = t0 + s.offered if s.offered else s.t1
     try:
-        n = s.write(buf, start, end - start) if _MP else s.send(memoryview(buf)[start:end])
+        n = (sock.write(s.tx, t0, end - t0) if _MP else sock.send(memoryview(s.tx)[t0:end])) or 0
     except OSError as e:
-        if _blocked(e):
-            return 0
-        raise
-    return n or 0
+        if not _blocked(e):
+            raise
+        n = 0
+    s.offered = end - t0 - n
+    return n
 
 
 class Poller:

@@ -11,7 +11,7 @@ from array import array
 from .compat import const
 from . import codec
 from .errors import OutboxFull
-from .store import Held
+from .held import Held
 
 
 def crc32_soft(data, crc=0):

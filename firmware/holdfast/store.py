@@ -15,78 +15,7 @@ _E_FULL_SLOTS = const(57)
 _E_FULL_BYTES = const(58)
 
 
-class Held:
-    """The inbound QoS 2 ids held between PUBREC and PUBREL [MQTT-4.3.3-2],
-    kept the same way by every store; a persistent one also records them
-    (_log_hold, _end_hold).
-
-    An id forgotten before its PUBREL lets a copy the broker re-sends (DUP)
-    through as a new message, so the table must hold as many ids as the
-    broker can have QoS 2 messages in flight to this client. mosquitto's
-    default max_inflight_messages is 20: the default of 32 covers it with
-    room. Set max_inflight_messages <= held on the broker, or raise held.
-    A free entry is used first; when the table is full anyway, the oldest id
-    (the first held) goes, never silently: held_evicted counts each one.
-    """
-
-    def __init__(self, n):
-        if n < 1:
-            raise ValueError("held=%d: the table of inbound QoS 2 ids needs at least 1 entry" % n)
-        self._hpid = array("H", [0] * n)  # 0: a free entry
-        self._hord = array("I", [0] * n)  # when it was held: smaller is older
-        self._hnext = 1  # the next hold's number (grows with every hold, as keys do)
-        self.held_evicted = 0
-
-    def held(self, pid):
-        return self._hfind(pid) >= 0
-
-    def _hfind(self, pid):
-        h = self._hpid
-        for i in range(len(h)):
-            if h[i] == pid:
-                return i
-        return -1
-
-    def hold(self, pid):
-        if self._hfind(pid) >= 0:
-            return
-        i = self._hfind(0)
-        if i < 0:
-            o = self._hord
-            i = 0
-            for j in range(1, len(o)):
-                if o[j] < o[i]:
-                    i = j
-            self._end_hold(i, False)
-            self.held_evicted += 1
-        n = self._hnext
-        self._hnext = n + 1
-        self._log_hold(i, pid, n)
-        self._hpid[i] = pid
-        self._hord[i] = n
-
-    def unhold(self, pid):
-        i = self._hfind(pid)
-        if i >= 0:
-            self._end_hold(i, True)
-
-    def forget_held(self):
-        h = self._hpid
-        for i in range(len(h)):
-            if h[i]:
-                self._end_hold(i, False)
-
-    def _log_hold(self, i, pid, order):
-        """Records that entry i holds pid, the order-th hold (RAM only here)."""
-
-    def _end_hold(self, i, strict):
-        """Entry i's id goes (a persistent store records that). strict (an
-        unhold): OutboxFull if that cannot be recorded, the id still held,
-        so that the broker repeats its PUBREL."""
-        self._hpid[i] = 0
-
-
-class MemoryStore(Held):
+class MemoryStore:
     """Outbox interface, shared by every backend.
 
     Keys are integers that grow with every put(); order of keys is the order
@@ -108,15 +37,20 @@ class MemoryStore(Held):
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
         hold(pid), held(pid), unhold(pid), forget_held()   inbound QoS 2 ids
-                            awaiting PUBREL (class Held; held_evicted counts
-                            the ids a full table forgot)
+                            awaiting PUBREL (held.Held; held_max of them,
+                            held_evicted counts the ids a full table forgot)
         tick(now)           time passes (ms): a store that groups commits may commit
         sync() -> bool      make everything written durable now
         __len__()           pending messages
     """
 
     def __init__(self, size=4096, slots=32, held=32):
-        Held.__init__(self, held)
+        if held < 1:
+            from .held import Held
+            Held(held)  # raises ValueError with the words
+        self.held_max = held
+        self.held_evicted = 0
+        self._ids = None  # the held-id table (held.py), made by the first hold()
         self.ring = bytearray(size)
         self.mv = memoryview(self.ring)
         self.slots = slots
@@ -218,11 +152,12 @@ class MemoryStore(Held):
         s = key % self.slots
         return self._end[s] - self._off[s]
 
-    def tick(self, now):
-        pass
-
-    def sync(self):
+    def tick(self, now=0):
+        # RAM needs no commit: time passing changes nothing, and everything
+        # is as durable as it gets (sync() is the same function: one object).
         return True
+
+    sync = tick
 
     def deadline(self, key):
         return self._dl[key % self.slots]
@@ -257,3 +192,22 @@ class MemoryStore(Held):
             if self._state[s] and self._pid[s] == pid:
                 return True
         return False
+
+    def held(self, pid):
+        return self._ids is not None and self._ids.held(pid)
+
+    def hold(self, pid):
+        h = self._ids
+        if h is None:
+            from .held import Held
+            h = self._ids = Held(self.held_max)
+        h.hold(pid)
+        self.held_evicted = h.held_evicted
+
+    def unhold(self, pid):
+        if self._ids is not None:
+            self._ids.unhold(pid)
+
+    def forget_held(self):
+        if self._ids is not None:
+            self._ids.forget_held()

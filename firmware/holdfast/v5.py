@@ -812,7 +812,7 @@ def start(s):
     its table of held ids, and take packets as large as its buffer. A
     session that is not clean lasts until the broker is told otherwise (as
     in 3.1.1: MQTT 5 would end it with the link)."""
-    props = ((RECEIVE_MAXIMUM, min(len(s.store._hpid), 65535)), (TOPIC_ALIAS_MAXIMUM, _ALIASES),
+    props = ((RECEIVE_MAXIMUM, min(s.store.held_max, 65535)), (TOPIC_ALIAS_MAXIMUM, _ALIASES),
              (MAXIMUM_PACKET_SIZE, s.size))
     if not s.clean:  # s.expiry: seconds the broker keeps it after the link
         props = ((SESSION_EXPIRY, s.expiry),) + props

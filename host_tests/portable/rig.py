@@ -51,12 +51,12 @@ class Rig:
 
     def __enter__(self):
         self.saved = (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
-                      hc._sleep_ms, front.ticks_ms)
+                      hc.sleep_ms, front.ticks_ms)
         hc.net.open_socket = self.opener
         hc.net.Connector = Dial
         hc.net.Poller = NoPoller
         hc.ticks_ms = front.ticks_ms = self.clock
-        hc._sleep_ms = self.sleep
+        hc.sleep_ms = self.sleep
         return self
 
     def sleep(self, ms):
@@ -64,7 +64,7 @@ class Rig:
 
     def __exit__(self, *a):
         (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
-         hc._sleep_ms, front.ticks_ms) = self.saved
+         hc.sleep_ms, front.ticks_ms) = self.saved
         Dial.pending = 0
 
     def client(self, **kw):

@@ -1,5 +1,6 @@
 # Wire codec: every byte example of the spec pages, every packet type both
 # ways, every malformed case a broker could send. Runs on CPython and MicroPython.
+import sys
 from holdfast import codec as c
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import encode, one, decode_all
@@ -164,3 +165,39 @@ def test_partial_packet_waits():
     assert r.next() == c.PUBLISH
     assert bytes(r.payload) == b"payload" and r.pid == 5
     assert r.next() == 0
+
+
+
+def test_publish_encoding_and_puback_decoding_allocate_nothing():
+    # What every publish runs through in the codec, on MicroPython under
+    # heap_lock (any allocation raises MemoryError): a QoS 1 and a QoS 0
+    # PUBLISH encoded into the send buffer, the PUBACK decoded from the
+    # receive buffer. CPython allocates ints and has no lock: there the same
+    # steps run unlocked. (The session's whole path: test_outbox_capacity.)
+    r = c.Reader(64)
+    tx = bytearray(128)
+
+    def one(pid):
+        n = c.publish(tx, b"sensors/t", b"21.5", 1, False, False, pid, 0)
+        n = c.publish(tx, b"sensors/t", b"21.5", 0, False, False, 0, n)
+        room = r.tail()
+        room[0] = 0x40
+        room[1] = 2
+        room[2] = 0
+        room[3] = pid
+        r.filled(4)
+        assert r.next() == c.PUBACK and r.pid == pid
+        return n
+
+    one(1)  # warm
+    locked = sys.implementation.name == "micropython"
+    if locked:
+        import micropython
+        micropython.heap_lock()
+    try:
+        for pid in range(2, 40):
+            n = one(pid)
+    finally:
+        if locked:
+            micropython.heap_unlock()
+    assert n == 2 * (2 + 2 + 9 + 4) + 2, n

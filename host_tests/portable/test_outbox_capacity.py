@@ -2,6 +2,7 @@
 # refuses (OutboxFull) or drops the oldest unsent messages (counted), per-message
 # expiry (dropped and counted, online or offline, and across a reboot), and the
 # "latest value per topic" mode. What is in flight is never dropped.
+import sys
 from holdfast.session import Session, CONNECTED
 from drain import drain
 from holdfast.store import MemoryStore
@@ -314,3 +315,47 @@ def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
             st = b.reopen(kind, st)
             assert not st.held(1000), kind
     b.done()
+
+
+def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
+    # The engine with the default RAM outbox, without a socket: a QoS 1
+    # publish (stored, encoded), the broker's PUBACK written into the receive
+    # buffer as a socket read would (the message forgotten), and a QoS 0
+    # publish. On MicroPython under heap_lock, so any allocation fails the
+    # test; elsewhere the same steps, unlocked. (Level 5: test_v5codec.)
+    s = Session(b"alloc", True, 0, 4, 256, 4)
+    s.start(0)
+    s.sent(s.t1, 0)
+    r = s.rx
+    for k, x in enumerate(b"\x20\x02\x00\x00"):
+        r.tail()[k] = x
+    r.filled(4)
+    assert s.receive(0) == 0 and s.state == CONNECTED, s.state
+
+    def one():
+        pid = s.publish(T, b"21.5", 1, False, 0)
+        s.sent(s.t1 - s.t0, 0)
+        room = r.tail()
+        room[0] = 0x40
+        room[1] = 2
+        room[2] = pid >> 8
+        room[3] = pid & 0xFF
+        r.filled(4)
+        s.receive(0)
+        s.publish(T, b"21.5", 0, False, 0)
+        s.sent(s.t1 - s.t0, 0)
+        return pid
+
+    one()  # warm
+    locked = sys.implementation.name == "micropython"
+    if locked:
+        import micropython
+        micropython.heap_lock()
+    try:
+        pids = 0
+        for _ in range(40):
+            pids += one() > 0
+    finally:
+        if locked:
+            micropython.heap_unlock()
+    assert pids == 40 and len(s.store) == 0, (pids, len(s.store))

@@ -522,7 +522,7 @@ def package_json(version="0.1.0"):
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
 GROUPS = (("on first use: subscribe, inbound, policies, words",
-           ("filters", "inbound", "subs", "policy", "reasons")),
+           ("filters", "inbound", "held", "subs", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")))

@@ -1,0 +1,77 @@
+# The inbound QoS 2 ids a store holds between PUBREC and PUBREL. Only a
+# client that receives QoS 2 messages needs them: MemoryStore makes its table
+# with the first id it holds, so a publish-only client never loads this
+# module; the persistent stores (outlog.Log) are a Held and record each id.
+from array import array
+
+
+class Held:
+    """The inbound QoS 2 ids held between PUBREC and PUBREL [MQTT-4.3.3-2],
+    kept the same way by every store; a persistent one also records them
+    (_log_hold, _end_hold).
+
+    An id forgotten before its PUBREL lets a copy the broker re-sends (DUP)
+    through as a new message, so the table must hold as many ids as the
+    broker can have QoS 2 messages in flight to this client. mosquitto's
+    default max_inflight_messages is 20: the default of 32 covers it with
+    room. Set max_inflight_messages <= held on the broker, or raise held.
+    A free entry is used first; when the table is full anyway, the oldest id
+    (the first held) goes, never silently: held_evicted counts each one.
+    """
+
+    def __init__(self, n):
+        if n < 1:
+            raise ValueError("held=%d: the table of inbound QoS 2 ids needs at least 1 entry" % n)
+        self._hpid = array("H", [0] * n)  # 0: a free entry
+        self._hord = array("I", [0] * n)  # when it was held: smaller is older
+        self.held_max = n
+        self._hnext = 1  # the next hold's number (grows with every hold, as keys do)
+        self.held_evicted = 0
+
+    def held(self, pid):
+        return self._hfind(pid) >= 0
+
+    def _hfind(self, pid):
+        h = self._hpid
+        for i in range(len(h)):
+            if h[i] == pid:
+                return i
+        return -1
+
+    def hold(self, pid):
+        if self._hfind(pid) >= 0:
+            return
+        i = self._hfind(0)
+        if i < 0:
+            o = self._hord
+            i = 0
+            for j in range(1, len(o)):
+                if o[j] < o[i]:
+                    i = j
+            self._end_hold(i, False)
+            self.held_evicted += 1
+        n = self._hnext
+        self._hnext = n + 1
+        self._log_hold(i, pid, n)
+        self._hpid[i] = pid
+        self._hord[i] = n
+
+    def unhold(self, pid):
+        i = self._hfind(pid)
+        if i >= 0:
+            self._end_hold(i, True)
+
+    def forget_held(self):
+        h = self._hpid
+        for i in range(len(h)):
+            if h[i]:
+                self._end_hold(i, False)
+
+    def _log_hold(self, i, pid, order):
+        """Records that entry i holds pid, the order-th hold (RAM only here)."""
+
+    def _end_hold(self, i, strict):
+        """Entry i's id goes (a persistent store records that). strict (an
+        unhold): OutboxFull if that cannot be recorded, the id still held,
+        so that the broker repeats its PUBREL."""
+        self._hpid[i] = 0
