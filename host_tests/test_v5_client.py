@@ -17,7 +17,7 @@ from paho.mqtt.packettypes import PacketTypes as PT
 from paho.mqtt.properties import Properties
 
 from holdfast import codec as c
-from holdfast import v5
+from holdfast import v5more as v5
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNTIMES = {"cpython": sys.executable,

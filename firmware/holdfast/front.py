@@ -247,7 +247,7 @@ class Front:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 elif e == REJECTED:
-                    s.v5.rejected(self)
+                    s.v5.more().rejected(self)
                 else:  # REFUSED
                     from .errors import SubscribeError
                     self.restore_refused += s.subs.nrefused

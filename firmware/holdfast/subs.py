@@ -137,7 +137,7 @@ class Subs:
                 return
             g[_PID] = self.out[slot] = s.new_pid()
             if s.v5:
-                s.t1 = s.v5.unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
+                s.t1 = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
             else:
                 s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
         lst = self.list
@@ -169,7 +169,7 @@ class Subs:
             if not batch:
                 return  # no room now: the rest once tx drains
             if s.v5:  # a QoS is the options byte with no option set
-                s.t1 = s.v5.subscribe(s.tx, pid, batch, 0, (), s.t1)
+                s.t1 = s.v5.more().subscribe(s.tx, pid, batch, 0, (), s.t1)
             else:
                 s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
             self.out[slot] = pid

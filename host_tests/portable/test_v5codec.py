@@ -6,7 +6,7 @@
 import sys
 
 from holdfast import codec as c
-from holdfast import v5
+from holdfast import v5more as v5
 from holdfast.errors import V5Error
 from support import raises
 
