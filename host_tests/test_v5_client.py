@@ -512,3 +512,38 @@ def test_a_stored_messages_expiry_counts_down_across_a_reboot(runtime, peer, tmp
     assert result(p) == {"pending": 1, "flushed": True}
     assert (bytes(r.topic), bytes(r.payload), r.pid) == (b"t", b"kept", 1)
     assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
+
+
+# -- outbound topic aliases, through mosquitto ---------------------------------
+
+ALIASED = """
+c = MQTTClient("v5-alias", HOST, PORT, level=5)
+c.connect()
+R["alias_max"] = c.s.alias_max
+for i in range(3):
+    c.publish(b"v5alias/t", b"q0-%d" % i, False, 0)
+    c.publish(b"v5alias/t", b"q1-%d" % i, False, 1)
+R["flushed"] = c.flush()
+R["topics"] = [bytes(t).decode() for t in c.s.topics if t is not None]
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_mosquitto_resolves_the_aliases_a_client_sets(runtime, mosquitto):
+    from test_v5_brokers import link, receive, send
+    sub, _ = link(mosquitto, "v5-alias-sub")
+    try:
+        send(sub, v5.subscribe, 1, (("v5alias/t", 0),))
+        assert receive(sub).type == c.SUBACK
+        r = run(runtime, ALIASED, port=mosquitto.port)
+        # mosquitto 2.0 takes 10 aliases; the client sets one, for its topic.
+        assert (r["alias_max"], r["topics"], r["flushed"]) == (8, ["v5alias/t"], True), r
+        got = []
+        for _ in range(6):
+            m = receive(sub)
+            got.append((bytes(m.topic), bytes(m.payload)))
+        assert got == [(b"v5alias/t", b"q%d-%d" % (q, i)) for i in range(3) for q in (0, 1)], got
+    finally:
+        sub.close()

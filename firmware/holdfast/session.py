@@ -325,7 +325,10 @@ class Session:
         if not qos:
             if self.room() - ACK_ROOM < n:
                 return False
-            self.t1 = (self.v5 or c).publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+            if self.v5:  # MQTT 5: its properties, a topic alias
+                self.t1 = self.v5.out(self, topic, payload, 0, retain, 0, 0)
+            else:
+                self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
         st = self.store
         pid = self.new_pid()
@@ -352,8 +355,7 @@ class Session:
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
             if self.v5:
-                self.t1 = self.v5.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1,
-                                          self.v5.left(deadline))
+                self.t1 = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
             else:
                 self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)

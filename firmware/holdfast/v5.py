@@ -40,6 +40,7 @@ _SERVER_KEEP_ALIVE = const(0x13)
 _REASON_STRING = const(0x1F)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
+_TOPIC_ALIAS = const(0x23)
 _MAXIMUM_PACKET_SIZE = const(0x27)
 
 _MALFORMED = const(0x81)
@@ -99,9 +100,11 @@ _E_LIMIT = const(28)
 _E_REFUSED = const(29)
 _E_SERVER_GONE = const(30)
 
-# What the client offers in CONNECT: inbound topic aliases kept per link.
+# What the client offers in CONNECT: inbound topic aliases kept per link;
+# and the outbound ones it sets at most, whatever the broker takes.
 ALIASES = const(8)
-_MORE = const(6)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry
+_OUT = const(8)
+_MORE = const(9)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry, alias
 
 
 _more = None
@@ -280,19 +283,53 @@ def get(b, p, default=None, i=0, end=-1):
 
 # -- packets out --------------------------------------------------------------
 
-def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, expiry=None):
-    """A PUBLISH whose only property is a Message Expiry Interval (expiry,
-    in seconds; None: none), as a session sends its messages: codec.py's
-    header with room for the properties. v5more.publish: any property."""
+def out(s, topic, payload, qos, retain, pid, deadline):
+    """Session s's message as an MQTT 5 PUBLISH into s.tx at s.t1; returns
+    the offset after it. Its properties: what is left of its expiry
+    (deadline: wall-clock seconds, 0: none), and a Topic Alias while the
+    broker takes them: the first PUBLISH of a topic on a link sets one, the
+    next ones send the alias alone, with an empty topic."""
+    b = s.tx
+    off = s.t1
+    topic = c.to_bytes(topic)
+    payload = c.to_bytes(payload)
     n = len(payload)
+    expiry = left(deadline)
     e = 0 if expiry is None else 5
-    i = c.publish_header(buf, topic, n + 1 + e, qos, retain, dup, pid, off)
-    buf[i] = e
-    if e:
-        buf[i + 1] = _MESSAGE_EXPIRY
-        _u32(buf, i + 2, expiry)
-    i += 1 + e
-    buf[i:i + n] = payload
+    a = 0
+    new = True
+    t = s.topics
+    for k in range(s.alias_max):
+        x = t[k]
+        if x is None:  # a free alias: this topic's from now on, on this link
+            t[k] = topic if type(topic) is bytes else bytes(topic)
+            a = k + 1
+            break
+        if x == topic:
+            a = k + 1
+            new = False
+            break
+    if a:
+        e += 3
+    if new:
+        i = c.publish_header(b, topic, n + 1 + e, qos, retain, False, pid, off)
+    else:  # codec's header, without the topic it checked when the alias was set
+        c._check_qos(qos)
+        b[off] = 0x30 | qos << 1 | (1 if retain else 0)
+        i = put_length(b, off + 1, (5 if qos else 3) + e + n)
+        b[i] = b[i + 1] = 0
+        i += 2
+        if qos:
+            i = _u16(b, i, pid)
+    b[i] = e
+    i += 1
+    if expiry is not None:
+        b[i] = _MESSAGE_EXPIRY
+        i = _u32(b, i + 1, expiry)
+    if a:
+        b[i] = _TOPIC_ALIAS
+        i = _u16(b, i + 1, a)
+    b[i:i + n] = payload
     return i + n
 
 
@@ -437,6 +474,10 @@ class Session5(Session):
         self.rx = Reader5(len(self.rx.buf), 5)
         self.limit = self.size - _ACK_ROOM  # the largest packet that may go out
         self.expiry = 4294967295
+        # Topics sent with an alias on this link (alias k + 1: topics[k]),
+        # as many as the broker's Topic Alias Maximum (alias_max) allows.
+        self.topics = None
+        self.alias_max = 0
 
     def fits(self, n):
         Session.fits(self, n)
@@ -467,6 +508,12 @@ class Session5(Session):
             cid = get(b, _ASSIGNED_CLIENT_ID, None, p0, p1)
             if cid:
                 self.client_id = cid
+            self.alias_max = min(get(b, _TOPIC_ALIAS_MAXIMUM, 0, p0, p1), _OUT)
+            if self.alias_max:  # a new link: the broker knows none of our aliases
+                if self.topics is None:
+                    self.topics = [None] * _OUT
+                for k in range(_OUT):
+                    self.topics[k] = None
             self.limit = self.size - _ACK_ROOM
             most = get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
             if 0 < most < self.limit:

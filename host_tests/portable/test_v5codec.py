@@ -4,6 +4,7 @@
 # error with reason code 0x81 or 0x82 in words. Runs on CPython and
 # MicroPython (the paho-mqtt cross-check is host_tests/test_v5_paho.py).
 import sys
+import time
 
 from holdfast import codec as c
 from holdfast import v5more as v5
@@ -443,48 +444,97 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"
 
 
-def test_level5_session_publish_and_puback_allocate_nothing():
-    # The engine of MQTTClient(level=5) without a socket: publish QoS 1, the
-    # broker's PUBACK (written into the receive buffer as a socket read
-    # would), DELIVERED; and QoS 0. On MicroPython under heap_lock, so any
-    # allocation fails the test; elsewhere the same steps, unlocked.
-    s = v5.Session5(b"alloc", True, 0, 5, 256, 4)
+def connected(connack, size=256):
+    """A Session5 without a socket, past CONNECT and the broker's CONNACK
+    (written into the receive buffer as a socket read would)."""
+    s = v5.Session5(b"alloc", True, 0, 5, size, 4)
     s.start(0)
     s.sent(s.t1, 0)
     r = s.rx
-    for k, x in enumerate(b"\x20\x03\x00\x00\x00"):
+    for k, x in enumerate(connack):
         r.tail()[k] = x
-    r.filled(5)
+    r.filled(len(connack))
     assert s.receive(0) == 0 and s.state == 3, s.state  # session.CONNECTED
-    events = []
+    return s
 
-    def one():
-        pid = s.publish(b"sensors/t", b"21.5", 1, False, 0)
-        s.sent(s.t1 - s.t0, 0)
-        room = r.tail()  # all read: the whole buffer, not a new view
-        room[0] = 0x40
-        room[1] = 2
-        room[2] = pid >> 8
-        room[3] = pid & 0xFF
-        r.filled(4)
-        events.append(s.receive(0))
-        s.publish(b"sensors/t", b"21.5", 0, False, 0)
-        s.sent(s.t1 - s.t0, 0)
 
-    one()  # warm
-    for _ in range(8):  # the list grows now, not under the lock
-        events.append(0)
-    del events[:]
-    if sys.implementation.name == "micropython":
-        import micropython
-        micropython.heap_lock()
-    try:
-        for _ in range(5):
-            one()
-    finally:
+def test_level5_session_publish_and_puback_allocate_nothing():
+    # The engine of MQTTClient(level=5) without a socket: publish QoS 1, the
+    # broker's PUBACK, DELIVERED; and QoS 0; with no topic alias, and with
+    # one (the broker's CONNACK: Topic Alias Maximum 4). On MicroPython
+    # under heap_lock, so any allocation fails the test; elsewhere the same
+    # steps, unlocked.
+    for connack in (b"\x20\x03\x00\x00\x00", b"\x20\x06\x00\x00\x03\x22\x00\x04"):
+        s = connected(connack)
+        r = s.rx
+        events = []
+
+        def one():
+            pid = s.publish(b"sensors/t", b"21.5", 1, False, 0)
+            s.sent(s.t1 - s.t0, 0)
+            room = r.tail()  # all read: the whole buffer, not a new view
+            room[0] = 0x40
+            room[1] = 2
+            room[2] = pid >> 8
+            room[3] = pid & 0xFF
+            r.filled(4)
+            events.append(s.receive(0))
+            s.publish(b"sensors/t", b"21.5", 0, False, 0)
+            s.sent(s.t1 - s.t0, 0)
+
+        one()  # warm
+        for _ in range(8):  # the list grows now, not under the lock
+            events.append(0)
+        del events[:]
         if sys.implementation.name == "micropython":
-            micropython.heap_unlock()
-    assert events == [2] * 5, events  # session.DELIVERED each time
+            import micropython
+            micropython.heap_lock()
+        try:
+            for _ in range(5):
+                one()
+        finally:
+            if sys.implementation.name == "micropython":
+                micropython.heap_unlock()
+        assert events == [2] * 5, events  # session.DELIVERED each time
+
+
+def sent(s, *args):
+    """The bytes s.publish(*args) puts on the wire."""
+    t0 = s.t1
+    s.publish(*args)
+    out = bytes(s.tx[t0:s.t1])
+    s.sent(s.t1 - s.t0, 0)
+    return out
+
+
+def test_a_topic_goes_out_once_a_link_then_by_its_alias():
+    topic = b"sensors/livingroom/temperature"
+    s = connected(b"\x20\x06\x00\x00\x03\x22\x00\x02")  # Topic Alias Maximum 2
+    # The first PUBLISH of a topic sets alias 1; the next send it alone.
+    assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x28\x00\x1e" + topic + b"\x03\x23\x00\x01" + b"21.5"
+    by_alias = b"\x30\x0a\x00\x00\x03\x23\x00\x01" + b"21.5"
+    assert sent(s, topic, b"21.5", 0, False, 0) == by_alias
+    assert sent(s, topic, b"21.6", 1, True, 0) == b"\x33\x0c\x00\x00\x00\x01\x03\x23\x00\x01" + b"21.6"
+    # Each topic its own, as many as the broker takes; then none.
+    assert sent(s, "b", b"x", 0, False, 0) == b"\x30\x08\x00\x01b\x03\x23\x00\x02x"
+    assert sent(s, b"c", b"x", 0, False, 0) == b"\x30\x05\x00\x01c\x00x"
+    assert sent(s, b"b", b"y", 0, False, 0) == b"\x30\x07\x00\x00\x03\x23\x00\x02y"
+    # With an expiry, both properties.
+    got = sent(s, topic, b"1", 1, False, 0, int(time.time()) + 60)
+    assert got[:6] == b"\x32\x0e\x00\x00\x00\x02" and got[6:8] == b"\x08\x02", got
+    assert got[12:] == b"\x23\x00\x011", got
+    # A new link: the broker knows no alias of ours; this one takes none.
+    s.lost()
+    s.start(0)
+    s.sent(s.t1, 0)
+    for k, x in enumerate(b"\x20\x03\x00\x00\x00"):
+        s.rx.tail()[k] = x
+    s.rx.filled(5)
+    assert s.receive(0) == 0
+    assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x25\x00\x1e" + topic + b"\x00" + b"21.5"
+    # Bytes on the wire per QoS 0 reading of 4 bytes to a 30-byte topic:
+    # 39 without an alias (38 at level 4), 12 by its alias (42 the first
+    # time on a link).
 
 
 def test_the_sessions_connect_is_the_codecs():
