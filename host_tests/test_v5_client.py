@@ -547,3 +547,24 @@ def test_mosquitto_resolves_the_aliases_a_client_sets(runtime, mosquitto):
         assert got == [(b"v5alias/t", b"q%d-%d" % (q, i)) for i in range(3) for q in (0, 1)], got
     finally:
         sub.close()
+
+
+MAX_QOS = """
+c = MQTTClient("v5-maxqos", HOST, PORT, level=5)
+c.connect()
+try:
+    c.publish(b"v5q/t", b"x", False, 1)
+except ValueError as e:
+    R["refused"] = str(e)
+R["pending"] = c.pending()
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_publish_above_the_brokers_maximum_qos_is_a_named_error(runtime, mqttools):
+    # mqttools' broker: Maximum QoS 0 in its CONNACK.
+    r = run(runtime, MAX_QOS, host=mqttools.host, port=mqttools.port)
+    assert r == {"refused": "a QoS 1 message, above the broker's Maximum QoS 0 (its CONNACK)",
+                 "pending": 0}, r

@@ -41,6 +41,8 @@ _REASON_STRING = const(0x1F)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
 _TOPIC_ALIAS = const(0x23)
+_MAXIMUM_QOS = const(0x24)
+_RETAIN_AVAILABLE = const(0x25)
 _MAXIMUM_PACKET_SIZE = const(0x27)
 
 _MALFORMED = const(0x81)
@@ -99,6 +101,8 @@ _E_PID_ZERO = const(14)
 _E_LIMIT = const(28)
 _E_REFUSED = const(29)
 _E_SERVER_GONE = const(30)
+_E_MAX_QOS = const(32)
+_E_NO_RETAIN = const(33)
 
 # What the client offers in CONNECT: inbound topic aliases kept per link;
 # and the outbound ones it sets at most, whatever the broker takes.
@@ -478,6 +482,9 @@ class Session5(Session):
         # as many as the broker's Topic Alias Maximum (alias_max) allows.
         self.topics = None
         self.alias_max = 0
+        # What the last CONNACK allows: the highest QoS, retained messages.
+        self.max_qos = 2
+        self.retain = 1
 
     def fits(self, n):
         Session.fits(self, n)
@@ -485,6 +492,10 @@ class Session5(Session):
             raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
+        if qos > self.max_qos:
+            raise ValueError(_words(_E_MAX_QOS, (qos, self.max_qos)))
+        if retain and not self.retain:
+            raise ValueError(_words(_E_NO_RETAIN, ()))
         n = c.publish_size(topic, len(payload), qos) + 1  # the property length
         if n > self.limit:
             self.fits(n)
@@ -508,6 +519,8 @@ class Session5(Session):
             cid = get(b, _ASSIGNED_CLIENT_ID, None, p0, p1)
             if cid:
                 self.client_id = cid
+            self.max_qos = get(b, _MAXIMUM_QOS, 2, p0, p1)
+            self.retain = get(b, _RETAIN_AVAILABLE, 1, p0, p1)
             self.alias_max = min(get(b, _TOPIC_ALIAS_MAXIMUM, 0, p0, p1), _OUT)
             if self.alias_max:  # a new link: the broker knows none of our aliases
                 if self.topics is None:

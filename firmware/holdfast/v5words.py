@@ -114,6 +114,8 @@ TEXT = (
     'connection refused: %s%s',  # REFUSED
     'the broker closed the link: %s%s',  # SERVER_GONE
     'message %d refused by the broker: %s%s',  # REJECTED
+    "a QoS %d message, above the broker's Maximum QoS %d (its CONNACK)",  # MAX_QOS
+    'a retained message, and the broker takes none (Retain Available 0 in its CONNACK)',  # NO_RETAIN
 )
 
 

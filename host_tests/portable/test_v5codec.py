@@ -558,3 +558,17 @@ def test_the_sessions_connect_is_the_codecs():
         w = will or (None, b"", 0, False)
         n = v5.connect(buf, cid, clean, 30, w[0], w[1], w[2], w[3], user, pw, props)
         assert bytes(s.tx[:s.t1]) == bytes(buf[:n]), (cid, bytes(s.tx[:s.t1]), bytes(buf[:n]))
+
+
+def test_connacks_maximum_qos_and_retain_available_are_obeyed():
+    # CONNACK: Maximum QoS 1, Retain Available 0.
+    s = connected(b"\x20\x07\x00\x00\x04\x24\x01\x25\x00")
+    e = raises(ValueError, s.publish, b"t", b"x", 2, False, 0)
+    assert str(e) == "a QoS 2 message, above the broker's Maximum QoS 1 (its CONNACK)", str(e)
+    e = raises(ValueError, s.publish, b"t", b"x", 0, True, 0)
+    assert "a retained message, and the broker takes none (Retain Available 0" in str(e), str(e)
+    assert len(s.store) == 0 and s.t1 == 0  # nothing stored or sent
+    assert s.publish(b"t", b"x", 1, False, 0) == 1
+    # A CONNACK that says neither: QoS 2 and retained messages go.
+    s = connected(b"\x20\x03\x00\x00\x00")
+    assert s.publish(b"t", b"x", 2, True, 0) == 1
