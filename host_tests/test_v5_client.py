@@ -568,3 +568,66 @@ def test_a_publish_above_the_brokers_maximum_qos_is_a_named_error(runtime, mqtto
     r = run(runtime, MAX_QOS, host=mqttools.host, port=mqttools.port)
     assert r == {"refused": "a QoS 1 message, above the broker's Maximum QoS 0 (its CONNACK)",
                  "pending": 0}, r
+
+
+# -- request/response: properties out with publish(props=...), in by v5more.prop ---
+
+REQUEST = """
+from holdfast import v5more as v5
+c = MQTTClient("v5-rr", HOST, PORT, level=5, keepalive=30)
+got = []
+
+def on(t, m):
+    t = bytes(t)
+    if t == b"v5rr/req":  # the responder: answers where the request says, with its correlation
+        R["request"] = [[k.decode(), v.decode()] for k, v in v5.user(c)]
+        c.publish(v5.prop(c, v5.RESPONSE_TOPIC), b"answer to " + bytes(m), False, 1,
+                  props=((v5.CORRELATION_DATA, v5.prop(c, v5.CORRELATION_DATA)),
+                         (v5.CONTENT_TYPE, "text/plain"), (v5.PAYLOAD_FORMAT, 1)))
+    else:  # the requester
+        got.append([t.decode(), bytes(m).decode(), list(v5.prop(c, v5.CORRELATION_DATA)),
+                    v5.prop(c, v5.CONTENT_TYPE).decode(), v5.prop(c, v5.PAYLOAD_FORMAT),
+                    v5.prop(c, v5.RESPONSE_TOPIC), [[k.decode(), v.decode()] for k, v in v5.user(c)]])
+
+c.set_callback(on)
+c.connect()
+c.subscribe(b"v5rr/req", 1)
+c.subscribe(b"v5rr/reply/1", 1)
+c.publish(b"v5rr/req", b"q1", False, 1, props=((v5.RESPONSE_TOPIC, "v5rr/reply/1"),
+                                              (v5.CORRELATION_DATA, b"\\x00\\x07"),
+                                              (v5.USER_PROPERTY, ("from", "test"))))
+for i in range(100):
+    if got:
+        break
+    c.wait_msg(5000)
+R["got"] = got
+try:
+    c.publish(b"v5rr/req", b"x", False, 1, props=((v5.TOPIC_ALIAS, 3),))
+except ValueError as e:
+    R["alias"] = str(e)
+c.disconnect()
+try:
+    c.publish(b"v5rr/req", b"offline", False, 1, props=((v5.CORRELATION_DATA, b"1"),))
+except ValueError as e:
+    R["offline"] = [str(e), c.pending()]
+d = MQTTClient("v5-rr4", HOST, PORT)
+try:
+    d.publish(b"t", b"x", False, 0, props=((v5.CONTENT_TYPE, "a"),))
+except ValueError as e:
+    R["level4"] = str(e)
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_request_response_through_mosquitto(runtime, mosquitto):
+    r = run(runtime, REQUEST, port=mosquitto.port)
+    # The reply carries the request's correlation data back, with the
+    # responder's content type; the request's response topic and user
+    # property were the responder's to read, not the reply's.
+    assert r["got"] == [["v5rr/reply/1", "answer to q1", [0, 7], "text/plain", 1, None, []]], r
+    assert r["request"] == [["from", "test"]], r
+    assert "0x23 (topic alias) given twice" in r["alias"], r
+    assert r["offline"] == ["a message with properties goes out at once or not at all (the outbox "
+                            "keeps none): this one would wait, offline or behind others", 0], r
+    assert r["level4"] == "publish(props=...) is MQTT 5: make the client with level=5", r

@@ -75,7 +75,7 @@ class MQTTClient(Front):
             self.s.ping(ticks_ms())
             self._pump(ticks_ms(), False)
 
-    def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
+    def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """QoS 0: sent now (waiting up to timeout_ms for room in the send
         buffer), or dropped and counted in dropped_qos0 while offline;
         returns None. QoS 1/2: stored in the outbox first, sent when the
@@ -86,6 +86,7 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.s
+        s.props = props and self._props(props)
         if self.sock is None and not self._busy:
             self._service()
         if not qos:

@@ -111,6 +111,14 @@ class Front:
             return self.s.store.held_evicted
         raise AttributeError(name)
 
+    def _props(self, props):
+        # publish(props=...): MQTT 5 properties, (identifier, value) pairs
+        # (v5more.RESPONSE_TOPIC, ...); Session5.publish checks them.
+        if self.s.v5 is None:
+            from .v5words import text
+            raise ValueError(text(34, ()))
+        return props
+
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
 

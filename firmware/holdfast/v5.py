@@ -103,6 +103,7 @@ _E_REFUSED = const(29)
 _E_SERVER_GONE = const(30)
 _E_MAX_QOS = const(32)
 _E_NO_RETAIN = const(33)
+_E_PROPS_WAIT = const(35)
 
 # What the client offers in CONNECT: inbound topic aliases kept per link;
 # and the outbound ones it sets at most, whatever the broker takes.
@@ -290,9 +291,10 @@ def get(b, p, default=None, i=0, end=-1):
 def out(s, topic, payload, qos, retain, pid, deadline):
     """Session s's message as an MQTT 5 PUBLISH into s.tx at s.t1; returns
     the offset after it. Its properties: what is left of its expiry
-    (deadline: wall-clock seconds, 0: none), and a Topic Alias while the
-    broker takes them: the first PUBLISH of a topic on a link sets one, the
-    next ones send the alias alone, with an empty topic."""
+    (deadline: wall-clock seconds, 0: none), a Topic Alias while the broker
+    takes them (the first PUBLISH of a topic on a link sets one, the next
+    ones send the alias alone, with an empty topic), then s.props (s.plen
+    bytes, checked by Session5.publish)."""
     b = s.tx
     off = s.t1
     topic = c.to_bytes(topic)
@@ -315,24 +317,29 @@ def out(s, topic, payload, qos, retain, pid, deadline):
             break
     if a:
         e += 3
+    p = s.props
+    if p:
+        e += s.plen
+    m = _length_size(e) + e
     if new:
-        i = c.publish_header(b, topic, n + 1 + e, qos, retain, False, pid, off)
+        i = c.publish_header(b, topic, n + m, qos, retain, False, pid, off)
     else:  # codec's header, without the topic it checked when the alias was set
         c._check_qos(qos)
         b[off] = 0x30 | qos << 1 | (1 if retain else 0)
-        i = put_length(b, off + 1, (5 if qos else 3) + e + n)
+        i = put_length(b, off + 1, (4 if qos else 2) + m + n)
         b[i] = b[i + 1] = 0
         i += 2
         if qos:
             i = _u16(b, i, pid)
-    b[i] = e
-    i += 1
+    i = put_length(b, i, e)
     if expiry is not None:
         b[i] = _MESSAGE_EXPIRY
         i = _u32(b, i + 1, expiry)
     if a:
         b[i] = _TOPIC_ALIAS
         i = _u16(b, i + 1, a)
+    if p:
+        i = more()._items(b, i, p)
     b[i:i + n] = payload
     return i + n
 
@@ -485,6 +492,7 @@ class Session5(Session):
         # What the last CONNACK allows: the highest QoS, retained messages.
         self.max_qos = 2
         self.retain = 1
+        self.plen = 0  # bytes of props, the next message's properties (publish(props=...))
 
     def fits(self, n):
         Session.fits(self, n)
@@ -492,14 +500,29 @@ class Session5(Session):
             raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
+        # What CONNACK allows; the properties publish() was given (props)
+        # go out with the message at once or not at all: the outbox keeps
+        # none, so one that would wait there is refused, nothing stored.
         if qos > self.max_qos:
             raise ValueError(_words(_E_MAX_QOS, (qos, self.max_qos)))
         if retain and not self.retain:
             raise ValueError(_words(_E_NO_RETAIN, ()))
         n = c.publish_size(topic, len(payload), qos) + 1  # the property length
+        p = self.props
+        if p:
+            self.plen = more().sized(p)
+            n += self.plen + 2
         if n > self.limit:
             self.fits(n)
-        return Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
+        if p and self.room() - _ACK_ROOM < n + _MORE:
+            if not qos:
+                return False  # no room now: the shell may wait for it
+            raise ValueError(_words(_E_PROPS_WAIT, ()))
+        pid = Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
+        if p and qos and self.cursor != self.store.last():
+            self.store.done(self.store.last())
+            raise ValueError(_words(_E_PROPS_WAIT, ()))
+        return pid
 
     def _connack(self, r, now):
         # What the broker's CONNACK says: a refusal in words; how many QoS

@@ -494,3 +494,25 @@ def rejected(f):
     cb = getattr(f, "on_rejected", None)
     if cb:
         cb(s.done_pid, r.code)
+
+
+def sized(items):
+    """Bytes of the properties items ((identifier, value) pairs) a session's
+    PUBLISH carries besides the expiry and alias it sets itself; checked."""
+    return _size(items, _PUBLISH, 1 << _T[(MESSAGE_EXPIRY << 2) + 3] | 1 << _T[(TOPIC_ALIAS << 2) + 3])
+
+
+def prop(client, p, default=None):
+    """Property p (MESSAGE_EXPIRY, RESPONSE_TOPIC, CORRELATION_DATA, ...) of
+    the message client's callback was called for, read where it arrived:
+    valid during the callback only. A number, or the bytes of a string or
+    binary; default when the message has none. User properties: user()."""
+    r = client.s.rx
+    return get(r.buf, p, default, r.p0, r.p1)
+
+
+def user(client):
+    """The user properties of the message client's callback was called for
+    (valid during the callback only): a list of (name, value) bytes."""
+    r = client.s.rx
+    return pairs(r.buf, r.p0, r.p1)

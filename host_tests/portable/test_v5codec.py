@@ -572,3 +572,17 @@ def test_connacks_maximum_qos_and_retain_available_are_obeyed():
     # A CONNACK that says neither: QoS 2 and retained messages go.
     s = connected(b"\x20\x03\x00\x00\x00")
     assert s.publish(b"t", b"x", 2, True, 0) == 1
+
+
+def test_publish_props_go_out_with_the_message_or_not_at_all():
+    s = connected(b"\x20\x06\x00\x00\x03\x22\x00\x02")
+    s.props = ((v5.CORRELATION_DATA, b"\x01\x02"), (v5.USER_PROPERTY, (b"k", b"v")))
+    got = sent(s, b"t", b"x", 1, False, 0)
+    assert got == (b"\x32\x16\x00\x01t\x00\x01\x0f\x23\x00\x01\x09\x00\x02\x01\x02"
+                   b"\x26\x00\x01k\x00\x01vx"), got
+    # Offline the message would wait in the outbox, which keeps no properties.
+    s.lost()
+    e = raises(ValueError, s.publish, b"t", b"y", 1, False, 0)
+    assert "goes out at once or not at all" in str(e) and len(s.store) == 1, str(e)  # the first, unacknowledged
+    s.props = None
+    assert s.publish(b"t", b"y", 1, False, 0) == 3 and len(s.store) == 2
