@@ -631,3 +631,58 @@ def test_request_response_through_mosquitto(runtime, mosquitto):
     assert r["offline"] == ["a message with properties goes out at once or not at all (the outbox "
                             "keeps none): this one would wait, offline or behind others", 0], r
     assert r["level4"] == "publish(props=...) is MQTT 5: make the client with level=5", r
+
+
+# -- subscription options and identifiers, through mosquitto ---------------------
+
+OPTIONS = """
+from holdfast import v5more as v5
+got = []
+c = MQTTClient("v5-opts", HOST, PORT, level=5, keepalive=30)
+c.set_callback(lambda t, m: got.append([bytes(t).decode(), bytes(m).decode(), c.retained,
+                                        v5.prop(c, v5.SUBSCRIPTION_ID)]))
+c.connect()
+c.publish(b"v5o/r", b"kept", True, 1)
+R["granted"] = [c.subscribe(b"v5o/own", 1, no_local=True, sub_id=7),
+                c.subscribe(b"v5o/r", 1, retain_handling=2),
+                c.subscribe(b"v5o/rap", 1, retain_as_published=True, sub_id=300)]
+c.publish(b"v5o/own", b"mine", False, 1)  # No Local: not sent back to its publisher
+c.publish(b"v5o/rap", b"flagged", True, 1)
+c.publish(b"v5o/r", b"live", False, 1)
+R["flushed"] = c.flush()
+d = MQTTClient("v5-opts-other", HOST, PORT)
+d.connect()
+d.publish(b"v5o/own", b"other", False, 1)  # after "mine": the evidence that it never came
+d.flush()
+d.disconnect()
+for i in range(100):
+    if len(got) >= 3:
+        break
+    c.wait_msg(5000)
+R["got"] = list(got)
+for t in (b"v5o/r", b"v5o/rap"):
+    c.publish(t, b"", True, 1)  # the retained messages go: the broker outlives this test
+c.flush()
+c.disconnect()
+d = MQTTClient("v5-opts4", HOST, PORT)
+d.connect()
+try:
+    d.subscribe(b"v5o/x", 0, no_local=True)
+except ValueError as e:
+    R["level4"] = str(e)
+d.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_subscription_options_and_identifiers_through_mosquitto(runtime, mosquitto):
+    r = run(runtime, OPTIONS, port=mosquitto.port)
+    assert (r["granted"], r["flushed"]) == ([1, 1, 1], True), r
+    # Retain Handling 2: no retained message at subscribe; Retain As
+    # Published: the flag as the publisher set it; No Local: "mine" never
+    # came back; each message with its filter's Subscription Identifier.
+    assert r["got"] == [["v5o/rap", "flagged", True, 300], ["v5o/r", "live", False, None],
+                        ["v5o/own", "other", False, 7]], r["got"]
+    assert r["level4"].startswith("subscription options (no_local, retain_as_published, "
+                                  "retain_handling, sub_id) are MQTT 5"), r

@@ -94,8 +94,8 @@ class AsyncClient(Front):
         self._write()
         return pid
 
-    async def subscribe(self, topic, qos=0, handler=None):
-        e = self._request(topic, qos, handler)
+    async def subscribe(self, topic, qos=0, handler=None, **opts):
+        e = self._request(topic, qos, handler, opts)
         self._write()
         return self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
 

@@ -105,12 +105,12 @@ class MQTTClient(Front):
             self._pump(now, s.ping_at >= 0)
         return pid
 
-    def subscribe(self, topic, qos=0, handler=None):
+    def subscribe(self, topic, qos=0, handler=None, **opts):
         """Returns the granted QoS; SubscribeError if the broker refused.
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        e = self._request(topic, qos, handler)
+        e = self._request(topic, qos, handler, opts)
         return self._reply(e, self._wait(Front._replied, e, None))
 
     def unsubscribe(self, topic):

@@ -189,11 +189,18 @@ class Front:
         # A QoS 1/2 message into the session; expiry in seconds from now.
         return self.s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
 
-    def _request(self, topic, qos, handler):
+    def _request(self, topic, qos, handler, opts=None):
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
+        # opts: MQTT 5's subscription options, in the QoS the entry keeps
+        # (v5more.sub_options).
         self._idle()
         self._need_link()
         topic = to_bytes(topic)
+        if opts:
+            if self.s.v5 is None:
+                from .v5words import text
+                raise ValueError(text(36, ()))
+            qos = self.s.v5.more().sub_options(qos, **opts)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):

@@ -441,7 +441,7 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(10 + len(flt))  # MQTT 5: one byte more
-        c._check_qos(qos)  # both before the filter is registered
+        c._check_qos(qos & 3 if self.v5 else qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
         self._rx_full()

@@ -320,6 +320,16 @@ def options(qos, no_local=False, retain_as_published=False, retain_handling=0):
     return qos | (4 if no_local else 0) | (8 if retain_as_published else 0) | retain_handling << 4
 
 
+def sub_options(qos, no_local=False, retain_as_published=False, retain_handling=0, sub_id=0):
+    """subscribe()'s keyword arguments as the QoS a session's filter keeps:
+    the options byte, and the Subscription Identifier (sub_id, 0: none)
+    above it, which every PUBLISH the filter matches carries back
+    (prop(client, SUBSCRIPTION_ID) in the callback)."""
+    if not 0 <= sub_id <= _MAX_VARINT:
+        _bad(_A_RANGE, SUBSCRIPTION_ID, sub_id, 1, _MAX_VARINT)
+    return options(qos, no_local, retain_as_published, retain_handling) | sub_id << 8
+
+
 def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
     """subs: (topic filter, options byte) pairs (options(): QoS in bits 0-1).
     sub_id: Subscription Identifier (0: none), handed back on every PUBLISH

@@ -586,3 +586,22 @@ def test_publish_props_go_out_with_the_message_or_not_at_all():
     assert "goes out at once or not at all" in str(e) and len(s.store) == 1, str(e)  # the first, unacknowledged
     s.props = None
     assert s.publish(b"t", b"y", 1, False, 0) == 3 and len(s.store) == 2
+
+
+def test_one_subscription_identifier_a_subscribe():
+    # Filters queued together go out in one SUBSCRIBE while they share a
+    # Subscription Identifier (none counts as one), in another when not.
+    s = v5.Session5(b"subs", True, 0, 5, 256, 4)
+    for flt, o in ((b"a", v5.sub_options(1, no_local=True, sub_id=5)), (b"b", v5.sub_options(0, sub_id=5)),
+                   (b"c", v5.sub_options(2, retain_handling=1)), (b"d", 1)):
+        s.subscribe(flt, o)  # before the link: queued
+    s.start(0)
+    s.sent(s.t1, 0)
+    s.rx.feed(b"\x20\x03\x00\x00\x00")
+    t0 = s.t1
+    assert s.receive(0) == 0
+    assert bytes(s.tx[t0:s.t1]) == (b"\x82\x0d\x00\x01\x02\x0b\x05\x00\x01a\x05\x00\x01b\x00"
+                                    b"\x82\x0b\x00\x02\x00\x00\x01c\x12\x00\x01d\x01"), bytes(s.tx[t0:s.t1])
+    e = raises(ValueError, v5.sub_options, 0, sub_id=1 << 28)
+    assert "subscription identifier): 268435456 is outside 1..268435455" in str(e), str(e)
+    raises(ValueError, v5.sub_options, 0, retain_handling=3)
