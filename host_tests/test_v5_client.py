@@ -686,3 +686,36 @@ def test_subscription_options_and_identifiers_through_mosquitto(runtime, mosquit
                         ["v5o/own", "other", False, 7]], r["got"]
     assert r["level4"].startswith("subscription options (no_local, retain_as_published, "
                                   "retain_handling, sub_id) are MQTT 5"), r
+
+
+# -- a malformed packet: DISCONNECT with its reason code, then the link goes ------
+
+MALFORMED = """
+c = MQTTClient("v5-bad", HOST, PORT, level=5, reconnect=False)
+c.connect()
+try:
+    while True:
+        c.wait_msg()
+except Exception as e:
+    R["error"] = [type(e).__name__, str(c.last_error)]
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+@pytest.mark.parametrize("bad,code,words", [
+    (b"\x40\x0c\x00\x01\x80\x08\x1f\x00\x01a\x1f\x00\x01b", 0x82,
+     "protocol error (0x82): PUBACK: property 0x1f (reason string) appears more than once"),
+    (b"\x40\x05\x00\x01\x00\x09\x1f", 0x81,
+     "malformed packet (0x81): PUBACK: property length 9 runs past the packet"),
+    (b"\xf0\x00", 0x81, "reserved packet type 15"),  # the 3.1.1 reader's error: malformed
+])
+def test_a_malformed_packet_is_answered_with_a_disconnect(runtime, peer, bad, code, words):
+    p = start(runtime, MALFORMED, port=peer.port)
+    peer.accept()
+    peer.expect(c.CONNECT)
+    peer.send(0x20, b"\x00\x00\x00")
+    peer.sock.sendall(bad)
+    assert peer.expect(c.DISCONNECT) == (0, bytes((code,)))
+    r = result(p)
+    assert r["error"] == ["LinkDown", words], r

@@ -315,6 +315,11 @@ class Front:
         if s.state == CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
+        if s.v5 and s.t1 > s.t0 and self.sock is not None:
+            try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
+                net.flush(self.sock, s)
+            except OSError:
+                pass
         self._close()
         refused = isinstance(err, ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it

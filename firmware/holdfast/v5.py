@@ -29,6 +29,7 @@ _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _ACK_ROOM = const(16)  # session.ACK_ROOM
 _CONNECTING = const(2)  # session.CONNECTING
+_CONNECTED = const(3)  # session.CONNECTED
 _REJECTED = const(4)  # session.REJECTED
 _WAIT_PUBREC = const(2)  # session.py's slot state
 
@@ -558,6 +559,21 @@ class Session5(Session):
 
     def _resend(self, key, dup):
         more().resend(self, key, dup)
+
+    def _fail(self, e):
+        # Bytes that break MQTT 5 (a V5Error: its reason code; the 3.1.1
+        # reader's errors: malformed packet) are answered with a DISCONNECT
+        # saying so, which the shell writes before it closes the link if
+        # the socket takes it at once (Front._drop).
+        if (not isinstance(e, (OSError, ConnectError)) and _CONNECTING <= self.state <= _CONNECTED
+                and self.room() >= 3):
+            b = self.tx
+            i = self.t1
+            b[i] = 0xE0
+            b[i + 1] = 1
+            b[i + 2] = getattr(e, "code", _MALFORMED)
+            self.t1 = i + 3
+        Session._fail(self, e)
 
     def _done(self, i, now):
         # A reason code of 0x80 or more ends the flow undelivered.
