@@ -81,7 +81,7 @@ class AsyncClient(Front):
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.s
-        s.props = props and self._props(props)
+        s.props = props and self._five(props, 34)
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
                 await self._until(Front._room_for, publish_size(topic, len(msg), 0), self.timeout_ms)

@@ -86,7 +86,7 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.s
-        s.props = props and self._props(props)
+        s.props = props and self._five(props, 34)
         if self.sock is None and not self._busy:
             self._service()
         if not qos:

@@ -111,13 +111,13 @@ class Front:
             return self.s.store.held_evicted
         raise AttributeError(name)
 
-    def _props(self, props):
-        # publish(props=...): MQTT 5 properties, (identifier, value) pairs
-        # (v5more.RESPONSE_TOPIC, ...); Session5.publish checks them.
+    def _five(self, x, n):
+        # x: MQTT 5's (publish's props, subscribe's options); at level 4
+        # a ValueError, v5words.py's words n.
         if self.s.v5 is None:
             from .v5words import text
-            raise ValueError(text(34, ()))
-        return props
+            raise ValueError(text(n, ()))
+        return x
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
@@ -197,10 +197,7 @@ class Front:
         self._need_link()
         topic = to_bytes(topic)
         if opts:
-            if self.s.v5 is None:
-                from .v5words import text
-                raise ValueError(text(36, ()))
-            qos = self.s.v5.more().sub_options(qos, **opts)
+            qos = self._five(self.s.v5, 36).more().sub_options(qos, **opts)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):

@@ -70,6 +70,8 @@ _BYTE = const(1)
 _U16 = const(2)
 _U32 = const(3)
 _VARINT = const(4)
+_UTF8 = const(5)
+_BINARY = const(6)
 _PAIR = const(7)
 _REPEAT = const(8)
 _NONZERO = const(16)
@@ -79,6 +81,8 @@ _UNSUBACK_CODES = b"\x00\x11\x80\x83\x87\x8f\x91"
 
 # Error reasons, by number; the words are in v5words.py.
 _E_UNKNOWN = const(0)
+_E_VALUE_PAST = const(3)
+_E_UTF8 = const(7)
 _E_SHORT = const(13)
 _E_TOPIC_EMPTY = const(15)
 _E_TOPIC_UTF8 = const(16)
@@ -439,6 +443,35 @@ def parse_publish(r, flags, i, end):
 
 
 # -- the session's part ---------------------------------------------------------
+
+def string(b, i, end, type, p, t):
+    """Offset after the value of property p at b[i] (v5.walk): a string
+    (UTF-8), a pair of them, or binary data (t: its kind)."""
+    if t == _PAIR:
+        i = string(b, i, end, type, p, _UTF8)
+    if i + 2 > end:
+        _fail(MALFORMED, _E_VALUE_PAST, type, p)
+    j = i + 2 + _n16(b, i)
+    if j > end:
+        _fail(MALFORMED, _E_VALUE_PAST, type, p)
+    if t != _BINARY and not filters().utf8_ok(b, i + 2, j):
+        _fail(MALFORMED, _E_UTF8, type, p)
+    return j
+
+
+def goodbye(s, e):
+    """Session s met bytes that break MQTT 5 (a V5Error: its reason code;
+    the 3.1.1 reader's errors: malformed packet): a DISCONNECT saying so,
+    which the shell writes before it closes the link if the socket takes it
+    at once (Front._drop)."""
+    if 2 <= s.state <= 3 and s.room() >= 3:  # CONNECTING, CONNECTED
+        b = s.tx
+        i = s.t1
+        b[i] = 0xE0
+        b[i + 1] = 1
+        b[i + 2] = getattr(e, "code", MALFORMED)
+        s.t1 = i + 3
+
 
 def alias_in(r):
     """Reader r (v5.Reader5) has an inbound PUBLISH: a Topic Alias it sets is
