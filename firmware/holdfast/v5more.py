@@ -12,7 +12,7 @@ from .codec import (to_bytes, check_topic, filters, why, _header, _length_size, 
                     _check_pid, _check_qos, _fit)
 from .errors import MQTTError
 from .v5 import (_T, _CONNACK_CODES, _PUBACK_CODES, _PUBREL_CODES, _DISCONNECT_CODES, ALIASES, _fail,
-                 _words, _n16, _u32, _varint, _skip, _pid, _said, walk, find, get, words, parse as _parse5,
+                 _words, _n16, _u32, _skip, _pid, _said, walk, find, get, words, parse as _parse5,
                  left, start, Session5, Reader5)
 
 # Packet types (codec.py's).
