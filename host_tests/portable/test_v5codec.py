@@ -532,6 +532,14 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
     s.rx.filled(5)
     assert s.receive(0) == 0
     assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x25\x00\x1e" + topic + b"\x00" + b"21.5"
+    # Another link that takes aliases: the topic is set again before it goes by alias.
+    s.lost()
+    s.start(0)
+    s.sent(s.t1, 0)
+    s.rx.feed(b"\x20\x06\x00\x00\x03\x22\x00\x02")
+    assert s.receive(0) == 0
+    assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x28\x00\x1e" + topic + b"\x03\x23\x00\x01" + b"21.5"
+    assert sent(s, topic, b"21.5", 0, False, 0) == by_alias
     # Bytes on the wire per QoS 0 reading of 4 bytes to a 30-byte topic:
     # 39 without an alias (38 at level 4), 12 by its alias (42 the first
     # time on a link).
