@@ -719,3 +719,34 @@ def test_a_malformed_packet_is_answered_with_a_disconnect(runtime, peer, bad, co
     assert peer.expect(c.DISCONNECT) == (0, bytes((code,)))
     r = result(p)
     assert r["error"] == ["LinkDown", words], r
+
+
+ASYNC = """
+import asyncio
+from holdfast import AsyncClient
+from holdfast import v5more as v5
+
+async def main():
+    a = AsyncClient("v5-async-rr", HOST, PORT, level=5)
+    seen = []
+    a.set_callback(lambda t, m: seen.append([bytes(m).decode(), v5.prop(a, v5.SUBSCRIPTION_ID),
+                                             list(v5.prop(a, v5.CORRELATION_DATA))]))
+    await a.connect()
+    R["granted"] = await a.subscribe(b"v5async/t", 1, sub_id=42, no_local=False)
+    await a.publish(b"v5async/t", b"hello", False, 1, props=((v5.CORRELATION_DATA, b"\\x05"),))
+    for i in range(1000):  # a generous bound: the evidence ends the wait
+        if seen:
+            break
+        await asyncio.sleep(0.02)
+    await a.disconnect()
+    R["seen"] = seen
+
+asyncio.run(main())
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_asyncio_client_takes_props_and_subscription_options(runtime, mosquitto):
+    r = run(runtime, ASYNC, port=mosquitto.port)
+    assert r == {"granted": 1, "seen": [["hello", 42, [5]]]}, r
