@@ -99,9 +99,6 @@ _E_PID_ZERO = const(14)
 _E_LIMIT = const(28)
 _E_REFUSED = const(29)
 _E_SERVER_GONE = const(30)
-_E_MAX_QOS = const(32)
-_E_NO_RETAIN = const(33)
-_E_PROPS_WAIT = const(35)
 
 # What the client offers in CONNECT: inbound topic aliases kept per link;
 # and the outbound ones it sets at most, whatever the broker takes.
@@ -484,29 +481,12 @@ class Session5(Session):
             raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        # What CONNACK allows; the properties publish() was given (props)
-        # go out with the message at once or not at all: the outbox keeps
-        # none, so one that would wait there is refused, nothing stored.
-        if qos > self.max_qos:
-            raise ValueError(_words(_E_MAX_QOS, (qos, self.max_qos)))
-        if retain and not self.retain:
-            raise ValueError(_words(_E_NO_RETAIN, ()))
+        if qos > self.max_qos or retain and not self.retain or self.props:
+            return more().session_publish(self, topic, payload, qos, retain, now, deadline, latest)
         n = c.publish_size(topic, len(payload), qos) + 1  # the property length
-        p = self.props
-        if p:
-            self.plen = more().sized(p)
-            n += self.plen + 2
         if n > self.limit:
             self.fits(n)
-        if p and self.room() - _ACK_ROOM < n + _MORE:
-            if not qos:
-                return False  # no room now: the shell may wait for it
-            raise ValueError(_words(_E_PROPS_WAIT, ()))
-        pid = Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
-        if p and qos and self.cursor != self.store.last():
-            self.store.done(self.store.last())
-            raise ValueError(_words(_E_PROPS_WAIT, ()))
-        return pid
+        return Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
 
     def _connack(self, r, now):
         # What the broker's CONNACK says: a refusal in words; how many QoS

@@ -11,6 +11,7 @@ from .compat import const
 from .codec import (to_bytes, check_topic, filters, why, _header, _length_size, put_length, _u16, _str,
                     _check_pid, _check_qos, _fit)
 from .errors import MQTTError
+from .session import Session
 from .v5 import (_T, _CONNACK_CODES, _PUBACK_CODES, _PUBREL_CODES, _DISCONNECT_CODES, ALIASES, _fail,
                  _words, _n16, _u32, _skip, _pid, _said, walk, find, get, words, parse as _parse5,
                  left, start, Session5, Reader5)
@@ -99,6 +100,11 @@ _E_ALIAS_RANGE = const(26)
 _E_ALIAS_UNKNOWN = const(27)
 _E_CODE = const(9)
 _E_REJECTED = const(31)
+_E_MAX_QOS = const(32)
+_E_NO_RETAIN = const(33)
+_E_PROPS_WAIT = const(35)
+_ACK_ROOM = const(16)  # session.ACK_ROOM
+_MORE = const(9)  # v5._MORE
 
 
 def _bad(n, *args):
@@ -537,6 +543,31 @@ def rejected(f):
     cb = getattr(f, "on_rejected", None)
     if cb:
         cb(s.done_pid, r.code)
+
+
+def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=False):
+    """Session5 s's publish() when it asks for what CONNACK did not allow,
+    or has properties (s.props, from publish(props=...)): those go out with
+    the message at once or not at all, as the outbox keeps none, so a
+    message that would wait there is refused, nothing stored."""
+    if qos > s.max_qos:
+        raise ValueError(_words(_E_MAX_QOS, (qos, s.max_qos)))
+    if retain and not s.retain:
+        raise ValueError(_words(_E_NO_RETAIN, ()))
+    p = s.props
+    s.plen = sized(p)
+    n = publish_size(topic, len(payload), qos) + s.plen + 2
+    if n > s.limit:
+        s.fits(n)
+    if s.room() - _ACK_ROOM < n + _MORE:
+        if not qos:
+            return False  # no room now: the shell may wait for it
+        raise ValueError(_words(_E_PROPS_WAIT, ()))
+    pid = Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
+    if qos and s.cursor != s.store.last():
+        s.store.done(s.store.last())
+        raise ValueError(_words(_E_PROPS_WAIT, ()))
+    return pid
 
 
 def sized(items):
