@@ -41,8 +41,10 @@ TIMEOUT = 600
 # Raised from 128k and 64k in the engine's second round: the firmware the
 # tests load grew by about 4 KB (the request ledger and the verbs shared by
 # both clients in front.py, the held-id table, the codec's length checks,
-# the words of the new errors); docs/testing.md has the table.
-HEAP_LIMIT_KB = 132                     # every module must fit in this
+# the words of the new errors); docs/testing.md has the table. 136k since
+# MQTT 5's props= and subscription options reached the shells (front.py,
+# client.py, subs.py: about 0.4 KB), which put test_engine_ledger at 134k.
+HEAP_LIMIT_KB = 136                     # every module must fit in this
 CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 68
 REPORT = os.path.join(ROOT, "build", "heap-per-module.txt")
 OUTPUT_TAIL = 8000                      # chars of a failing run's output shown

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from holdfast import codec as c
-from holdfast import v5
+from holdfast import v5more as v5
 
 TIMEOUT = 10
 

@@ -14,7 +14,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from holdfast import codec as c
-from holdfast import v5
+from holdfast import v5more as v5
 
 BUF = bytearray(4096)
 

@@ -78,9 +78,10 @@ class AsyncClient(Front):
             self._stop()
             raise
 
-    async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
+    async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.s
+        s.props = props and self._five(props, 34)
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
                 await self._until(Front._room_for, publish_size(topic, len(msg), 0), self.timeout_ms)
@@ -93,8 +94,8 @@ class AsyncClient(Front):
         self._write()
         return pid
 
-    async def subscribe(self, topic, qos=0, handler=None):
-        e = self._request(topic, qos, handler)
+    async def subscribe(self, topic, qos=0, handler=None, **opts):
+        e = self._request(topic, qos, handler, opts)
         self._write()
         return self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
 

@@ -83,7 +83,7 @@ class MQTTClient(Front):
             self.s.ping(ticks_ms())
             self._pump(ticks_ms(), False)
 
-    def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False):
+    def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """QoS 0: sent now (waiting up to timeout_ms for room in the send
         buffer), or dropped and counted in dropped_qos0 while offline;
         returns None. QoS 1/2: stored in the outbox first, sent when the
@@ -94,6 +94,7 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.s
+        s.props = props and self._five(props, 34)
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
@@ -112,12 +113,12 @@ class MQTTClient(Front):
             self._pump(now, s.ping_at >= 0)
         return pid
 
-    def subscribe(self, topic, qos=0, handler=None):
+    def subscribe(self, topic, qos=0, handler=None, **opts):
         """Returns the granted QoS; SubscribeError if the broker refused.
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        e = self._request(topic, qos, handler)
+        e = self._request(topic, qos, handler, opts)
         return self._reply(e, self._wait(Front._replied, e, None))
 
     def unsubscribe(self, topic):

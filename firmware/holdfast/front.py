@@ -111,6 +111,14 @@ class Front:
             return self.s.store.held_evicted
         raise AttributeError(name)
 
+    def _five(self, x, n):
+        # x: MQTT 5's (publish's props, subscribe's options); at level 4
+        # a ValueError, v5words.py's words n.
+        if self.s.v5 is None:
+            from .v5words import text
+            raise ValueError(text(n, ()))
+        return x
+
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
 
@@ -181,11 +189,15 @@ class Front:
         # A QoS 1/2 message into the session; expiry in seconds from now.
         return self.s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
 
-    def _request(self, topic, qos, handler):
+    def _request(self, topic, qos, handler, opts=None):
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
+        # opts: MQTT 5's subscription options, in the QoS the entry keeps
+        # (v5more.sub_options).
         self._idle()
         self._need_link()
         topic = to_bytes(topic)
+        if opts:
+            qos = self._five(self.s.v5, 36).more().sub_options(qos, **opts)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):
@@ -247,7 +259,7 @@ class Front:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 elif e == REJECTED:
-                    s.v5.rejected(self)
+                    s.v5.more().rejected(self)
                 else:  # REFUSED
                     from .errors import SubscribeError
                     self.restore_refused += s.subs.nrefused
@@ -300,6 +312,11 @@ class Front:
         if s.state == CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
+        if s.v5 and s.t1 > s.t0 and self.sock is not None:
+            try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
+                net.flush(self.sock, s)
+            except OSError:
+                pass
         self._close()
         refused = isinstance(err, ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it

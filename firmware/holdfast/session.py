@@ -82,6 +82,7 @@ class Session:
     """
 
     v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+    props = None  # MQTT 5: the properties of the message publish() is given
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
@@ -325,7 +326,10 @@ class Session:
         if not qos:
             if self.room() - ACK_ROOM < n:
                 return False
-            self.t1 = (self.v5 or c).publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+            if self.v5:  # MQTT 5: its properties, a topic alias
+                self.t1 = self.v5.out(self, topic, payload, 0, retain, 0, 0)
+            else:
+                self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
         st = self.store
         pid = self.new_pid()
@@ -352,8 +356,7 @@ class Session:
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
             if self.v5:
-                self.t1 = self.v5.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1,
-                                          self.v5.left(deadline))
+                self.t1 = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
             else:
                 self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
@@ -438,7 +441,7 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(10 + len(flt))  # MQTT 5: one byte more
-        c._check_qos(qos)  # both before the filter is registered
+        c._check_qos(qos & 3 if self.v5 else qos)  # both before the filter is registered
         c.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
         self._rx_full()

@@ -137,7 +137,7 @@ class Subs:
                 return
             g[_PID] = self.out[slot] = s.new_pid()
             if s.v5:
-                s.t1 = s.v5.unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
+                s.t1 = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
             else:
                 s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
         lst = self.list
@@ -149,11 +149,13 @@ class Subs:
             if lst[i][_PID]:
                 i += 1
                 continue
-            # As many filters still to send as fit one packet.
+            # As many filters still to send as fit one packet; at MQTT 5
+            # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
-            n = 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's property length
+            n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
             room = s.room() - _ACK_ROOM
             batch = []
+            sid = -1
             while i < len(lst):
                 e = lst[i]
                 i += 1
@@ -161,15 +163,19 @@ class Subs:
                     continue
                 if n + 3 + len(e[0]) > room:
                     break
+                if sid >= 0 and e[1] >> 8 != sid:
+                    i -= 1  # it starts the next packet
+                    break
+                sid = e[1] >> 8
                 if not pid:
                     pid = s.new_pid()
                 n += 3 + len(e[0])
                 e[_PID] = pid
-                batch.append((e[0], e[1]))
+                batch.append((e[0], e[1] & 0xFF))
             if not batch:
                 return  # no room now: the rest once tx drains
-            if s.v5:  # a QoS is the options byte with no option set
-                s.t1 = s.v5.subscribe(s.tx, pid, batch, 0, (), s.t1)
+            if s.v5:  # the options byte (QoS in bits 0-1)
+                s.t1 = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.t1)
             else:
                 s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
             self.out[slot] = pid

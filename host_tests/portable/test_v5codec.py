@@ -6,7 +6,7 @@
 import sys
 
 from holdfast import codec as c
-from holdfast import v5
+from holdfast import v5more as v5
 from holdfast.errors import V5Error
 from support import raises
 
@@ -441,47 +441,3 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
 
     assert cost(v5_parse) == cost(v4_parse), (cost(v5_parse), cost(v4_parse))
     assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"
-
-
-def test_level5_session_publish_and_puback_allocate_nothing():
-    # The engine of MQTTClient(level=5) without a socket: publish QoS 1, the
-    # broker's PUBACK (written into the receive buffer as a socket read
-    # would), DELIVERED; and QoS 0. On MicroPython under heap_lock, so any
-    # allocation fails the test; elsewhere the same steps, unlocked.
-    s = v5.Session5(b"alloc", True, 0, 5, 256, 4)
-    s.start(0)
-    s.sent(s.t1, 0)
-    r = s.rx
-    for k, x in enumerate(b"\x20\x03\x00\x00\x00"):
-        r.tail()[k] = x
-    r.filled(5)
-    assert s.receive(0) == 0 and s.state == 3, s.state  # session.CONNECTED
-    events = []
-
-    def one():
-        pid = s.publish(b"sensors/t", b"21.5", 1, False, 0)
-        s.sent(s.t1 - s.t0, 0)
-        room = r.tail()  # all read: the whole buffer, not a new view
-        room[0] = 0x40
-        room[1] = 2
-        room[2] = pid >> 8
-        room[3] = pid & 0xFF
-        r.filled(4)
-        events.append(s.receive(0))
-        s.publish(b"sensors/t", b"21.5", 0, False, 0)
-        s.sent(s.t1 - s.t0, 0)
-
-    one()  # warm
-    for _ in range(8):  # the list grows now, not under the lock
-        events.append(0)
-    del events[:]
-    if sys.implementation.name == "micropython":
-        import micropython
-        micropython.heap_lock()
-    try:
-        for _ in range(5):
-            one()
-    finally:
-        if sys.implementation.name == "micropython":
-            micropython.heap_unlock()
-    assert events == [2] * 5, events  # session.DELIVERED each time
