@@ -525,7 +525,9 @@ GROUPS = (("on first use: subscribe, inbound, policies, words",
            ("filters", "inbound", "held", "subs", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)", ("outlog", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
-          ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")))
+          ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")),
+          ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
+          ("rarer errors (with the first one raised)", ("errmore",)))
 
 
 def sizes(board="esp32"):
