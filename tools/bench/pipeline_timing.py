@@ -87,10 +87,10 @@ def spark_readings_per_device(spark, landing):
     device of the valid landing lines; ({device: n}, seconds)."""
     from pyspark.sql import functions as F
     from pipeline.batch import size_splits
-    from pipeline.landing import parse_landing, read_landing
+    from pipeline.landing import landing_glob, parse_landing, read_landing
     t = time.monotonic()
     size_splits(spark)
-    rows = (parse_landing(read_landing(spark, landing)).where("ok")
+    rows = (parse_landing(read_landing(spark, [landing_glob(landing)])).where("ok")
             .groupBy("device").agg(F.count_distinct("boot", "seq").alias("n")).collect())
     return {r["device"]: r["n"] for r in rows}, time.monotonic() - t
 

@@ -6,8 +6,8 @@ import time
 
 from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
 from pipeline.health import device_health, qos2_duplicate_flag, qos2_duplicates, qos_health
-from pipeline.landing import (landing_glob, parse_landing, quarantine_reasons, read_landing,
-                              rejected_rows)
+from pipeline import compact
+from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
 from pipeline.session import Step, join, local_path, log
 
@@ -28,10 +28,16 @@ def size_splits(spark):
 
 
 def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
-              write_readings=True, write_rejected=True, plots=True, events=None):
+              write_readings=True, write_rejected=True, plots=True, events=None,
+              compaction=True, now_ms=None):
     """The batch pipeline; returns a summary dict (counts, paths). events:
     [(wall-clock ms, what)] of injected faults, marked on the timeline and
     used to name the cause of a QoS 2 duplicate.
+
+    With `compaction`, the landing's closed hours are parsed once into
+    Parquet (pipeline.compact) and read from there; without, every line is
+    parsed from JSON and nothing is written under the landing. now_ms: the
+    clock that says which hours are closed (tests).
 
     One scan of the landing: parse, de-duplicate and set the rejected lines
     apart in one aggregate (dedup.aggregate_landing), cached once (it is
@@ -41,11 +47,14 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     t0 = time.monotonic()
-    landing = read_landing(spark, input_uri)
-    if landing is None:
+    size_splits(spark)
+    sources = compact.prepare(spark, input_uri, compaction, now_ms)
+    parsed = sources.parsed(spark)
+    log("reading %(hours_from_parquet)d hour(s) of the landing from Parquet and "
+        "%(json_files_read)d JSON file(s)" % sources.summary())
+    if parsed is None:
         raise SystemExit("pipeline: no landing files under %s (looked for %s)"
                          % (input_uri, landing_glob(input_uri)))
-    size_splits(spark)
     cached = []
 
     def keep(df):
@@ -54,7 +63,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         return df
 
     with Step("parsing and de-duplicating landing %s" % input_uri):
-        agg = keep(aggregate_landing(parse_landing(landing)))
+        agg = keep(aggregate_landing(parsed))
         q2 = qos2_duplicate_flag()
         c = agg.agg(
             F.sum(F.when(F.col("ok"), F.col("copies"))).alias("valid"),
@@ -145,6 +154,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                                     for r in health_rows),
             "missing": sum(r["missing"] for r in health_rows),
             "qos2_duplicates": c["q2dup"] or 0,
+            "sources": sources.summary(),
         }
         write_report(report, summary, health_rows, qos_rows, rej_reasons,
                      rej_examples, quarantine, no_w_devices, latency_png,
