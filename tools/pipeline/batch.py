@@ -5,7 +5,8 @@ import os
 import time
 
 from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
-from pipeline.health import device_health, qos2_duplicate_flag, qos2_duplicates, qos_health
+from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, device_health, qos2_duplicate_flag,
+                             qos2_duplicates, qos_health)
 from pipeline import compact
 from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
@@ -55,15 +56,8 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     if parsed is None:
         raise SystemExit("pipeline: no landing files under %s (looked for %s)"
                          % (input_uri, landing_glob(input_uri)))
-    cached = []
-
-    def keep(df):
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(df)
-        return df
-
     with Step("parsing and de-duplicating landing %s" % input_uri):
-        agg = keep(aggregate_landing(parsed))
+        agg = aggregate_landing(parsed).persist(StorageLevel.MEMORY_AND_DISK)
         q2 = qos2_duplicate_flag()
         c = agg.agg(
             F.sum(F.when(F.col("ok"), F.col("copies"))).alias("valid"),
@@ -77,30 +71,31 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                                         n_ok - n_read))
     dedup = agg.where("ok").drop("ok", "bad_id", *BAD_COLS)
     rejected = rejected_rows(agg.where(~F.col("ok")))
+    # Few rejected lines (the usual case): collected once (no job when there
+    # are none), and both written and reported from that.
+    rej = None
+    if n_bad <= 10000:
+        rej = [r.asDict() for r in rejected.collect()] if n_bad else []
     if write_rejected:
         with Step("writing rejected"):
-            rejected.coalesce(1).write.mode("overwrite").parquet(
-                join(output_uri, "rejected"))
+            (rejected if rej is None else spark.createDataFrame(rej, rejected.schema)) \
+                .coalesce(1).write.mode("overwrite").parquet(join(output_uri, "rejected"))
     if write_readings:
         with Step("writing readings (Parquet by day, device)"):
             (dedup.select(*READING_COLS)
              .write.mode("overwrite").partitionBy("day", "device")
              .parquet(join(output_uri, "readings")))
     with Step("computing health"):
-        health = keep(device_health(dedup))
-        health_rows = [r.asDict(recursive=True) for r in
-                       health.orderBy("device").collect()]
-        qos = keep(qos_health(dedup, health))
-        qos_rows = [r.asDict() for r in qos.collect()]
-        health.coalesce(1).write.mode("overwrite").parquet(
-            join(output_uri, "health"))
-        qos.coalesce(1).write.mode("overwrite").parquet(
-            join(output_uri, "qos"))
+        health_rows = device_health(dedup)
+        qos_rows = qos_health(spark, dedup, health_rows)
+        for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
+                                   ("qos", qos_rows, QOS_SCHEMA)):
+            (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
+             .parquet(join(output_uri, name)))
         q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
     with Step("report"):
-        if n_bad <= 10000:       # small: one collect, count in Python
-            rej = sorted((r.asDict() for r in rejected.collect()),
-                         key=lambda r: (r["file"] or "", r["line"] or ""))
+        if rej is not None:       # small: counted in Python
+            rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
             by_reason = {}
             for r in rej:
                 by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
@@ -160,8 +155,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                      rej_examples, quarantine, no_w_devices, latency_png,
                      delivery_png, timeline_png, q2_rows)
         log("report: %s" % report)
-    for df in cached:
-        df.unpersist()
+    agg.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
                    health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)
     log("%s pass done in %.1fs" % (mode if mode == "batch" else "final batch",

@@ -258,7 +258,7 @@ def _compact(spark, fs, root, hours, todo):
             fs.mkdirs(join(root, "day=" + day))
         fs.rename(tmp, final)        # the commit
         committed[key] = (final, manifest, dict(parquet, **{MANIFEST: 0}))
-    fs.delete(run)
+    fs.delete(staging_root)
     log("compacted %d closed hour(s) of the landing to Parquet (%.1fs)"
         % (len(todo), time.monotonic() - t))
     return committed
