@@ -3,6 +3,7 @@ pass over what is there now."""
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
 from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, device_health, qos2_duplicate_flag,
@@ -76,23 +77,32 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     rej = None
     if n_bad <= 10000:
         rej = [r.asDict() for r in rejected.collect()] if n_bad else []
-    if write_rejected:
-        with Step("writing rejected"):
-            (rejected if rej is None else spark.createDataFrame(rej, rejected.schema)) \
-                .coalesce(1).write.mode("overwrite").parquet(join(output_uri, "rejected"))
-    if write_readings:
-        with Step("writing readings (Parquet by day, device)"):
-            (dedup.select(*READING_COLS)
-             .write.mode("overwrite").partitionBy("day", "device")
-             .parquet(join(output_uri, "readings")))
-    with Step("computing health"):
-        health_rows = device_health(dedup)
-        qos_rows = qos_health(spark, dedup, health_rows)
-        for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
-                                   ("qos", qos_rows, QOS_SCHEMA)):
-            (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
-             .parquet(join(output_uri, name)))
-        q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
+
+    def write_tables():
+        if write_rejected:
+            with Step("writing rejected"):
+                (rejected if rej is None else spark.createDataFrame(rej, rejected.schema)) \
+                    .coalesce(1).write.mode("overwrite").parquet(join(output_uri, "rejected"))
+        if write_readings:
+            with Step("writing readings (Parquet by day, device)"):
+                (dedup.select(*READING_COLS)
+                 .write.mode("overwrite").partitionBy("day", "device")
+                 .parquet(join(output_uri, "readings")))
+
+    # The writes run beside the health's jobs, from another thread: the
+    # health is a chain of small jobs, each mostly the driver's planning
+    # and scheduling, which leaves a core free for the writes' tasks.
+    with ThreadPoolExecutor(1) as pool:
+        writes = pool.submit(write_tables)
+        with Step("computing health"):
+            health_rows = device_health(dedup)
+            qos_rows = qos_health(spark, dedup, health_rows)
+            for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
+                                       ("qos", qos_rows, QOS_SCHEMA)):
+                (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
+                 .parquet(join(output_uri, name)))
+            q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
+        writes.result()
     with Step("report"):
         if rej is not None:       # small: counted in Python
             rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
