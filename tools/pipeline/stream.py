@@ -44,6 +44,7 @@ def make_batch_writer(spark, output_uri, on_written=None):
     on_written(batch_id, new readings DataFrame): called after the write,
     with the DataFrame still cached (the lag benchmark reads its rx_ms).
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
     readings_uri = join(output_uri, "readings")
 
@@ -58,11 +59,15 @@ def make_batch_writer(spark, output_uri, on_written=None):
         try:
             # By day only: a directory per device would be a file per
             # device per micro-batch (the batch's readings/ has them).
-            (with_day_latency(new.where("ok")).select(*READING_COLS)
+            # The rejected lines are counted by the same job (observed),
+            # not by a job of their own: most micro-batches have none.
+            seen = Observation("rejected")
+            (with_day_latency(new.observe(seen, F.count(F.when(~F.col("ok"), 1)).alias("n"))
+                              .where("ok")).select(*READING_COLS)
              .write.mode("append").partitionBy("day")
              .parquet(readings_uri))
             bad = new.where(~F.col("ok"))
-            if not bad.isEmpty():
+            if seen.get["n"]:
                 (rejected_rows(bad.select(
                     "*", F.explode(F.array_repeat(F.lit(1), F.col("copies")
                                                   .cast("int"))).alias("_n")))
