@@ -197,8 +197,11 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     over a small landing first, and the first warmup_s of this one, are left
     out (JVM start and JIT, as the batch benchmark's warm-up run). Returns
     p50/p95/max in s and the count."""
+    import bisect
     import json
     import threading
+    from pyspark.sql import functions as F
+    from pipeline.session import local_path
     from pipeline.stream import run_stream
     warm = os.path.join(workdir, "warmup")
     for i in range(3):
@@ -212,16 +215,9 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     stop, lags, err = threading.Event(), [], []
     t_start = time.time()
 
-    def written(batch_id, new):
-        end = time.time() * 1000
-        for r in new.select("rx_ms").collect():
-            if r["rx_ms"] >= (t_start + warmup_s) * 1000:
-                lags.append((end - r["rx_ms"]) / 1000.0)
-
     def stream():
         try:
-            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop,
-                       on_written=written)
+            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop)
         except Exception as e:
             err.append(e)
 
@@ -260,6 +256,22 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
         th.join(120)
     if err:
         raise err[0]
+    # A reading is in readings/ at the end of the micro-batch that wrote
+    # it: the first batch marker (touched after the batch's write) not
+    # older than the reading's Parquet file. Read after the run, so the
+    # measuring adds no job to the micro-batches.
+    marks = os.path.join(out, "_batches")
+    ends = sorted(os.stat(os.path.join(marks, f)).st_mtime for f in os.listdir(marks)
+                  if not f.startswith("."))
+    mtime = {}
+    for r in (spark.read.parquet(os.path.join(out, "readings"))
+              .select("rx_ms", F.col("_metadata.file_path").alias("f")).collect()):
+        if r["rx_ms"] < (t_start + warmup_s) * 1000:
+            continue
+        if r["f"] not in mtime:
+            mtime[r["f"]] = os.stat(local_path(r["f"])).st_mtime
+        end = ends[bisect.bisect_left(ends, mtime[r["f"]])]
+        lags.append(end - r["rx_ms"] / 1000.0)
     lags.sort()
 
     def q(p):
@@ -283,26 +295,35 @@ def main(argv=None):
                     help="keep the generated landings and outputs")
     ap.add_argument("--stream-lag", action="store_true",
                     help="measure the streaming lag instead (stream_lag())")
+    ap.add_argument("--roll-s", type=float, default=1.0,
+                    help="--stream-lag: how often the landing file is rolled (the "
+                         "collector's --roll-s)")
+    ap.add_argument("--trigger", default="0.5 seconds",
+                    help="--stream-lag: the stream's trigger (pipeline --interval)")
+    ap.add_argument("--stream-partitions", type=int, default=2,
+                    help="--stream-lag: shuffle partitions, so state store partitions")
     a = ap.parse_args(argv)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if a.stream_lag:
         workdir = tempfile.mkdtemp(prefix="hf-stream-lag-")
         spark = spark_session(a.master, app="holdfast-stream-lag", driver_memory="1g",
-                              shuffle_partitions=2)
+                              shuffle_partitions=a.stream_partitions)
         try:
-            r = stream_lag(spark, workdir)
+            r = stream_lag(spark, workdir, roll_s=a.roll_s, trigger=a.trigger)
         finally:
             spark.stop()
             shutil.rmtree(workdir, ignore_errors=True)
-        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s), after a warm-up: "
-              "p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
-              % (a.master, r["rate"], r["roll_s"], r["trigger"], r["p50"], r["p95"], r["max"],
-                 r["readings"]))
+        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s, %d partitions), "
+              "after a warm-up: p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
+              % (a.master, r["rate"], r["roll_s"], r["trigger"], a.stream_partitions, r["p50"],
+                 r["p95"], r["max"], r["readings"]))
+        if load is not None:
+            print("Machine: %d CPU(s), load average %.1f at start." % (os.cpu_count() or 0, load))
         return 0
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     own = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")
     os.makedirs(workdir, exist_ok=True)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     try:
         results = run(sizes, a.master, a.devices, workdir, a.keep,
                       a.driver_memory)

@@ -34,15 +34,15 @@ def streaming_readings(parsed):
                                   F.max("seen").alias("last_seen")])))
 
 
-def make_batch_writer(spark, output_uri, on_written=None):
+def make_batch_writer(spark, output_uri):
     """foreachBatch function: append the readings new in this micro-batch
     (and its rejected lines), once.
 
     A replayed micro-batch (after a crash between the write and the
     checkpoint's commit) finds its marker `_batches/<id>` and writes
     nothing again: the marker is written after the readings.
-    on_written(batch_id, new readings DataFrame): called after the write,
-    with the DataFrame still cached (the lag benchmark reads its rx_ms).
+    The marker's modification time is when the micro-batch's readings
+    were in readings/ (the lag benchmark reads it).
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -73,8 +73,6 @@ def make_batch_writer(spark, output_uri, on_written=None):
                                                   .cast("int"))).alias("_n")))
                  .coalesce(1).write.mode("overwrite")
                  .parquet(join(output_uri, "rejected", "batch=%d" % batch_id)))
-            if on_written is not None:
-                on_written(batch_id, new.where("ok"))
         finally:
             new.unpersist()
         touch(spark, marker)
@@ -85,7 +83,7 @@ def make_batch_writer(spark, output_uri, on_written=None):
 
 def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
                interval="0.5 seconds", duration=None, max_files=None,
-               stop_event=None, stop_timeout=30.0, on_written=None):
+               stop_event=None, stop_timeout=30.0):
     """Structured Streaming over the landing; returns when caught up
     (default, trigger availableNow) or, with follow, on stop_event/duration.
     Returns the query's last progress (a dict) or None.
@@ -103,7 +101,7 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
     src = read_landing_stream(spark, input_uri, max_files)
     w = (streaming_readings(parse_landing(src)).writeStream
          .outputMode("update")
-         .foreachBatch(make_batch_writer(spark, output_uri, on_written))
+         .foreachBatch(make_batch_writer(spark, output_uri))
          .option("checkpointLocation", checkpoint))
     if follow:
         w = w.trigger(processingTime=interval)
