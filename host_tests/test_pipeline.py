@@ -700,3 +700,21 @@ def _run(spark, landing, tmp_path, name, **kw):
     """run_batch's summary and its tables."""
     out = str(tmp_path / name)
     return run_batch(spark, landing, out, plots=False, **kw), tables(spark, out)
+
+
+def test_an_hour_is_compacted_once_it_is_over_and_has_no_file_in_progress(spark, tmp_path):
+    # Hour 00 holds a hidden in-progress file (a collector still writing,
+    # or one that died and whose file the next start renames into place):
+    # open however old. Hour 02 is open until GRACE_MS after it ended.
+    from pipeline import compact
+    landing = str(tmp_path / "landing")
+    write_files(landing, build_landing())
+    end_02 = H0 + 3 * HOUR
+    s = compact.prepare(spark, landing, now_ms=end_02 + compact.GRACE_MS - 1).summary()
+    assert s == {"hours_from_parquet": 0, "json_files_read": 4, "hours_compacted_now": []}
+    s = compact.prepare(spark, landing, now_ms=end_02 + compact.GRACE_MS).summary()
+    assert s == {"hours_from_parquet": 1, "json_files_read": 3,
+                 "hours_compacted_now": ["2026-01-01 02"]}
+    s = compact.prepare(spark, landing, now_ms=H0 + 100 * HOUR).summary()
+    assert s == {"hours_from_parquet": 2, "json_files_read": 2,     # hour 00's two files
+                 "hours_compacted_now": ["2026-01-02 01"]}

@@ -103,8 +103,7 @@ def _hour_end_ms(key):
 class Sources:
     """Where each hour of the landing is read from for this run."""
 
-    def __init__(self, landing, units, json_files, compacted_now):
-        self.landing = landing
+    def __init__(self, units, json_files, compacted_now):
         self.units = units                  # {hour key: (unit dir, [parquet URIs])}
         self.json_files = json_files        # [JSON file URIs] of the other hours
         self.compacted_now = compacted_now  # hour keys compacted by this run
@@ -201,7 +200,7 @@ def prepare(spark, landing, compaction=True, now_ms=None, grace_ms=GRACE_MS):
     hours = _landing_hours(fs, landing)
     root = join(landing, COMPACTED)
     if not compaction:
-        return Sources(landing, {}, _json_files(hours, hours), [])
+        return Sources({}, _json_files(hours, hours), [])
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     units = _units(fs, root)
     valid = {k: u for k, u in units.items() if k in hours and _valid(u, hours[k][1])}
@@ -213,7 +212,7 @@ def prepare(spark, landing, compaction=True, now_ms=None, grace_ms=GRACE_MS):
     read_units = {k: (u[0], [join(u[0], n) for n in sorted(u[1]["parquet"])])
                   for k, u in valid.items()}
     rest = {k: h for k, h in hours.items() if k not in read_units}
-    return Sources(landing, read_units, _json_files(hours, rest), todo)
+    return Sources(read_units, _json_files(hours, rest), todo)
 
 
 def _json_files(hours, which):
@@ -222,8 +221,8 @@ def _json_files(hours, which):
 
 def _compact(spark, fs, root, hours, todo):
     """Parse the JSON of the `todo` hours in one job into staging, then
-    commit each hour by renaming its directory into place.  Returns the
-    committed units, as _units does."""
+    commit each hour by renaming its directory into place.  Returns
+    {hour key: (unit dir, manifest)}."""
     from pyspark.sql import functions as F
     from pipeline.landing import parse_landing, read_landing
     staging_root = join(root, "_staging")
@@ -232,9 +231,9 @@ def _compact(spark, fs, root, hours, todo):
     files = _json_files(hours, todo)
     t = time.monotonic()
     raw = read_landing(spark, files)
-    part = F.regexp_extract("file", r"date=([^/]+)/hour=([^/]+)/[^/]*$", 1)
-    hour = F.regexp_extract("file", r"date=([^/]+)/hour=([^/]+)/[^/]*$", 2)
-    raw = raw.select("*", part.alias("day"), hour.alias("hour"))
+    where = r"date=([^/]+)/hour=([^/]+)/[^/]*$"
+    raw = raw.select("*", F.regexp_extract("file", where, 1).alias("day"),
+                     F.regexp_extract("file", where, 2).alias("hour"))
     (parse_landing(raw, keep=("day", "hour")).write.partitionBy("day", "hour")
      .parquet(run))
     listed = {}
@@ -257,7 +256,7 @@ def _compact(spark, fs, root, hours, todo):
         else:
             fs.mkdirs(join(root, "day=" + day))
         fs.rename(tmp, final)        # the commit
-        committed[key] = (final, manifest, dict(parquet, **{MANIFEST: 0}))
+        committed[key] = (final, manifest)
     fs.delete(staging_root)
     log("compacted %d closed hour(s) of the landing to Parquet (%.1fs)"
         % (len(todo), time.monotonic() - t))
