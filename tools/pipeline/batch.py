@@ -89,82 +89,90 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                  .write.mode("overwrite").partitionBy("day", "device")
                  .parquet(join(output_uri, "readings")))
 
-    # The writes run beside the health's jobs, from another thread: the
-    # health is a chain of small jobs, each mostly the driver's planning
-    # and scheduling, which leaves a core free for the writes' tasks.
-    with ThreadPoolExecutor(1) as pool:
+    def write_small(health_rows, qos_rows):
+        for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
+                                   ("qos", qos_rows, QOS_SCHEMA)):
+            (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
+             .parquet(join(output_uri, name)))
+
+    # The table writes run beside the health's and the report's jobs, from
+    # another thread: those are chains of small jobs, each mostly the
+    # driver's planning and scheduling, which leaves a core free for the
+    # writes' tasks.
+    pool = ThreadPoolExecutor(1)
+    try:
         writes = pool.submit(write_tables)
         with Step("computing health"):
             health_rows = device_health(dedup)
-            qos_rows = qos_health(spark, dedup, health_rows)
-            for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
-                                       ("qos", qos_rows, QOS_SCHEMA)):
-                (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
-                 .parquet(join(output_uri, name)))
+            qos_rows = qos_health(dedup, health_rows)
+            small = pool.submit(write_small, health_rows, qos_rows)
             q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
+        with Step("report"):
+            if rej is not None:       # small: counted in Python
+                rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
+                by_reason = {}
+                for r in rej:
+                    by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+                rej_reasons = sorted(([k, v] for k, v in by_reason.items()),
+                                     key=lambda kv: (-kv[1], kv[0]))
+                seen = set()
+                rej_examples = []
+                for r in rej:
+                    if r["reason"] not in seen and len(rej_examples) < 10:
+                        seen.add(r["reason"])
+                        rej_examples.append(r)
+            else:
+                rej_reasons = [[r["reason"], r["count"]] for r in
+                               rejected.groupBy("reason").count()
+                               .orderBy(F.desc("count"), "reason").collect()]
+                rej_examples = [r.asDict() for r in
+                                rejected.orderBy("file", "line")
+                                .dropDuplicates(["reason"]).limit(10).collect()]
+            quarantine = quarantine_reasons(spark, input_uri)
+            no_w_devices = [r["device"] for r in health_rows
+                            if r["latency_samples"] < r["received"]
+                            + r["reused_seq"]]
+            report = report or _default_report(output_uri)
+            rdir = os.path.dirname(os.path.abspath(report))
+            os.makedirs(rdir, exist_ok=True)
+            stem = os.path.splitext(os.path.basename(report))[0]
+            latency_png = delivery_png = timeline_png = None
+            if plots:
+                from pipeline import plots as P
+                data = P.latency_data(dedup)
+                if data is not None:
+                    latency_png = stem + "-latency.png"
+                    P.plot_latency(data, os.path.join(rdir, latency_png))
+                if health_rows:
+                    delivery_png = stem + "-delivery.png"
+                    P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
+                data = P.timeline_data(dedup, health_rows)
+                if data is not None:
+                    timeline_png = stem + "-timeline.png"
+                    P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
+            summary = {
+                "mode": mode, "input": input_uri, "output": output_uri,
+                "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
+                "duplicates": n_ok - n_read, "readings": n_read,
+                "devices": len(health_rows),
+                "quarantined": (sum(c for _, c in quarantine)
+                                if quarantine is not None else None),
+                "no_w_readings": sum(r["received"] + r["reused_seq"]
+                                     - r["latency_samples"] for r in health_rows),
+                "negative_latency": sum(r["negative_latency"]
+                                        for r in health_rows),
+                "missing": sum(r["missing"] for r in health_rows),
+                "qos2_duplicates": c["q2dup"] or 0,
+                "sources": sources.summary(),
+            }
+            write_report(report, summary, health_rows, qos_rows, rej_reasons,
+                         rej_examples, quarantine, no_w_devices, latency_png,
+                         delivery_png, timeline_png, q2_rows)
+            log("report: %s" % report)
         writes.result()
-    with Step("report"):
-        if rej is not None:       # small: counted in Python
-            rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
-            by_reason = {}
-            for r in rej:
-                by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
-            rej_reasons = sorted(([k, v] for k, v in by_reason.items()),
-                                 key=lambda kv: (-kv[1], kv[0]))
-            seen = set()
-            rej_examples = []
-            for r in rej:
-                if r["reason"] not in seen and len(rej_examples) < 10:
-                    seen.add(r["reason"])
-                    rej_examples.append(r)
-        else:
-            rej_reasons = [[r["reason"], r["count"]] for r in
-                           rejected.groupBy("reason").count()
-                           .orderBy(F.desc("count"), "reason").collect()]
-            rej_examples = [r.asDict() for r in
-                            rejected.orderBy("file", "line")
-                            .dropDuplicates(["reason"]).limit(10).collect()]
-        quarantine = quarantine_reasons(spark, input_uri)
-        no_w_devices = [r["device"] for r in health_rows
-                        if r["latency_samples"] < r["received"]
-                        + r["reused_seq"]]
-        report = report or _default_report(output_uri)
-        rdir = os.path.dirname(os.path.abspath(report))
-        os.makedirs(rdir, exist_ok=True)
-        stem = os.path.splitext(os.path.basename(report))[0]
-        latency_png = delivery_png = timeline_png = None
-        if plots:
-            from pipeline import plots as P
-            data = P.latency_data(dedup)
-            if data is not None:
-                latency_png = stem + "-latency.png"
-                P.plot_latency(data, os.path.join(rdir, latency_png))
-            if health_rows:
-                delivery_png = stem + "-delivery.png"
-                P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
-            data = P.timeline_data(dedup, health_rows)
-            if data is not None:
-                timeline_png = stem + "-timeline.png"
-                P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
-        summary = {
-            "mode": mode, "input": input_uri, "output": output_uri,
-            "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
-            "duplicates": n_ok - n_read, "readings": n_read,
-            "devices": len(health_rows),
-            "quarantined": (sum(c for _, c in quarantine)
-                            if quarantine is not None else None),
-            "no_w_readings": sum(r["received"] + r["reused_seq"]
-                                 - r["latency_samples"] for r in health_rows),
-            "negative_latency": sum(r["negative_latency"]
-                                    for r in health_rows),
-            "missing": sum(r["missing"] for r in health_rows),
-            "qos2_duplicates": c["q2dup"] or 0,
-            "sources": sources.summary(),
-        }
-        write_report(report, summary, health_rows, qos_rows, rej_reasons,
-                     rej_examples, quarantine, no_w_devices, latency_png,
-                     delivery_png, timeline_png, q2_rows)
-        log("report: %s" % report)
+        small.result()
+    finally:
+        pool.shutdown()
     agg.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
                    health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)

@@ -191,7 +191,7 @@ def qos_class(h):
     return "mixed" if "," in h["qos"] else h["qos"]
 
 
-def qos_health(spark, dedup, health):
+def qos_health(dedup, health):
     """Delivery health per QoS: rows (dicts, QOS_SCHEMA, by QoS), one per
     QoS a device published with.
 
@@ -202,10 +202,13 @@ def qos_health(spark, dedup, health):
     readings; the loss is summed from the device rows.
     """
     from pyspark.sql import functions as F
-    cls = spark.createDataFrame([(h["device"], qos_class(h)) for h in health],
-                                "device string, qos_class string")
-    per = (dedup.join(F.broadcast(cls), "device")
-           .groupBy("qos_class").agg(
+    # A device that used one QoS has it on every reading: only the mixed
+    # ones need naming (no join).
+    mixed = [h["device"] for h in health if qos_class(h) == "mixed"]
+    cls = F.col("qos").cast("string")
+    if mixed:
+        cls = F.when(F.col("device").isin(mixed), F.lit("mixed")).otherwise(cls)
+    per = (dedup.groupBy(cls.alias("qos_class")).agg(
                F.count("*").alias("readings"),
                F.sum(F.col("copies") - 1).alias("duplicates"),
                F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
