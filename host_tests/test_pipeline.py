@@ -573,3 +573,148 @@ def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
 
     for name in ("readings", "health", "qos", "rejected"):
         assert table(cluster_out, name) == table(local_out, name), name
+
+
+HIDDEN = "date=2026-01-01/hour=00/.part-3-0.jsonl.inprogress"
+OPEN_NOW = H0 + 25 * HOUR + 60000     # 2026-01-02 01:01: that hour is still open
+
+
+def tables(spark, out):
+    got = {}
+    for name in ("readings", "health", "qos", "rejected"):
+        df = spark.read.parquet(os.path.join(out, name))
+        cols = sorted(df.columns)
+        got[name] = sorted(tuple(str(v) for v in row) for row in df.select(*cols).collect())
+    return got
+
+
+def counts(summary):
+    return {k: summary[k] for k in ("lines", "valid", "rejected", "duplicates", "readings",
+                                     "devices", "missing", "qos2_duplicates")}
+
+
+def manifests(landing):
+    root = os.path.join(landing, "_compacted")
+    found = {}
+    for day in sorted(os.listdir(root)):
+        if day.startswith("day="):
+            for hour in sorted(os.listdir(os.path.join(root, day))):
+                with open(os.path.join(root, day, hour, "_manifest.json")) as f:
+                    found[day + "/" + hour] = json.load(f)
+    return found
+
+
+def test_compaction_gives_the_same_tables_and_parses_each_closed_hour_once(spark, tmp_path):
+    # Every hour of the test landing but the last is closed at OPEN_NOW
+    # (the in-progress file, which would keep its hour open, is left out).
+    files = build_landing()
+    del files[HIDDEN]
+    landing = str(tmp_path / "landing")
+    write_files(landing, files)
+    plain = run_batch(spark, landing, str(tmp_path / "plain"), plots=False, compaction=False)
+    assert plain["sources"] == {"hours_from_parquet": 0, "json_files_read": 4,
+                                "hours_compacted_now": []}
+    assert not os.path.exists(os.path.join(landing, "_compacted"))
+    first = run_batch(spark, landing, str(tmp_path / "first"), plots=False, now_ms=OPEN_NOW)
+    assert first["sources"] == {"hours_from_parquet": 2, "json_files_read": 1,
+                                "hours_compacted_now": ["2026-01-01 00", "2026-01-01 02"]}
+    made = manifests(landing)
+    assert sorted(made) == ["day=2026-01-01/hour=00", "day=2026-01-01/hour=02"]
+    # The compacted hours' JSON files, overwritten with lines of the same
+    # length that are not landing records (size and time kept): read again,
+    # they would be rejected lines. The rerun must not read them.
+    for rel in files:
+        if rel.startswith("date=2026-01-01/"):
+            path = os.path.join(landing, rel)
+            st = os.stat(path)
+            with open(path, "r+") as f:
+                f.write("x" * (st.st_size - 1) + "\n")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second = run_batch(spark, landing, str(tmp_path / "second"), plots=False, now_ms=OPEN_NOW)
+    assert second["sources"] == {"hours_from_parquet": 2, "json_files_read": 1,
+                                 "hours_compacted_now": []}
+    assert manifests(landing) == made            # nothing compacted again
+    want = tables(spark, str(tmp_path / "plain"))
+    assert tables(spark, str(tmp_path / "first")) == want
+    assert tables(spark, str(tmp_path / "second")) == want
+    assert counts(first) == counts(second) == counts(plain)
+    assert [r["device"] for r in second["health"]] == [r["device"] for r in plain["health"]]
+    # The compacted table reads as a table, partitioned by day and hour.
+    c = spark.read.parquet(os.path.join(landing, "_compacted"))
+    assert {"day", "hour", "device", "ok"} <= set(c.columns)
+    assert c.count() == plain["lines"] - 1       # all but the open hour's one line
+
+
+def test_a_crash_or_a_damaged_compaction_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
+    from pipeline import compact
+    files = build_landing()
+    del files[HIDDEN]
+    landing = str(tmp_path / "landing")
+    write_files(landing, files)
+    want = _run(spark, landing, tmp_path, "plain", compaction=False)[1]
+
+    class Crash(BaseException):
+        pass
+
+    rename = compact._FS.rename
+
+    def crash_at_second_commit(self, src, dst):
+        # The process dies once hour 02's Parquet and manifest are in
+        # staging, before the rename that commits them; hour 00 committed.
+        if "/_staging/" in src and dst.endswith("/day=2026-01-01/hour=02"):
+            raise Crash()
+        rename(self, src, dst)
+
+    monkeypatch.setattr(compact._FS, "rename", crash_at_second_commit)
+    with pytest.raises(Crash):
+        run_batch(spark, landing, str(tmp_path / "crashed"), plots=False)
+    monkeypatch.setattr(compact._FS, "rename", rename)
+    assert os.listdir(os.path.join(landing, "_compacted", "_staging"))
+    assert sorted(manifests(landing)) == ["day=2026-01-01/hour=00"]
+    s, got = _run(spark, landing, tmp_path, "after-crash")
+    assert s["sources"] == {"hours_from_parquet": 3, "json_files_read": 0,
+                            "hours_compacted_now": ["2026-01-01 02", "2026-01-02 01"]}
+    assert got == want
+    assert not os.path.exists(os.path.join(landing, "_compacted", "_staging"))
+    # A committed hour's Parquet cut short: that hour is read from JSON and
+    # compacted again.
+    unit = os.path.join(landing, "_compacted", "day=2026-01-01", "hour=00")
+    part = [f for f in os.listdir(unit) if f.endswith(".parquet")][0]
+    with open(os.path.join(unit, part), "r+b") as f:
+        f.truncate(100)
+    s, got = _run(spark, landing, tmp_path, "after-damage")
+    assert s["sources"]["hours_compacted_now"] == ["2026-01-01 00"]
+    assert got == want
+    # A file that turns up in a compacted hour (a dead collector's
+    # in-progress file, renamed by the next collector start) is read: the
+    # hour is compacted again with it.
+    late = rec("dev-a", 1, 105, 1, H0 + 2 * HOUR + 999, w=H0 + 105000)
+    write_files(landing, {"date=2026-01-01/hour=02/part-9-0.jsonl": [json.dumps(late)]})
+    s, got = _run(spark, landing, tmp_path, "late-file")
+    assert s["sources"]["hours_compacted_now"] == ["2026-01-01 02"]
+    assert s["readings"] == N_READINGS + 1
+    assert got == _run(spark, landing, tmp_path, "late-plain", compaction=False)[1]
+
+
+def _run(spark, landing, tmp_path, name, **kw):
+    """run_batch's summary and its tables."""
+    out = str(tmp_path / name)
+    return run_batch(spark, landing, out, plots=False, **kw), tables(spark, out)
+
+
+def test_an_hour_is_compacted_once_it_is_over_and_has_no_file_in_progress(spark, tmp_path):
+    # Hour 00 holds a hidden in-progress file (a collector still writing,
+    # or one that died and whose file the next start renames into place):
+    # open however old. Hour 02 is open until GRACE_MS after it ended.
+    from pipeline import compact
+    landing = str(tmp_path / "landing")
+    write_files(landing, build_landing())
+    end_02 = H0 + 3 * HOUR
+    s = compact.prepare(spark, landing, now_ms=end_02 + compact.GRACE_MS - 1).summary()
+    assert s == {"hours_from_parquet": 0, "json_files_read": 4, "hours_compacted_now": []}
+    s = compact.prepare(spark, landing, now_ms=end_02 + compact.GRACE_MS).summary()
+    assert s == {"hours_from_parquet": 1, "json_files_read": 3,
+                 "hours_compacted_now": ["2026-01-01 02"]}
+    s = compact.prepare(spark, landing, now_ms=H0 + 100 * HOUR).summary()
+    assert s == {"hours_from_parquet": 2, "json_files_read": 2,     # hour 00's two files
+                 "hours_compacted_now": ["2026-01-02 01"]}

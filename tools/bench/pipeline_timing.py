@@ -87,12 +87,28 @@ def spark_readings_per_device(spark, landing):
     device of the valid landing lines; ({device: n}, seconds)."""
     from pyspark.sql import functions as F
     from pipeline.batch import size_splits
-    from pipeline.landing import parse_landing, read_landing
+    from pipeline.landing import landing_glob, parse_landing, read_landing
     t = time.monotonic()
     size_splits(spark)
-    rows = (parse_landing(read_landing(spark, landing)).where("ok")
+    rows = (parse_landing(read_landing(spark, [landing_glob(landing)])).where("ok")
             .groupBy("device").agg(F.count_distinct("boot", "seq").alias("n")).collect())
     return {r["device"]: r["n"] for r in rows}, time.monotonic() - t
+
+
+def check_truth(summary, truth):
+    if summary["missing"] != truth["missing"] or \
+            summary["duplicates"] != truth["duplicates"]:
+        raise SystemExit("bench: pipeline disagrees with the generator's truth (missing %d "
+                         "vs %d, duplicates %d vs %d)"
+                         % (summary["missing"], truth["missing"], summary["duplicates"],
+                            truth["duplicates"]))
+
+
+def same_results(summary):
+    """What two runs over one landing must agree on."""
+    keys = ("lines", "valid", "rejected", "duplicates", "readings", "missing",
+            "qos2_duplicates", "health", "qos", "qos2_breaks")
+    return {k: summary[k] for k in keys}
 
 
 def run(sizes, master, devices, workdir, keep, driver_memory):
@@ -102,13 +118,13 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
     jvm = jvm_pid()
     results = []
     try:
-        warm = os.path.join(workdir, "warmup")
-        gen_landing.generate(os.path.join(warm, "landing"), 20000,
+        warm_dir = os.path.join(workdir, "warmup")
+        gen_landing.generate(os.path.join(warm_dir, "landing"), 20000,
                              devices=devices, seed=99)
-        _err("warm-up run (20000 records, not timed)")
-        run_batch(spark, os.path.join(warm, "landing"),
-                  os.path.join(warm, "out"))
-        shutil.rmtree(warm, ignore_errors=True)
+        _err("warm-up runs (20000 records, compacting, then from Parquet; not timed)")
+        for _ in range(2):
+            run_batch(spark, os.path.join(warm_dir, "landing"), os.path.join(warm_dir, "out"))
+        shutil.rmtree(warm_dir, ignore_errors=True)
         for n in sizes:
             d = os.path.join(workdir, "n%d" % n)
             landing = os.path.join(d, "landing")
@@ -119,20 +135,32 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
             _err("generated %d lines in %.1fs" % (truth["lines"],
                                                   time.monotonic() - t))
             size = du(landing)
+            out = os.path.join(d, "out")
+            # Cold: every line parsed from JSON, nothing written under the
+            # landing (the batch without compaction).
             c0 = cpu_seconds(jvm)
             t = time.monotonic()
-            summary = run_batch(spark, landing,
-                                os.path.join(d, "out"))
+            summary = run_batch(spark, landing, out, compaction=False)
             secs = time.monotonic() - t
             c1 = cpu_seconds(jvm)
-            if summary["missing"] != truth["missing"] or \
-                    summary["duplicates"] != truth["duplicates"]:
-                raise SystemExit("bench: pipeline disagrees with the "
-                                 "generator's truth (missing %d vs %d, "
-                                 "duplicates %d vs %d)"
-                                 % (summary["missing"], truth["missing"],
-                                    summary["duplicates"],
-                                    truth["duplicates"]))
+            check_truth(summary, truth)
+            # The first run with compaction parses the closed hours (all of
+            # a generated landing's) into Parquet, then reads that; the
+            # warm rerun reads only the Parquet.
+            t = time.monotonic()
+            first = run_batch(spark, landing, out)
+            first_secs = time.monotonic() - t
+            c2 = cpu_seconds(jvm)
+            t = time.monotonic()
+            warm = run_batch(spark, landing, out)
+            warm_secs = time.monotonic() - t
+            c3 = cpu_seconds(jvm)
+            if warm["sources"]["json_files_read"] or not warm["sources"]["hours_from_parquet"]:
+                raise SystemExit("bench: the warm run parsed JSON (%r)" % warm["sources"])
+            for other in (first, warm):
+                if same_results(other) != same_results(summary):
+                    raise SystemExit("bench: the batch over compacted Parquet disagrees with "
+                                     "the batch over JSON")
             # The reference without Spark: the same distinct readings per
             # device from DuckDB, checked equal.
             from pipeline import duckdb_ref
@@ -148,11 +176,13 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                 raise SystemExit("bench: Spark's distinct readings per device disagree with "
                                  "DuckDB's")
             results.append({"records": truth["lines"], "mb": size / 1e6,
-                            "seconds": secs, "duckdb_seconds": ref_secs,
+                            "seconds": secs, "first_compacted_seconds": first_secs,
+                            "warm_seconds": warm_secs, "duckdb_seconds": ref_secs,
                             "spark_ref_seconds": spark_ref_secs,
-                            "cpu": None if c0 is None or c1 is None
-                            else c1 - c0})
-            _err("%d records: %.1fs" % (truth["lines"], secs))
+                            "cpu": None if c0 is None or c1 is None else c1 - c0,
+                            "warm_cpu": None if c2 is None or c3 is None else c3 - c2})
+            _err("%d records: %.1fs from JSON, %.1fs compacting, %.1fs warm"
+                 % (truth["lines"], secs, first_secs, warm_secs))
             if not keep:
                 shutil.rmtree(d, ignore_errors=True)
     finally:
@@ -169,8 +199,11 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     over a small landing first, and the first warmup_s of this one, are left
     out (JVM start and JIT, as the batch benchmark's warm-up run). Returns
     p50/p95/max in s and the count."""
+    import bisect
     import json
     import threading
+    from pyspark.sql import functions as F
+    from pipeline.session import local_path
     from pipeline.stream import run_stream
     warm = os.path.join(workdir, "warmup")
     for i in range(3):
@@ -184,16 +217,9 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     stop, lags, err = threading.Event(), [], []
     t_start = time.time()
 
-    def written(batch_id, new):
-        end = time.time() * 1000
-        for r in new.select("rx_ms").collect():
-            if r["rx_ms"] >= (t_start + warmup_s) * 1000:
-                lags.append((end - r["rx_ms"]) / 1000.0)
-
     def stream():
         try:
-            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop,
-                       on_written=written)
+            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop)
         except Exception as e:
             err.append(e)
 
@@ -232,6 +258,22 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
         th.join(120)
     if err:
         raise err[0]
+    # A reading is in readings/ at the end of the micro-batch that wrote
+    # it: the first batch marker (touched after the batch's write) not
+    # older than the reading's Parquet file. Read after the run, so the
+    # measuring adds no job to the micro-batches.
+    marks = os.path.join(out, "_batches")
+    ends = sorted(os.stat(os.path.join(marks, f)).st_mtime for f in os.listdir(marks)
+                  if not f.startswith("."))
+    mtime = {}
+    for r in (spark.read.parquet(os.path.join(out, "readings"))
+              .select("rx_ms", F.col("_metadata.file_path").alias("f")).collect()):
+        if r["rx_ms"] < (t_start + warmup_s) * 1000:
+            continue
+        if r["f"] not in mtime:
+            mtime[r["f"]] = os.stat(local_path(r["f"])).st_mtime
+        end = ends[bisect.bisect_left(ends, mtime[r["f"]])]
+        lags.append(end - r["rx_ms"] / 1000.0)
     lags.sort()
 
     def q(p):
@@ -255,26 +297,35 @@ def main(argv=None):
                     help="keep the generated landings and outputs")
     ap.add_argument("--stream-lag", action="store_true",
                     help="measure the streaming lag instead (stream_lag())")
+    ap.add_argument("--roll-s", type=float, default=1.0,
+                    help="--stream-lag: how often the landing file is rolled (the "
+                         "collector's --roll-s)")
+    ap.add_argument("--trigger", default="0.5 seconds",
+                    help="--stream-lag: the stream's trigger (pipeline --interval)")
+    ap.add_argument("--stream-partitions", type=int, default=2,
+                    help="--stream-lag: shuffle partitions, so state store partitions")
     a = ap.parse_args(argv)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if a.stream_lag:
         workdir = tempfile.mkdtemp(prefix="hf-stream-lag-")
         spark = spark_session(a.master, app="holdfast-stream-lag", driver_memory="1g",
-                              shuffle_partitions=2)
+                              shuffle_partitions=a.stream_partitions)
         try:
-            r = stream_lag(spark, workdir)
+            r = stream_lag(spark, workdir, roll_s=a.roll_s, trigger=a.trigger)
         finally:
             spark.stop()
             shutil.rmtree(workdir, ignore_errors=True)
-        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s), after a warm-up: "
-              "p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
-              % (a.master, r["rate"], r["roll_s"], r["trigger"], r["p50"], r["p95"], r["max"],
-                 r["readings"]))
+        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s, %d partitions), "
+              "after a warm-up: p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
+              % (a.master, r["rate"], r["roll_s"], r["trigger"], a.stream_partitions, r["p50"],
+                 r["p95"], r["max"], r["readings"]))
+        if load is not None:
+            print("Machine: %d CPU(s), load average %.1f at start." % (os.cpu_count() or 0, load))
         return 0
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     own = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")
     os.makedirs(workdir, exist_ok=True)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     try:
         results = run(sizes, a.master, a.devices, workdir, a.keep,
                       a.driver_memory)
@@ -284,17 +335,18 @@ def main(argv=None):
     print("### Pipeline batch benchmark (%s, %d devices)" % (a.master,
                                                              a.devices))
     print()
-    print("| records | landing MB | pipeline s | records/s | JVM CPU s "
-          "| records/CPU-s | DuckDB s | pipeline / DuckDB | Spark on DuckDB's work s "
-          "| that / DuckDB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| records | landing MB | cold s (JSON) | records/s | cold JVM CPU s | cold / DuckDB "
+          "| first run compacting s | warm s (Parquet) | warm JVM CPU s | warm / DuckDB | DuckDB s "
+          "| Spark on DuckDB's work s | that / DuckDB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        cpu = "-" if r["cpu"] is None else "%.0f" % r["cpu"]
-        per_cpu = "-" if not r["cpu"] else "%.0f" % (r["records"] / r["cpu"])
-        print("| %d | %.0f | %.1f | %.0f | %s | %s | %.2f | %.1fx | %.2f | %.1fx |"
-              % (r["records"], r["mb"], r["seconds"],
-                 r["records"] / r["seconds"], cpu, per_cpu, r["duckdb_seconds"],
-                 r["seconds"] / r["duckdb_seconds"], r["spark_ref_seconds"],
+        cpu, warm_cpu = ("-" if v is None else "%.0f" % v for v in (r["cpu"], r["warm_cpu"]))
+        print("| %d | %.0f | %.1f | %.0f | %s | %.1fx | %.1f | %.1f | %s | %.1fx | %.2f | %.2f "
+              "| %.1fx |"
+              % (r["records"], r["mb"], r["seconds"], r["records"] / r["seconds"], cpu,
+                 r["seconds"] / r["duckdb_seconds"], r["first_compacted_seconds"],
+                 r["warm_seconds"], warm_cpu, r["warm_seconds"] / r["duckdb_seconds"],
+                 r["duckdb_seconds"], r["spark_ref_seconds"],
                  r["spark_ref_seconds"] / r["duckdb_seconds"]))
     print()
     if len(results) >= 2:

@@ -2,7 +2,9 @@
 
 Input: the collector's landing (docs/telemetry.md), any URI Spark reads; the
 files read are `<input>/date=*/hour=*/*.jsonl` (hidden in-progress files are
-skipped).  Output, under OUT_URI:
+skipped); the batch keeps the landing's closed hours, parsed once, as
+Parquet under `<input>/_compacted` and reads them from there.  Output,
+under OUT_URI:
 
     readings/   Parquet, partitioned by day (UTC date of rx_ms) and device
                 (stream mode: by day): one row per (device, boot, seq), the
@@ -20,7 +22,8 @@ micro-batch), then computes health and the report with a batch pass.
 See docs/pipeline.md and README.md here.
 
 One module a step: session (Spark, URIs, progress), landing (read and
-parse the landing, rejected lines), dedup, health, report, batch and stream
+parse the landing, rejected lines), compact (closed hours parsed once into
+Parquet), dedup, health, report, batch and stream
 (the two ways to run them), __main__ (the command line); beside them the
 collector that writes the landing, gen_landing (synthetic landings), plots,
 duckdb_ref (the result without Spark, for the bench), cluster (a standalone

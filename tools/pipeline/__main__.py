@@ -44,6 +44,10 @@ def main(argv=None):
                     help="Markdown report path (local; PNG plots next to "
                          "it). Default OUTPUT/report.md for a local OUTPUT")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--no-compaction", action="store_true",
+                    help="parse every landing line from JSON and write nothing under the "
+                         "landing (default: closed hours are compacted once to "
+                         "LANDING/_compacted and read from there; docs/pipeline.md)")
     ap.add_argument("--driver-memory", default="2g")
     ap.add_argument("--shuffle-partitions", type=int, default=None)
     ap.add_argument("--spark-log-level", default="ERROR")
@@ -73,10 +77,10 @@ def main(argv=None):
             log("health and report: batch pass over the landing")
             run_batch(spark, a.input, a.output, a.report, mode="stream",
                       write_readings=False, write_rejected=False,
-                      plots=not a.no_plots)
+                      plots=not a.no_plots, compaction=not a.no_compaction)
         else:
             run_batch(spark, a.input, a.output, a.report,
-                      plots=not a.no_plots)
+                      plots=not a.no_plots, compaction=not a.no_compaction)
     finally:
         spark.stop()
     return 0

@@ -3,11 +3,13 @@ pass over what is there now."""
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
-from pipeline.health import device_health, qos2_duplicate_flag, qos2_duplicates, qos_health
-from pipeline.landing import (landing_glob, parse_landing, quarantine_reasons, read_landing,
-                              rejected_rows)
+from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, device_health, qos2_duplicate_flag,
+                             qos2_duplicates, qos_health)
+from pipeline import compact
+from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
 from pipeline.session import Step, join, local_path, log
 
@@ -28,10 +30,16 @@ def size_splits(spark):
 
 
 def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
-              write_readings=True, write_rejected=True, plots=True, events=None):
+              write_readings=True, write_rejected=True, plots=True, events=None,
+              compaction=True, now_ms=None):
     """The batch pipeline; returns a summary dict (counts, paths). events:
     [(wall-clock ms, what)] of injected faults, marked on the timeline and
     used to name the cause of a QoS 2 duplicate.
+
+    With `compaction`, the landing's closed hours are parsed once into
+    Parquet (pipeline.compact) and read from there; without, every line is
+    parsed from JSON and nothing is written under the landing. now_ms: the
+    clock that says which hours are closed (tests).
 
     One scan of the landing: parse, de-duplicate and set the rejected lines
     apart in one aggregate (dedup.aggregate_landing), cached once (it is
@@ -41,20 +49,16 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     t0 = time.monotonic()
-    landing = read_landing(spark, input_uri)
-    if landing is None:
+    size_splits(spark)
+    sources = compact.prepare(spark, input_uri, compaction, now_ms)
+    parsed = sources.parsed(spark)
+    log("reading %(hours_from_parquet)d hour(s) of the landing from Parquet and "
+        "%(json_files_read)d JSON file(s)" % sources.summary())
+    if parsed is None:
         raise SystemExit("pipeline: no landing files under %s (looked for %s)"
                          % (input_uri, landing_glob(input_uri)))
-    size_splits(spark)
-    cached = []
-
-    def keep(df):
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(df)
-        return df
-
     with Step("parsing and de-duplicating landing %s" % input_uri):
-        agg = keep(aggregate_landing(parse_landing(landing)))
+        agg = aggregate_landing(parsed).persist(StorageLevel.MEMORY_AND_DISK)
         q2 = qos2_duplicate_flag()
         c = agg.agg(
             F.sum(F.when(F.col("ok"), F.col("copies"))).alias("valid"),
@@ -68,90 +72,108 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                                         n_ok - n_read))
     dedup = agg.where("ok").drop("ok", "bad_id", *BAD_COLS)
     rejected = rejected_rows(agg.where(~F.col("ok")))
-    if write_rejected:
-        with Step("writing rejected"):
-            rejected.coalesce(1).write.mode("overwrite").parquet(
-                join(output_uri, "rejected"))
-    if write_readings:
-        with Step("writing readings (Parquet by day, device)"):
-            (dedup.select(*READING_COLS)
-             .write.mode("overwrite").partitionBy("day", "device")
-             .parquet(join(output_uri, "readings")))
-    with Step("computing health"):
-        health = keep(device_health(dedup))
-        health_rows = [r.asDict(recursive=True) for r in
-                       health.orderBy("device").collect()]
-        qos = keep(qos_health(dedup, health))
-        qos_rows = [r.asDict() for r in qos.collect()]
-        health.coalesce(1).write.mode("overwrite").parquet(
-            join(output_uri, "health"))
-        qos.coalesce(1).write.mode("overwrite").parquet(
-            join(output_uri, "qos"))
-        q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
-    with Step("report"):
-        if n_bad <= 10000:       # small: one collect, count in Python
-            rej = sorted((r.asDict() for r in rejected.collect()),
-                         key=lambda r: (r["file"] or "", r["line"] or ""))
-            by_reason = {}
-            for r in rej:
-                by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
-            rej_reasons = sorted(([k, v] for k, v in by_reason.items()),
-                                 key=lambda kv: (-kv[1], kv[0]))
-            seen = set()
-            rej_examples = []
-            for r in rej:
-                if r["reason"] not in seen and len(rej_examples) < 10:
-                    seen.add(r["reason"])
-                    rej_examples.append(r)
-        else:
-            rej_reasons = [[r["reason"], r["count"]] for r in
-                           rejected.groupBy("reason").count()
-                           .orderBy(F.desc("count"), "reason").collect()]
-            rej_examples = [r.asDict() for r in
-                            rejected.orderBy("file", "line")
-                            .dropDuplicates(["reason"]).limit(10).collect()]
-        quarantine = quarantine_reasons(spark, input_uri)
-        no_w_devices = [r["device"] for r in health_rows
-                        if r["latency_samples"] < r["received"]
-                        + r["reused_seq"]]
-        report = report or _default_report(output_uri)
-        rdir = os.path.dirname(os.path.abspath(report))
-        os.makedirs(rdir, exist_ok=True)
-        stem = os.path.splitext(os.path.basename(report))[0]
-        latency_png = delivery_png = timeline_png = None
-        if plots:
-            from pipeline import plots as P
-            data = P.latency_data(dedup)
-            if data is not None:
-                latency_png = stem + "-latency.png"
-                P.plot_latency(data, os.path.join(rdir, latency_png))
-            if health_rows:
-                delivery_png = stem + "-delivery.png"
-                P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
-            data = P.timeline_data(dedup, health_rows)
-            if data is not None:
-                timeline_png = stem + "-timeline.png"
-                P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
-        summary = {
-            "mode": mode, "input": input_uri, "output": output_uri,
-            "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
-            "duplicates": n_ok - n_read, "readings": n_read,
-            "devices": len(health_rows),
-            "quarantined": (sum(c for _, c in quarantine)
-                            if quarantine is not None else None),
-            "no_w_readings": sum(r["received"] + r["reused_seq"]
-                                 - r["latency_samples"] for r in health_rows),
-            "negative_latency": sum(r["negative_latency"]
-                                    for r in health_rows),
-            "missing": sum(r["missing"] for r in health_rows),
-            "qos2_duplicates": c["q2dup"] or 0,
-        }
-        write_report(report, summary, health_rows, qos_rows, rej_reasons,
-                     rej_examples, quarantine, no_w_devices, latency_png,
-                     delivery_png, timeline_png, q2_rows)
-        log("report: %s" % report)
-    for df in cached:
-        df.unpersist()
+    # Few rejected lines (the usual case): collected once (no job when there
+    # are none), and both written and reported from that.
+    rej = None
+    if n_bad <= 10000:
+        rej = [r.asDict() for r in rejected.collect()] if n_bad else []
+
+    def write_tables():
+        if write_rejected:
+            with Step("writing rejected"):
+                (rejected if rej is None else spark.createDataFrame(rej, rejected.schema)) \
+                    .coalesce(1).write.mode("overwrite").parquet(join(output_uri, "rejected"))
+        if write_readings:
+            with Step("writing readings (Parquet by day, device)"):
+                (dedup.select(*READING_COLS)
+                 .write.mode("overwrite").partitionBy("day", "device")
+                 .parquet(join(output_uri, "readings")))
+
+    def write_small(health_rows, qos_rows):
+        for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
+                                   ("qos", qos_rows, QOS_SCHEMA)):
+            (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
+             .parquet(join(output_uri, name)))
+
+    # The table writes run beside the health's and the report's jobs, from
+    # another thread: those are chains of small jobs, each mostly the
+    # driver's planning and scheduling, which leaves a core free for the
+    # writes' tasks.
+    pool = ThreadPoolExecutor(1)
+    try:
+        writes = pool.submit(write_tables)
+        with Step("computing health"):
+            health_rows = device_health(dedup)
+            qos_rows = qos_health(dedup, health_rows)
+            small = pool.submit(write_small, health_rows, qos_rows)
+            q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
+        with Step("report"):
+            if rej is not None:       # small: counted in Python
+                rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
+                by_reason = {}
+                for r in rej:
+                    by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+                rej_reasons = sorted(([k, v] for k, v in by_reason.items()),
+                                     key=lambda kv: (-kv[1], kv[0]))
+                seen = set()
+                rej_examples = []
+                for r in rej:
+                    if r["reason"] not in seen and len(rej_examples) < 10:
+                        seen.add(r["reason"])
+                        rej_examples.append(r)
+            else:
+                rej_reasons = [[r["reason"], r["count"]] for r in
+                               rejected.groupBy("reason").count()
+                               .orderBy(F.desc("count"), "reason").collect()]
+                rej_examples = [r.asDict() for r in
+                                rejected.orderBy("file", "line")
+                                .dropDuplicates(["reason"]).limit(10).collect()]
+            quarantine = quarantine_reasons(spark, input_uri)
+            no_w_devices = [r["device"] for r in health_rows
+                            if r["latency_samples"] < r["received"]
+                            + r["reused_seq"]]
+            report = report or _default_report(output_uri)
+            rdir = os.path.dirname(os.path.abspath(report))
+            os.makedirs(rdir, exist_ok=True)
+            stem = os.path.splitext(os.path.basename(report))[0]
+            latency_png = delivery_png = timeline_png = None
+            if plots:
+                from pipeline import plots as P
+                data = P.latency_data(dedup)
+                if data is not None:
+                    latency_png = stem + "-latency.png"
+                    P.plot_latency(data, os.path.join(rdir, latency_png))
+                if health_rows:
+                    delivery_png = stem + "-delivery.png"
+                    P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
+                data = P.timeline_data(dedup, health_rows)
+                if data is not None:
+                    timeline_png = stem + "-timeline.png"
+                    P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
+            summary = {
+                "mode": mode, "input": input_uri, "output": output_uri,
+                "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
+                "duplicates": n_ok - n_read, "readings": n_read,
+                "devices": len(health_rows),
+                "quarantined": (sum(c for _, c in quarantine)
+                                if quarantine is not None else None),
+                "no_w_readings": sum(r["received"] + r["reused_seq"]
+                                     - r["latency_samples"] for r in health_rows),
+                "negative_latency": sum(r["negative_latency"]
+                                        for r in health_rows),
+                "missing": sum(r["missing"] for r in health_rows),
+                "qos2_duplicates": c["q2dup"] or 0,
+                "sources": sources.summary(),
+            }
+            write_report(report, summary, health_rows, qos_rows, rej_reasons,
+                         rej_examples, quarantine, no_w_devices, latency_png,
+                         delivery_png, timeline_png, q2_rows)
+            log("report: %s" % report)
+        writes.result()
+        small.result()
+    finally:
+        pool.shutdown()
+    agg.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
                    health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)
     log("%s pass done in %.1fs" % (mode if mode == "batch" else "final batch",

@@ -58,8 +58,22 @@ def qos2_duplicates(dedup, total, events, limit=200):
     return [dict(r.asDict(), cause=qos2_cause(r, events)) for r in rows]
 
 
+HEALTH_SCHEMA = (
+    "device string, qos string, first_seq bigint, last_seq bigint, expected bigint, "
+    "received bigint, missing bigint, gap_count int, gaps string, "
+    "gap_ranges array<struct<lo:bigint,hi:bigint>>, duplicates bigint, "
+    "qos2_duplicates bigint, reused_seq bigint, reboots bigint, latency_samples bigint, "
+    "latency_p50_ms double, latency_p95_ms double, latency_p99_ms double, "
+    "negative_latency bigint, first_rx_ms bigint, last_rx_ms bigint")
+QOS_SCHEMA = (
+    "qos string, devices bigint, readings bigint, expected bigint, missing bigint, "
+    "devices_with_loss bigint, duplicates bigint, qos2_duplicates bigint, "
+    "latency_samples bigint, latency_p50_ms double, latency_p95_ms double, "
+    "latency_p99_ms double")
+
+
 def _gaps(readings):
-    """(device, gap_ranges array<struct<lo,hi>>) for devices missing seqs.
+    """[(device, lo, hi)] of the missing seq ranges of `readings`.
 
     lag() over the s values in order; an s seen under two boots repeats
     (difference 0), which is no gap, so no distinct() is needed.
@@ -67,22 +81,11 @@ def _gaps(readings):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     w = Window.partitionBy("device").orderBy("seq")
-    g = (readings.select("device", "seq")
-         .withColumn("prev", F.lag("seq").over(w))
-         .where(F.col("seq") - F.col("prev") > 1)
-         .select("device", F.struct((F.col("prev") + 1).alias("lo"),
-                                    (F.col("seq") - 1).alias("hi"))
-                 .alias("g")))
-    return g.groupBy("device").agg(F.array_sort(F.collect_list("g"))
-                                   .alias("gap_ranges"))
-
-
-def _ranges_text(col):
-    from pyspark.sql import functions as F
-    return F.array_join(F.transform(col, lambda r: F.when(
-        r["lo"] == r["hi"], r["lo"].cast("string")).otherwise(
-        F.concat(r["lo"].cast("string"), F.lit("-"), r["hi"].cast("string")))),
-        ", ")
+    return (readings.select("device", "seq")
+            .withColumn("prev", F.lag("seq").over(w))
+            .where(F.col("seq") - F.col("prev") > 1)
+            .select("device", (F.col("prev") + 1).alias("lo"),
+                    (F.col("seq") - 1).alias("hi")).collect())
 
 
 def _percentiles(col):
@@ -95,111 +98,130 @@ def _percentiles(col):
     return F.percentile(col, [0.5, 0.95, 0.99])
 
 
-def device_health(dedup):
-    """Per-device delivery health from de-duplicated readings (+copies).
-
-    received = distinct s.  (d, b, s) is unique after de-duplication, so the
-    count of readings is the count of distinct s unless the device re-used
-    sequence numbers under another boot: only devices whose per-boot s
-    ranges overlap get an exact distinct count.  The gap ranges need the
-    s values in order (a window sort): only devices that miss some.
-    """
-    from pyspark.sql import Window
+def _latency_aggs():
     from pyspark.sql import functions as F
-    h = dedup.groupBy("device").agg(
+    return [F.count("latency_ms").alias("latency_samples"),
+            _percentiles("latency_ms").alias("lat")]
+
+
+def _lat(row):
+    lat = row["lat"] or [None] * 3
+    return {"latency_p50_ms": lat[0], "latency_p95_ms": lat[1], "latency_p99_ms": lat[2]}
+
+
+def _overlapping(boots):
+    """The devices whose per-boot seq ranges overlap (a seq re-used under
+    another boot), from [(device, lo, hi)] per boot."""
+    by_dev = {}
+    for r in boots:
+        by_dev.setdefault(r["device"], []).append((r["lo"], r["hi"]))
+    out = set()
+    for dev, ranges in by_dev.items():
+        ranges.sort()
+        top = None
+        for lo, hi in ranges:
+            if top is not None and lo <= top:
+                out.add(dev)
+                break
+            top = hi if top is None else max(top, hi)
+    return by_dev, out
+
+
+def device_health(dedup):
+    """Per-device delivery health from de-duplicated readings (+copies):
+    rows (dicts, HEALTH_SCHEMA, by device).
+
+    A few aggregates, each collected once (a row per device, or per device
+    and boot), and the rows assembled here: the tables are small, every
+    extra Spark job costs more than the arithmetic.  received = distinct s.
+    (d, b, s) is unique after de-duplication, so the count of readings is
+    the count of distinct s unless the device re-used sequence numbers
+    under another boot: only devices whose per-boot s ranges overlap get an
+    exact distinct count.  The gap ranges need the s values in order (a
+    window sort): only devices that miss some.
+    """
+    from pyspark.sql import functions as F
+    boots, overlap = _overlapping(dedup.groupBy("device", "boot").agg(
+        F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect())
+    rows = dedup.groupBy("device").agg(
         F.expr("bit_or(shiftleft(1, qos))").alias("qos_mask"),
         F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq"),
         F.count("*").alias("readings"),
         F.sum(F.col("copies") - 1).alias("duplicates"),
         F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
               .otherwise(0)).alias("qos2_duplicates"),
-        F.count("latency_ms").alias("latency_samples"),
         F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
-        _percentiles("latency_ms").alias("lat"),
-        F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"))
-    boots = dedup.groupBy("device", "boot").agg(
-        F.min("seq").alias("lo"), F.max("seq").alias("hi"))
-    w = Window.partitionBy("device").orderBy("lo", "hi").rowsBetween(
-        Window.unboundedPreceding, -1)
-    boots = boots.withColumn("prev_hi", F.max("hi").over(w))
-    per_dev = boots.groupBy("device").agg(
-        F.count("*").alias("boots"),
-        F.max(F.when(F.col("lo") <= F.col("prev_hi"), 1).otherwise(0))
-        .alias("overlap"))
-    overlap = [r["device"] for r in per_dev.where("overlap = 1")
-               .select("device").collect()]
-    h = h.join(F.broadcast(per_dev), "device")
+        F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"),
+        *_latency_aggs()).collect()
+    distinct = {}
     if overlap:
-        exact = (dedup.where(F.col("device").isin(overlap))
-                 .groupBy("device").agg(F.countDistinct("seq")
-                                        .alias("distinct_seq")))
-        h = h.join(F.broadcast(exact), "device", "left")
-        received = F.coalesce("distinct_seq", "readings")
-    else:
-        received = F.col("readings")
-    h = h.withColumn("received", received)
-    h = h.withColumn("qos", F.concat_ws(",", *[
-        F.when(F.col("qos_mask").bitwiseAND(1 << q) != 0, F.lit(str(q)))
-        for q in (0, 1, 2)]))
-    h = h.withColumn("expected", F.col("last_seq") - F.col("first_seq") + 1)
-    h = h.withColumn("missing", F.col("expected") - F.col("received"))
-    h = h.persist()
-    lossy = [r["device"] for r in h.where("missing > 0").select("device")
-             .collect()]
-    gap_type = "array<struct<lo:bigint,hi:bigint>>"
+        distinct = {r["device"]: r["n"] for r in
+                    dedup.where(F.col("device").isin(sorted(overlap)))
+                    .groupBy("device").agg(F.countDistinct("seq").alias("n")).collect()}
+    health = []
+    for r in sorted(rows, key=lambda r: r["device"]):
+        dev = r["device"]
+        received = distinct.get(dev, r["readings"])
+        expected = r["last_seq"] - r["first_seq"] + 1
+        health.append(dict(
+            device=dev,
+            qos=",".join(str(q) for q in (0, 1, 2) if r["qos_mask"] & (1 << q)),
+            first_seq=r["first_seq"], last_seq=r["last_seq"], expected=expected,
+            received=received, missing=expected - received, gap_count=0, gaps="",
+            gap_ranges=[], duplicates=r["duplicates"], qos2_duplicates=r["qos2_duplicates"],
+            reused_seq=r["readings"] - received, reboots=len(boots[dev]) - 1,
+            latency_samples=r["latency_samples"], **_lat(r),
+            negative_latency=r["negative_latency"], first_rx_ms=r["first_rx_ms"],
+            last_rx_ms=r["last_rx_ms"]))
+    lossy = [h["device"] for h in health if h["missing"] > 0]
     if lossy:
-        gaps = _gaps(dedup.where(F.col("device").isin(lossy)))
-        h2 = h.join(F.broadcast(gaps), "device", "left")
-        h2 = h2.withColumn("gap_ranges", F.coalesce(
-            "gap_ranges", F.array().cast(gap_type)))
-    else:
-        h2 = h.withColumn("gap_ranges", F.array().cast(gap_type))
-    return h2.select(
-        "device", "qos", "first_seq", "last_seq", "expected", "received",
-        "missing", F.size("gap_ranges").alias("gap_count"),
-        _ranges_text(F.col("gap_ranges")).alias("gaps"), "gap_ranges",
-        F.col("duplicates").cast("long").alias("duplicates"),
-        F.col("qos2_duplicates").cast("long").alias("qos2_duplicates"),
-        (F.col("readings") - F.col("received")).alias("reused_seq"),
-        (F.col("boots") - 1).alias("reboots"),
-        "latency_samples",
-        F.col("lat")[0].alias("latency_p50_ms"),
-        F.col("lat")[1].alias("latency_p95_ms"),
-        F.col("lat")[2].alias("latency_p99_ms"),
-        "negative_latency", "first_rx_ms", "last_rx_ms")
+        by_dev = {h["device"]: h for h in health}
+        for g in sorted(_gaps(dedup.where(F.col("device").isin(lossy))),
+                        key=lambda g: (g["device"], g["lo"], g["hi"])):
+            by_dev[g["device"]]["gap_ranges"].append({"lo": g["lo"], "hi": g["hi"]})
+        for h in health:
+            h["gap_count"] = len(h["gap_ranges"])
+            h["gaps"] = ", ".join(str(g["lo"]) if g["lo"] == g["hi"]
+                                  else "%d-%d" % (g["lo"], g["hi"]) for g in h["gap_ranges"])
+    return health
+
+
+def qos_class(h):
+    """The row of the per-QoS table a device's health row counts in."""
+    return "mixed" if "," in h["qos"] else h["qos"]
 
 
 def qos_health(dedup, health):
-    """Delivery health per QoS: one row per QoS a device published with.
+    """Delivery health per QoS: rows (dicts, QOS_SCHEMA, by QoS), one per
+    QoS a device published with.
 
     Devices are grouped by the QoS their readings carry (`q`); a device that
     used several is in the row "mixed" (a missing reading has no QoS of its
     own, so its loss cannot be split).  Every number in a row is about the
-    same devices.
+    same devices.  The readings' figures are one aggregate over the
+    readings; the loss is summed from the device rows.
     """
     from pyspark.sql import functions as F
-    cls = health.select("device", F.when(F.col("qos").contains(","),
-                                         F.lit("mixed"))
-                        .otherwise(F.col("qos")).alias("qos_class"))
-    per = (dedup.join(F.broadcast(cls), "device")
-           .groupBy(F.col("qos_class").alias("qos")).agg(
+    # A device that used one QoS has it on every reading: only the mixed
+    # ones need naming (no join).
+    mixed = [h["device"] for h in health if qos_class(h) == "mixed"]
+    cls = F.col("qos").cast("string")
+    if mixed:
+        cls = F.when(F.col("device").isin(mixed), F.lit("mixed")).otherwise(cls)
+    per = (dedup.groupBy(cls.alias("qos_class")).agg(
                F.count("*").alias("readings"),
-               F.sum(F.col("copies") - 1).cast("long").alias("duplicates"),
+               F.sum(F.col("copies") - 1).alias("duplicates"),
                F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
-                     .otherwise(0)).cast("long").alias("qos2_duplicates"),
-               F.count("latency_ms").alias("latency_samples"),
-               _percentiles("latency_ms").alias("lat")))
-    loss = (health.join(cls, "device").groupBy(F.col("qos_class")
-                                               .alias("qos")).agg(
-        F.count("*").alias("devices"),      # health has a row per device
-        F.sum("missing").cast("long").alias("missing"),
-        F.sum("expected").cast("long").alias("expected"),
-        F.sum(F.when(F.col("missing") > 0, 1).otherwise(0))
-        .cast("long").alias("devices_with_loss")))
-    out = per.join(loss, "qos")
-    return out.select(
-        "qos", "devices", "readings", "expected", "missing",
-        "devices_with_loss", "duplicates", "qos2_duplicates", "latency_samples",
-        F.col("lat")[0].alias("latency_p50_ms"),
-        F.col("lat")[1].alias("latency_p95_ms"),
-        F.col("lat")[2].alias("latency_p99_ms")).orderBy("qos")
+                     .otherwise(0)).alias("qos2_duplicates"),
+               *_latency_aggs()).collect())
+    out = []
+    for r in sorted(per, key=lambda r: r["qos_class"]):
+        devs = [h for h in health if qos_class(h) == r["qos_class"]]
+        out.append(dict(
+            qos=r["qos_class"], devices=len(devs), readings=r["readings"],
+            expected=sum(h["expected"] for h in devs),
+            missing=sum(h["missing"] for h in devs),
+            devices_with_loss=sum(1 for h in devs if h["missing"] > 0),
+            duplicates=r["duplicates"], qos2_duplicates=r["qos2_duplicates"],
+            latency_samples=r["latency_samples"], **_lat(r)))
+    return out

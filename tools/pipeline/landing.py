@@ -32,15 +32,13 @@ def _with_file(df):
     return df.select("*", F.col("_metadata.file_path").alias("file"))
 
 
-def read_landing(spark, landing):
-    """The landing records (JSON data source, explicit schema), or None.
+def read_landing(spark, paths):
+    """The landing records of `paths` (files or globs; JSON data source,
+    explicit schema).
 
     A line that is not a landing record is kept whole in `_corrupt`.
     """
-    glob = landing_glob(landing)
-    if not path_exists(spark, glob):
-        return None
-    return _with_file(_landing_reader(spark.read).load(glob))
+    return _with_file(_landing_reader(spark.read).load(list(paths)))
 
 
 def read_landing_stream(spark, landing, max_files=None):
@@ -50,8 +48,9 @@ def read_landing_stream(spark, landing, max_files=None):
     return _with_file(reader.load(landing_glob(landing)))
 
 
-def parse_landing(df):
-    """Landing records -> typed readings with an `ok` flag (narrow).
+def parse_landing(df, keep=()):
+    """Landing records -> typed readings with an `ok` flag (narrow), and
+    the columns `keep` of `df` as they are.
 
     The payload is parsed with from_json and an explicit schema.  `ok` is
     true for a valid reading: a well-formed landing record with rx_ms and
@@ -89,7 +88,7 @@ def parse_landing(df):
         F.when(bad, raw).alias("line"),
         F.when(bad, F.col("payload")).alias("payload"),
         F.when(bad, F.col("topic")).alias("topic"),
-        F.when(bad, F.col("file")).alias("file"))
+        F.when(bad, F.col("file")).alias("file"), *keep)
 
 
 def rejected_rows(parsed):
