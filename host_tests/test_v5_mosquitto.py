@@ -3,6 +3,8 @@ MicroPython unix port: the Session Expiry Interval honoured, refusals by an
 ACL as reason codes, Receive Maximum with 64 QoS 2 flows. Every wait is for
 evidence, bounded; nothing asserts a time."""
 
+import glob
+import json
 import os
 
 import paho.mqtt.client as paho
@@ -116,8 +118,7 @@ def test_mosquittos_acl_refusals_are_events_in_words(runtime, acl_broker):
     r = run(runtime, "RUNTIME = %r\n" % runtime + REFUSED, port=acl_broker.port)
     # mosquitto 2.0's acl_file grants every SUBSCRIBE (it checks read access
     # as it delivers): a filter the client may not read is granted, and what
-    # is published there never comes. (SUBACK 0x87 as a SubscribeError:
-    # test_v5_client.py, with a scripted peer.)
+    # is published there never comes. (SUBACK 0x87: the next test.)
     assert r["granted"] == [1, 1, 1], r
     p1, p2, p3, p4 = r["pids"]
     # A denied QoS 1 PUBLISH: PUBACK 0x87; QoS 2: PUBREC 0x87. Each an event
@@ -127,6 +128,70 @@ def test_mosquittos_acl_refusals_are_events_in_words(runtime, acl_broker):
                          [p3, "delivered"], [p4, "delivered"]], r["seen"]
     assert r["got"] == [["v5acl/open/t", "allowed"]], r
     assert (r["rejected"], r["pending"]) == (2, 0), r
+
+
+# mosquitto's dynamic security plugin (shipped with 2.0) checks SUBSCRIBE
+# too: a denied filter gets SUBACK 0x87. Anonymous clients take the roles of
+# its anonymous group.
+DYNSEC = {
+    "defaultACLAccess": {"publishClientSend": True, "publishClientReceive": True,
+                         "subscribe": True, "unsubscribe": True},
+    "clients": [],
+    "groups": [{"groupname": "anyone", "roles": [{"rolename": "limited"}], "clients": []}],
+    "anonymousGroup": "anyone",
+    "roles": [{"rolename": "limited", "acls": [
+        {"acltype": "subscribePattern", "topic": "v5acl/secret/#", "allow": False, "priority": 1},
+        {"acltype": "publishClientSend", "topic": "v5acl/ro", "allow": False, "priority": 1}]}],
+}
+
+
+@pytest.fixture(scope="module")
+def dynsec_broker(tmp_path_factory):
+    found = [p for d in ("/usr/lib/*/", "/usr/lib/", "/usr/local/lib/")
+             for p in glob.glob(d + "mosquitto_dynamic_security.so")]
+    if not found:
+        pytest.fail("mosquitto_dynamic_security.so not found beside mosquitto's libraries: "
+                    "it comes with mosquitto 2.0", pytrace=False)
+    b = private(tmp_path_factory, "mosquitto-dynsec",
+                "plugin %s\nplugin_opt_config_file %%(dir)s/dynsec.json" % found[0],
+                (("dynsec.json", json.dumps(DYNSEC)),))
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+DENIED = """
+from holdfast.errors import SubscribeError
+seen = []
+c = MQTTClient("v5dyn-" + RUNTIME, HOST, PORT, level=5, reconnect=False)
+c.on_rejected = lambda pid, code: seen.append([pid, code])
+c.connect()
+try:
+    c.subscribe(b"v5acl/secret/#", 1)
+except SubscribeError as e:
+    R["sub"] = str(e)
+R["granted"] = c.subscribe(b"v5acl/open/#", 1)
+R["pid"] = c.publish(b"v5acl/ro", b"denied", False, 1)
+for i in range(80):  # a bound under the run's (40 s with nothing coming): the evidence ends the wait
+    if seen:
+        break
+    c.wait_msg(500)
+R["seen"] = seen
+R["error"] = str(c.last_error)
+c.disconnect()
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_filter_mosquitto_denies_is_a_subscribe_error_in_words(runtime, dynsec_broker):
+    r = run(runtime, "RUNTIME = %r\n" % runtime + DENIED, port=dynsec_broker.port)
+    assert r.get("sub") == "subscription to b'v5acl/secret/#' refused by the broker: not authorized (0x87)", r
+    assert r["granted"] == 1, r
+    assert r["seen"] == [[r["pid"], 0x87]], r
+    assert r["error"] == "message %d refused by the broker: not authorized (0x87)" % r["pid"], r
 
 
 # -- Receive Maximum 16, a backlog of 64 QoS 2 messages after an outage -----------
