@@ -197,7 +197,7 @@ class Front:
         self._need_link()
         topic = to_bytes(topic)
         if opts:
-            qos = self._five(self.s.v5, 36).more().sub_options(qos, **opts)
+            qos = self._five(self.s.v5, 35).more().sub_options(qos, **opts)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
     def _replied(self, e):

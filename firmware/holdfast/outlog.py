@@ -106,6 +106,8 @@ class Log(Held):
             bytes already taken off); False if there was no room.
     """
 
+    mark = False  # store.MemoryStore.mark
+
     def __init__(self, slots, held, limit):
         Held.__init__(self, held)
         self._hunit = array("i", [0] * held)
@@ -308,7 +310,7 @@ class Log(Held):
             raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
         n = _aligned(blen)
         self._make_room(n)
-        h[16] = 0x30 | qos << 1 | (1 if retain else 0)
+        h[16] = 0x30 | qos << 1 | (1 if retain else 0) | (8 if self.mark else 0)
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
         flags = qos | (_F_EXP if deadline else 0)

@@ -29,7 +29,9 @@ class MemoryStore:
         done(key)           acknowledged: forget it
         next(after) -> key  first pending key > after, or -1
         pid(key), qos(key), released(key)
-        get(key, buf, off) -> end   encoded PUBLISH (DUP clear) written at off
+        get(key, buf, off) -> end   encoded PUBLISH written at off; DUP
+                            clear, or set when mark was (MQTT 5: its
+                            property block leads the payload)
         size(key)           bytes get() writes
         deadline(key)       its deadline, 0 if none
         find_topic(topic, after) -> key   first pending key > after with this
@@ -43,6 +45,11 @@ class MemoryStore:
         sync() -> bool      make everything written durable now
         __len__()           pending messages
     """
+
+    # Set by a level-5 session around the put() of a message whose payload
+    # starts with its property block: DUP, which the outbox never stores
+    # otherwise, marks the record (docs/mqtt5.md).
+    mark = False
 
     def __init__(self, size=4096, slots=32, held=32):
         if held < 1:
@@ -106,7 +113,7 @@ class MemoryStore:
         o = self._place(n)
         if o < 0:
             raise OutboxFull(codec.why(_E_FULL_BYTES, n, len(self.ring), len(self)))
-        end = codec.publish(self.ring, topic, payload, qos, retain, False, pid, o)
+        end = codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o
         self._end[s] = end

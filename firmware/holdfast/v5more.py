@@ -13,7 +13,7 @@ from .codec import (to_bytes, check_topic, filters, why, _header, _length_size, 
 from .errors import MQTTError
 from .session import Session
 from .v5 import (_T, _CONNACK_CODES, _PUBACK_CODES, _PUBREL_CODES, _DISCONNECT_CODES, ALIASES, _fail,
-                 _words, _n16, _u32, _skip, _pid, _said, walk, find, get, words, parse as _parse5,
+                 _words, _n16, _u32, _varint, _skip, _pid, _said, walk, find, get, words, parse as _parse5,
                  left, start, Session5, Reader5)
 
 # Packet types (codec.py's).
@@ -102,7 +102,6 @@ _E_CODE = const(9)
 _E_REJECTED = const(31)
 _E_MAX_QOS = const(32)
 _E_NO_RETAIN = const(33)
-_E_PROPS_WAIT = const(35)
 _ACK_ROOM = const(16)  # session.ACK_ROOM
 _MORE = const(9)  # v5._MORE
 
@@ -501,8 +500,11 @@ def alias_in(r):
 def resend(s, key, dup):
     """Session s's outbox message key as an MQTT 5 PUBLISH, with what is
     left of its expiry. The outbox keeps the 3.1.1 packet (what a 3.1.1
-    client stores): it is read in a little after t1, then its header is
-    written again in front of the payload, which stays where it is."""
+    client stores), with DUP set when its payload starts with the message's
+    property block (a varint length, the properties: see session_publish).
+    It is read in a little after t1, then its header and property length
+    are written again in front of the properties and payload, which stay
+    where they are."""
     st = s.store
     b = s.tx
     size = st.size(key)
@@ -512,23 +514,59 @@ def resend(s, key, dup):
     rl = size - 1 - n
     expiry = left(st.deadline(key))
     e = 0 if expiry is None else 5
-    m = _length_size(rl + 1 + e)
     start = s.t1
-    k = start + m - n + 1 + e
+    k = start + _length_size(rl + 1 + e) - n + 1 + e
     if st.get(key, b, k) == k:
         return  # lost by the store
-    b[start] = b[k] | (8 if dup else 0)
-    i = put_length(b, start + 1, rl + 1 + e)
     j = k + 1 + n
-    for x in range(2 + _n16(b, j) + (2 if b[k] & 6 else 0)):  # topic and pid; i < j: forward is safe
+    t = 2 + _n16(b, j) + (2 if b[k] & 6 else 0)  # topic and pid
+    v = p = 0
+    if b[k] & 8:  # its property block: p bytes after a v-byte length
+        p = _varint(b, j + t, k + size)
+        v = _length_size(p)
+        x = _length_size(p + e)  # what the length of the block sent takes
+        rl += x - v + e
+        m = _length_size(rl)
+        k2 = start + m - n + x + e - v
+        if k2 != k:
+            k = k2
+            st.get(key, b, k)
+            j = k + 1 + n
+    else:
+        rl += 1 + e
+        m = _length_size(rl)
+    b[start] = b[k] & 0xF7 | (8 if dup else 0)
+    i = put_length(b, start + 1, rl)
+    for x in range(t):  # i <= j: forward is safe
         b[i] = b[j]
         i += 1
         j += 1
-    b[i] = e
+    i = put_length(b, i, p + e)
     if e:
-        b[i + 1] = MESSAGE_EXPIRY
-        _u32(b, i + 2, expiry)
-    s.t1 = start + 1 + m + rl + 1 + e
+        b[i] = MESSAGE_EXPIRY
+        _u32(b, i + 1, expiry)
+    s.t1 = start + 1 + m + rl
+
+
+def plain(b, start, end):
+    """A PUBLISH in b[start:end] that a level-5 client stored with its
+    properties (DUP set, the block in front of the payload), as the 3.1.1
+    packet without them: what a level-4 client sends of it. Returns its end."""
+    n = 1
+    while b[start + n] & 0x80:
+        n += 1
+    j = start + 1 + n
+    t = 2 + _n16(b, j) + (2 if b[start] & 6 else 0)
+    p = _varint(b, j + t, end)
+    q = p + _length_size(p)  # bytes of the block
+    rl = end - j - q
+    b[start] &= 0xF7
+    i = put_length(b, start + 1, rl)
+    for x in range(rl):  # i <= j: forward is safe
+        b[i] = b[j]
+        i += 1
+        j += q + 1 if x == t - 1 else 1
+    return i
 
 
 def rejected(f):
@@ -547,9 +585,11 @@ def rejected(f):
 
 def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=False):
     """Session5 s's publish() when it asks for what CONNACK did not allow,
-    or has properties (s.props, from publish(props=...)): those go out with
-    the message at once or not at all, as the outbox keeps none, so a
-    message that would wait there is refused, nothing stored."""
+    or has properties (s.props, from publish(props=...)). A QoS 1/2 message
+    with properties is stored with its property block in front of the
+    payload and the record marked (store.MemoryStore.mark), and goes out
+    from the outbox by resend(), at once or once it may: what a reboot or a
+    new link sends again carries them too."""
     if qos > s.max_qos:
         raise ValueError(_words(_E_MAX_QOS, (qos, s.max_qos)))
     if retain and not s.retain:
@@ -559,14 +599,24 @@ def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=Fals
     n = publish_size(topic, len(payload), qos) + s.plen + 2
     if n > s.limit:
         s.fits(n)
-    if s.room() - _ACK_ROOM < n + _MORE:
-        if not qos:
+    if not qos:
+        if s.room() - _ACK_ROOM < n + _MORE:
             return False  # no room now: the shell may wait for it
-        raise ValueError(_words(_E_PROPS_WAIT, ()))
-    pid = Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
-    if qos and s.cursor != s.store.last():
-        s.store.done(s.store.last())
-        raise ValueError(_words(_E_PROPS_WAIT, ()))
+        return Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
+    if not p:
+        return Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
+    blk = bytearray(_length_size(s.plen) + s.plen)
+    _put(blk, 0, p, s.plen)
+    st = s.store
+    was = s.state
+    st.mark = True
+    s.state = -1  # not Session.publish's encoding from the caller's objects: resend() writes it
+    try:
+        pid = Session.publish(s, topic, blk + to_bytes(payload), qos, retain, now, deadline, latest)
+    finally:
+        st.mark = False
+        s.state = was
+    s._fill(now)
     return pid
 
 

@@ -117,8 +117,6 @@ TEXT = (
     "a QoS %d message, above the broker's Maximum QoS %d (its CONNACK)",  # MAX_QOS
     'a retained message, and the broker takes none (Retain Available 0 in its CONNACK)',  # NO_RETAIN
     'publish(props=...) is MQTT 5: make the client with level=5',  # PROPS_LEVEL
-    'a message with properties goes out at once or not at all (the outbox keeps none): '
-    'this one would wait, offline or behind others',  # PROPS_WAIT
     'subscription options (no_local, retain_as_published, retain_handling, sub_id) are MQTT 5: '
     'make the client with level=5',  # OPTS_LEVEL
 )
