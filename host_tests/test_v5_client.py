@@ -446,6 +446,7 @@ STORED = """
 import holdfast.v5 as v5
 c = MQTTClient("v5-stored", HOST, PORT, level=5)
 c.publish(b"v5exp/t", b"late", False, 1, expiry=60)
+c.publish(b"v5exp/t", b"asked", False, 1, props=((8, "v5exp/answer"), (9, b"\\x00\\x07")))
 real = v5.wall
 v5.wall = lambda: real() + 50
 c.connect()
@@ -466,6 +467,12 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
         r = receive(sub)
         assert bytes(r.payload) == b"late"
         assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
+        # Published offline with a Response Topic and Correlation Data:
+        # stored with them, and mosquitto passes them on.
+        r = receive(sub)
+        assert bytes(r.payload) == b"asked"
+        assert v5.get(r.buf, v5.RESPONSE_TOPIC, None, r.p0, r.p1) == b"v5exp/answer"
+        assert v5.get(r.buf, v5.CORRELATION_DATA, None, r.p0, r.p1) == b"\x00\x07"
     finally:
         sub.close()
 
@@ -477,6 +484,7 @@ BOOT1 = """
 from holdfast.fileoutbox import FileStore
 c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR))
 c.publish(b"t", b"kept", False, 1, expiry=60)  # offline, then the board reboots
+c.publish(b"t", b"asked", False, 1, expiry=60, props=((1, 1), (8, "t/answer"), (9, b"\\x00#1")))
 R["pending"] = c.pending()
 done()
 """
@@ -496,22 +504,29 @@ done()
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
-def test_a_stored_messages_expiry_counts_down_across_a_reboot(runtime, peer, tmp_path):
+def test_a_stored_messages_expiry_and_properties_last_across_a_reboot(runtime, peer, tmp_path):
+    # The second message: Payload Format, Response Topic, Correlation Data.
     d = "DIR = %r\n" % str(tmp_path)
-    assert run(runtime, d + BOOT1, port=peer.port)["pending"] == 1
+    assert run(runtime, d + BOOT1, port=peer.port)["pending"] == 2
     p = start(runtime, d + BOOT2, port=peer.port)
     peer.accept()
     peer.expect(c.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
-    f, body = peer.expect(c.PUBLISH)
-    r = c.Reader(len(body) + 8, 5)
-    r.feed(body)
-    v5.parse(r, c.PUBLISH, f, 0, len(body))
-    peer.send(0x40, b"\x00\x01")
+    got = []
+    for pid in (1, 2):
+        f, body = peer.expect(c.PUBLISH)
+        r = c.Reader(len(body) + 8, 5)
+        r.feed(body)
+        v5.parse(r, c.PUBLISH, f, 0, len(body))
+        got.append((bytes(r.topic), bytes(r.payload), r.pid, 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10,
+                    v5.get(r.buf, v5.PAYLOAD_FORMAT, None, r.p0, r.p1),
+                    v5.get(r.buf, v5.RESPONSE_TOPIC, None, r.p0, r.p1),
+                    v5.get(r.buf, v5.CORRELATION_DATA, None, r.p0, r.p1)))
+        peer.send(0x40, bytes((0, pid)))
     peer.expect(c.DISCONNECT)
-    assert result(p) == {"pending": 1, "flushed": True}
-    assert (bytes(r.topic), bytes(r.payload), r.pid) == (b"t", b"kept", 1)
-    assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
+    assert result(p) == {"pending": 2, "flushed": True}
+    assert got == [(b"t", b"kept", 1, True, None, None, None),
+                   (b"t", b"asked", 2, True, 1, b"t/answer", b"\x00#1")], got
 
 
 # -- outbound topic aliases, through mosquitto ---------------------------------
@@ -607,10 +622,9 @@ except ValueError as e:
     R["alias"] = str(e)
 R["flushed"] = c.flush()  # the reply's PUBACK may still be on its way: pending() counts it
 c.disconnect()
-try:
-    c.publish(b"v5rr/req", b"offline", False, 1, props=((v5.CORRELATION_DATA, b"1"),))
-except ValueError as e:
-    R["offline"] = [str(e), c.pending()]
+R["offline"] = [c.publish(b"v5rr/offline", b"waits", False, 1, props=((v5.RESPONSE_TOPIC, "v5rr/back"),
+                                                                       (v5.CORRELATION_DATA, b"\\x01"))),
+                c.pending()]
 d = MQTTClient("v5-rr4", HOST, PORT)
 try:
     d.publish(b"t", b"x", False, 0, props=((v5.CONTENT_TYPE, "a"),))
@@ -629,8 +643,7 @@ def test_request_response_through_mosquitto(runtime, mosquitto):
     assert r["got"] == [["v5rr/reply/1", "answer to q1", [0, 7], "text/plain", 1, None, []]], r
     assert r["request"] == [["from", "test"]] and r["flushed"] is True, r
     assert "0x23 (topic alias) given twice" in r["alias"], r
-    assert r["offline"] == ["a message with properties goes out at once or not at all (the outbox "
-                            "keeps none): this one would wait, offline or behind others", 0], r
+    assert r["offline"][1] == 1, r  # stored, with its properties: offline is no refusal
     assert r["level4"] == "publish(props=...) is MQTT 5: make the client with level=5", r
 
 
