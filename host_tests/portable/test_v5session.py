@@ -210,3 +210,34 @@ def test_one_subscription_identifier_a_subscribe():
     e = raises(ValueError, v5.sub_options, 0, sub_id=1 << 28)
     assert "subscription identifier): 268435456 is outside 1..268435455" in str(e), str(e)
     raises(ValueError, v5.sub_options, 0, retain_handling=3)
+
+
+def test_a_stored_messages_properties_last_across_a_reboot():
+    # FlashStore and FileStore: a level-5 session stores a message with
+    # properties offline; after the reboot (the store opened again) a
+    # level-5 session sends it with them, a level-4 one without.
+    from holdfast.session import Session
+    from holdfast.fileoutbox import FileStore
+    from holdfast.flashoutbox import FlashStore
+    from flashsim import Flash
+    from support import tmpdir, rmtree
+    dev = Flash(4, 256)
+    top = tmpdir()
+    for reopen in (lambda: FlashStore(dev), lambda: FileStore(top)):
+        s = v5.Session5(b"boot", False, 0, 5, 256, 4, reopen())
+        s.props = ((v5.RESPONSE_TOPIC, b"t/answer"), (v5.CORRELATION_DATA, b"\x00#1"))
+        assert s.publish(b"t", b"asked", 1, False, 0) == 1
+        s.store.sync()
+        for level, want in ((5, b"\x3a\x1c\x00\x01t\x00\x01\x11\x08\x00\x08t/answer\x09\x00\x03\x00#1asked"),
+                            (4, b"\x3a\x0a\x00\x01t\x00\x01asked")):
+            st = reopen()
+            s = (v5.Session5 if level == 5 else Session)(b"boot", False, 0, level, 256, 4, st)
+            s.start(0)
+            s.sent(s.t1, 0)
+            s.rx.feed(b"\x20\x03\x00\x00\x00" if level == 5 else b"\x20\x02\x00\x00")
+            t0 = s.t1
+            assert s.receive(0) == 0
+            assert bytes(s.tx[t0:s.t1]) == want, (level, bytes(s.tx[t0:s.t1]))
+            if hasattr(st, "close"):  # FileStore
+                st.close()
+    rmtree(top)
