@@ -107,6 +107,11 @@ class Log(Held):
     """
 
     mark = False  # store.MemoryStore.mark
+    # Set by a level-5 session: get() gives a marked record as it is. A
+    # level-4 one (a level-5 program replaced, the same outbox) gets the
+    # 3.1.1 PUBLISH without the properties. MemoryStore needs no such
+    # check: its records do not outlive the program that marked them.
+    five = False
 
     def __init__(self, slots, held, limit):
         Held.__init__(self, held)
@@ -267,6 +272,9 @@ class Log(Held):
             return off  # lost after a failed write
         n = self._psize(i)
         self._rd(self._unit[i], self._off[i] + REC, memoryview(buf)[off:off + n])
+        if buf[off] & 8 and not self.five:
+            from .v5more import plain
+            return plain(buf, off, off + n)
         return off + n
 
     def last(self):

@@ -412,9 +412,6 @@ class Session:
     def _resend(self, key, dup):
         start = self.t1
         self.t1 = self.store.get(key, self.tx, start)
-        if self.t1 > start and self.tx[start] & 8:  # stored by a level-5 client, with properties
-            from .v5more import plain
-            self.t1 = plain(self.tx, start, self.t1)
         if dup and self.t1 > start:
             self.tx[start] |= 8
 

@@ -474,6 +474,7 @@ class Session5(Session):
         self.max_qos = 2
         self.retain = 1
         self.plen = 0  # bytes of props, the next message's properties (publish(props=...))
+        self.store.five = True  # outlog.Log.five
 
     def fits(self, n):
         Session.fits(self, n)

@@ -177,13 +177,15 @@ def test_a_level4_session_sends_a_level5_record_without_its_properties():
     # record's properties are left out, the 3.1.1 PUBLISH goes (DUP: a new
     # session cannot know whether the outbox's messages went out before).
     from holdfast.session import Session
-    s = connected(b"\x20\x03\x00\x00\x00", 512)
-    s.lost()
+    from holdfast.flashoutbox import FlashStore
+    from flashsim import Flash
+    dev = Flash(4, 1024)
+    s = v5.Session5(b"four", False, 0, 5, 512, 4, FlashStore(dev))
     s.props = ((v5.RESPONSE_TOPIC, b"r" * 130), (v5.CORRELATION_DATA, b"\x07"))
     s.publish(b"t", b"x" * 200, 1, True, 0)
     s.props = None
     s.publish(b"t", b"plain", 2, False, 0)
-    f = Session(b"four", True, 0, 4, 512, 4, s.store)
+    f = Session(b"four", True, 0, 4, 512, 4, FlashStore(dev))  # after the reboot
     f.start(0)
     f.sent(f.t1, 0)
     f.rx.feed(b"\x20\x02\x00\x00")
