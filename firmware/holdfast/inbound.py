@@ -4,7 +4,7 @@
 # not re-send them forever). Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
 from .compat import const
-from . import codec as c
+from . import codec
 from .errors import OutboxFull
 from .filters import utf8_ok
 
@@ -23,16 +23,16 @@ def parse_publish(r, flags, i, end):
     b = r.buf
     j = r._string(i, end, "PUBLISH topic")
     if j == i + 2:
-        raise c.protocol_error(_E_PUB_EMPTY)
+        raise codec.protocol_error(_E_PUB_EMPTY)
     if not utf8_ok(b, i + 2, j):
-        raise c.protocol_error(_E_PUB_UTF8)
+        raise codec.protocol_error(_E_PUB_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:
-            raise c.protocol_error(_E_PUB_WILD)
+            raise codec.protocol_error(_E_PUB_WILD)
     r.topic = r.mv[i + 2:j]
     if flags & 6:
         if j + 2 > end:
-            raise c.protocol_error(_E_PUB_PID_PAST)
+            raise codec.protocol_error(_E_PUB_PID_PAST)
         r.pid = r._pid(j)
         j += 2
     else:
@@ -47,12 +47,12 @@ def big(r, flags, i, total):
     end = r.start + total
     j = r._string(i, end, "PUBLISH topic")
     if j == i + 2:
-        raise c.protocol_error(_E_PUB_EMPTY)
-    r.type = c.PUBLISH
+        raise codec.protocol_error(_E_PUB_EMPTY)
+    r.type = codec.PUBLISH
     r.flags = flags
     if flags & 6:
         if j + 2 > end:
-            raise c.protocol_error(_E_PUB_PID_PAST)
+            raise codec.protocol_error(_E_PUB_PID_PAST)
         r._pid_at = j - r.start
     r._big = r.skip = total
     return skip_big(r)
@@ -79,7 +79,7 @@ def skip_big(r):
     r.start += k
     r.skip -= k
     from .errors import PacketTooLarge
-    raise PacketTooLarge(c.why(_E_TOO_LARGE, c.PUBLISH, total, len(r.buf)), c.PUBLISH, total, pid,
+    raise PacketTooLarge(codec.why(_E_TOO_LARGE, codec.PUBLISH, total, len(r.buf)), codec.PUBLISH, total, pid,
                          (r.flags >> 1) & 3)
 
 
@@ -93,7 +93,7 @@ def deliver(s):
     qos = (f >> 1) & 3
     pid = r.pid
     if qos == 2 and s.store.held(pid):
-        s._ack(c.PUBREC, pid)
+        s._ack(codec.PUBREC, pid)
         return False
     s.retained = bool(f & 1)
     s.qos = qos
@@ -118,7 +118,7 @@ def handled(s):
         s.store.hold(s._mpid)  # never fails: a full table evicts its oldest, counted
     if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
         return
-    s._ack(c.PUBACK if qos == 1 else c.PUBREC, s._mpid)
+    s._ack(codec.PUBACK if qos == 1 else codec.PUBREC, s._mpid)
 
 
 def pubrel(s, pid):
@@ -127,7 +127,7 @@ def pubrel(s, pid):
         s.store.unhold(pid)
     except OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
-    s._ack(c.PUBCOMP, pid)
+    s._ack(codec.PUBCOMP, pid)
 
 
 def too_large(s, e):
@@ -135,4 +135,4 @@ def too_large(s, e):
     (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP)."""
     s.dropped += 1
     if e.pid:
-        s._ack(c.PUBREC if e.type == c.PUBLISH and e.qos == 2 else c.PUBACK, e.pid)
+        s._ack(codec.PUBREC if e.type == codec.PUBLISH and e.qos == 2 else codec.PUBACK, e.pid)

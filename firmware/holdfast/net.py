@@ -39,16 +39,16 @@ class Connector:
         except OSError as e:
             raise _unreachable(_E_NO_HOST, e, host, port)
         self.addr = ai[-1]
-        s = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
+        sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
         try:
             # Each packet goes out in one write; Nagle would hold it back ~40 ms.
-            s.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+            sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
         except (OSError, AttributeError):
             pass
-        self.sock = s
+        self.sock = sock
         self.poll = select.poll()
-        self.poll.register(s, select.POLLOUT)
-        s.setblocking(False)
+        self.poll.register(sock, select.POLLOUT)
+        sock.setblocking(False)
         self._connect()
 
     def _connect(self):
@@ -70,9 +70,9 @@ class Connector:
     def step(self):
         if not self.poll.poll(0) or not self._connect():
             return None
-        s = self.sock
+        sock = self.sock
         self.sock = None
-        return s
+        return sock
 
     def close(self):
         if self.sock is not None:
@@ -84,17 +84,17 @@ def open_socket(host, port, timeout_ms, tls=None):
     """Connects (resolving host anew each time), waiting up to timeout_ms,
     wraps in TLS when tls is a tls.Context, and returns the socket in
     non-blocking mode."""
-    c = Connector(host, port)
+    conn = Connector(host, port)
     try:
-        s = c.step()
-        if s is None and c.poll.poll(timeout_ms):
-            s = c.step()
+        sock = conn.step()
+        if sock is None and conn.poll.poll(timeout_ms):
+            sock = conn.step()
     finally:
-        c.close()
-    if s is None:
+        conn.close()
+    if sock is None:
         from .errors import Unreachable
         raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
-    return tls.secure(s, host, timeout_ms) if tls else s
+    return tls.secure(sock, host, timeout_ms) if tls else sock
 
 
 def _unreachable(reason, e, host, port):
@@ -106,11 +106,11 @@ def _unreachable(reason, e, host, port):
     return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 
-def read_into(s, buf):
+def read_into(sock, buf):
     """Reads what is available into buf (never empty): the count, 0 if
     nothing yet, -1 at the end of the stream (the peer closed it)."""
     try:
-        n = s.readinto(buf) if _MP else s.recv_into(buf)
+        n = sock.readinto(buf) if _MP else sock.recv_into(buf)
     except OSError as e:
         if _blocked(e):
             return 0
@@ -120,36 +120,37 @@ def read_into(s, buf):
     return n or -1
 
 
-def flush(sock, s):
-    """Writes what the socket takes of session s's queued bytes; returns the
+def flush(sock, session):
+    """Writes what the socket takes of the session's queued bytes; returns the
     count. A TLS write that blocked is offered exactly the same bytes again:
     mbedtls keeps the encrypted record and, once it is out, reports the
     length of the retry as written."""
-    t0 = s.t0
-    end = t0 + s.offered if s.offered else s.t1
+    t0 = session.t0
+    end = t0 + session.offered if session.offered else session.t1
     try:
-        n = (sock.write(s.tx, t0, end - t0) if _MP else sock.send(memoryview(s.tx)[t0:end])) or 0
+        tx = session.tx
+        n = (sock.write(tx, t0, end - t0) if _MP else sock.send(memoryview(tx)[t0:end])) or 0
     except OSError as e:
         if not _blocked(e):
             raise
         n = 0
-    s.offered = end - t0 - n
+    session.offered = end - t0 - n
     return n
 
 
 class Poller:
     """select.poll on one socket, without allocating per wait on MicroPython."""
 
-    def __init__(self, s):
+    def __init__(self, sock):
         self.p = select.poll()
-        self.s = s
+        self.sock = sock
         self.mask = select.POLLIN
-        self.p.register(s, self.mask)
+        self.p.register(sock, self.mask)
 
     def wait(self, ms, out=False):
         mask = select.POLLIN | (select.POLLOUT if out else 0)
         if mask != self.mask:
-            self.p.modify(self.s, mask)
+            self.p.modify(self.sock, mask)
             self.mask = mask
         if _MP:
             for _ in self.p.ipoll(ms):

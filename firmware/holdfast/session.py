@@ -19,7 +19,7 @@
 # policies (policy.py) load on first use.
 from array import array
 from .compat import ticks_diff, const
-from . import codec as c
+from . import codec
 from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
 from .store import MemoryStore
 
@@ -95,7 +95,7 @@ class Session:
         # keeps), only acks and CONNACK come in: a small receive buffer
         # does; _rx_full() makes it size bytes.
         self.size = size
-        self.rx = c.Reader(_RX_ACKS, level)
+        self.rx = codec.Reader(_RX_ACKS, level)
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to.
         self.tx = bytearray(0)
@@ -165,14 +165,14 @@ class Session:
         if self.t0 == self.t1:
             self.t0 = self.t1 = 0
         elif self.t0 and len(self.tx) - self.t1 < ACK_ROOM * 4:
-            self.t1 = c.shift(self.tx, self.t0, self.t1)
+            self.t1 = codec.shift(self.tx, self.t0, self.t1)
             self.t0 = 0
         return len(self.tx) - self.t1
 
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
         if n > self.size - ACK_ROOM:
-            raise ValueError(c.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
+            raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[t0:t1]."""
@@ -183,7 +183,7 @@ class Session:
 
     def _ack(self, type, pid):
         self.room()
-        self.t1 = c.ack(self.tx, type, pid, False, self.t1)
+        self.t1 = codec.ack(self.tx, type, pid, False, self.t1)
 
     # -- the link ------------------------------------------------------------
 
@@ -202,7 +202,7 @@ class Session:
             self.t1 = self.v5.start(self)
             return
         w = self.will
-        self.t1 = c.connect(self.tx, self.client_id, self.clean, self.keepalive,
+        self.t1 = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
                             w[3] if w else False, self.user, self.password, self.level)
 
@@ -240,9 +240,9 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == CONNECTING:
-            self._fail(LinkDown(c.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
+            self._fail(LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
                                        if self.level == 3 else "MQTT 3.1.1 (level 4)")))
-        self._fail(LinkDown(c.why(_E_CLOSED)))
+        self._fail(LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
@@ -253,7 +253,7 @@ class Session:
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
         if self.state == CONNECTED:
             self.room()
-            self.t1 = c.empty(self.tx, c.DISCONNECT, self.t1)
+            self.t1 = codec.empty(self.tx, codec.DISCONNECT, self.t1)
             self.state = CLOSING
         elif self.state == CONNECTING:
             self.state = CLOSING
@@ -262,7 +262,7 @@ class Session:
 
     def ping(self, now):
         self.room()
-        self.t1 = c.empty(self.tx, c.PINGREQ, self.t1)
+        self.t1 = codec.empty(self.tx, codec.PINGREQ, self.t1)
         if self.ping_at < 0:
             self.ping_at = now
 
@@ -270,7 +270,7 @@ class Session:
         # The one reconciliation with the broker's session: what happens to
         # every ledger entry once the broker says whether it kept our session.
         if self.state != CONNECTING:
-            raise c.protocol_error(_E_CONNACK2)
+            raise codec.protocol_error(_E_CONNACK2)
         if r.code:
             raise ConnectError(r.code)
         self.state = CONNECTED
@@ -304,7 +304,7 @@ class Session:
         """The id the next QoS 1/2 message or (UN)SUBSCRIBE tries first, 1..65535
         (ids still in use are skipped). For tests of id wrap-around."""
         if not 0 < pid < 65536:
-            raise ValueError(c.why(_E_PID_SET, pid))
+            raise ValueError(codec.why(_E_PID_SET, pid))
         self.next_pid = pid
 
     def new_pid(self):
@@ -320,7 +320,7 @@ class Session:
         ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
-        n = c.publish_size(topic, len(payload), qos)
+        n = codec.publish_size(topic, len(payload), qos)
         if n > self.size - ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
@@ -329,7 +329,7 @@ class Session:
             if self.v5:  # MQTT 5: its properties, a topic alias
                 self.t1 = self.v5.out(self, topic, payload, 0, retain, 0, 0)
             else:
-                self.t1 = c.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+                self.t1 = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
             return True
         st = self.store
         pid = self.new_pid()
@@ -358,7 +358,7 @@ class Session:
             if self.v5:
                 self.t1 = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
             else:
-                self.t1 = c.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
+                self.t1 = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
@@ -399,7 +399,7 @@ class Session:
             if st.released(k) and not again:
                 if self.room() < ACK_ROOM:
                     return
-                self._ack(c.PUBREL, pid)
+                self._ack(codec.PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
                 if self.room() - ACK_ROOM < st.size(k):
@@ -441,8 +441,8 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(10 + len(flt))  # MQTT 5: one byte more
-        c._check_qos(qos & 3 if self.v5 else qos)  # both before the filter is registered
-        c.filters().check_filter(flt, 0, len(flt))
+        codec._check_qos(qos & 3 if self.v5 else qos)  # both before the filter is registered
+        codec.filters().check_filter(flt, 0, len(flt))
         e = self.subs.add(flt, qos, handler)
         self._rx_full()
         self._fill(self.last_tx)
@@ -456,7 +456,7 @@ class Session:
             from .subs import Subs
             self.subs = Subs()
         self.fits(8 + len(flt))
-        c.filters().check_filter(flt, 0, len(flt))
+        codec.filters().check_filter(flt, 0, len(flt))
         e = self.subs.remove(flt)
         self._fill(self.last_tx)
         return e
@@ -477,13 +477,13 @@ class Session:
                 self.packets += 1
                 self.last_rx = now
                 self.ping_at = -1
-                if self.state != CONNECTED and t != c.CONNACK:
-                    raise c.protocol_error(_E_EARLY, t)
+                if self.state != CONNECTED and t != codec.CONNACK:
+                    raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except MQTTError as e:
                 from .errors import PacketTooLarge
                 if isinstance(e, PacketTooLarge):
-                    c.inbound().too_large(self, e)
+                    codec.inbound().too_large(self, e)
                     continue
                 self._fail(e)
             if ev:
@@ -492,13 +492,13 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == c.PUBLISH:
-            return MESSAGE if c.inbound().deliver(self) else 0
-        if t == c.PUBACK:
+        if t == codec.PUBLISH:
+            return MESSAGE if codec.inbound().deliver(self) else 0
+        if t == codec.PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
                 return self._done(i, now)
-        elif t == c.PUBREC:
+        elif t == codec.PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
                 k = self._key[i]
@@ -512,26 +512,26 @@ class Session:
                 self._state[i] = _WAIT_PUBCOMP
                 self._sent[i] = now
             if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
-                self._ack(c.PUBREL, r.pid)
-        elif t == c.PUBCOMP:
+                self._ack(codec.PUBREL, r.pid)
+        elif t == codec.PUBCOMP:
             i = self._slot(r.pid, _WAIT_PUBCOMP)
             if i >= 0:
                 return self._done(i, now)
-        elif t == c.PUBREL:
-            c.inbound().pubrel(self, r.pid)
-        elif t == c.SUBACK or t == c.UNSUBACK:
+        elif t == codec.PUBREL:
+            codec.inbound().pubrel(self, r.pid)
+        elif t == codec.SUBACK or t == codec.UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
                 return REFUSED if self.subs.nrefused else 0
-        elif t == c.CONNACK:
+        elif t == codec.CONNACK:
             self._connack(r, now)
-        elif t != c.PINGRESP:
-            raise c.protocol_error(_E_UNEXPECTED, t)
+        elif t != codec.PINGRESP:
+            raise codec.protocol_error(_E_UNEXPECTED, t)
         return 0
 
     def handled(self):
         """The application has the message receive() returned: acknowledge it."""
-        c.inbound().handled(self)
+        codec.inbound().handled(self)
 
     # -- timers ----------------------------------------------------------------
 
@@ -542,23 +542,23 @@ class Session:
         stopped taking bytes."""
         if self.state == CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
-                self._fail(MQTTTimeout(c.why(_E_NO_CONNACK, self.connack_ms)))
+                self._fail(MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
             return
         if self.state != CONNECTED:
             return
         if self.t0 == self.t1:
             self.drained = now
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(LinkDown(c.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
+            self._fail(LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
         ka = self.keepalive * 1000
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
             dead = ka + ka // 2
             if ticks_diff(now, self.last_rx) >= dead:
-                self._fail(LinkDown(c.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
+                self._fail(LinkDown(codec.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
             if ticks_diff(now, self.drained) >= dead:
-                self._fail(LinkDown(c.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+                self._fail(LinkDown(codec.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
             if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
@@ -571,7 +571,7 @@ class Session:
                     if self.room() - ACK_ROOM < self.store.size(self._key[i]):
                         break
                     if st == _WAIT_PUBCOMP:
-                        self._ack(c.PUBREL, self._pid[i])
+                        self._ack(codec.PUBREL, self._pid[i])
                     else:
                         self._resend(self._key[i], True)
                     self._sent[i] = now

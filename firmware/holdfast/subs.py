@@ -4,7 +4,7 @@
 # that only publishes never carries it.
 from array import array
 from .compat import const
-from . import codec as c
+from . import codec
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
@@ -139,7 +139,7 @@ class Subs:
             if s.v5:
                 s.t1 = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
             else:
-                s.t1 = c.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
+                s.t1 = codec.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -177,7 +177,7 @@ class Subs:
             if s.v5:  # the options byte (QoS in bits 0-1)
                 s.t1 = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.t1)
             else:
-                s.t1 = c.filters().subscribe(s.tx, pid, batch, s.t1)
+                s.t1 = codec.filters().subscribe(s.tx, pid, batch, s.t1)
             self.out[slot] = pid
 
     def acked(self, t, pid, codes):
@@ -190,13 +190,13 @@ class Subs:
         if slot < 0:
             return False
         self.out[slot] = 0
-        if t == c.UNSUBACK:
+        if t == codec.UNSUBACK:
             for g in self.gone:
                 if g[_PID] == pid:
                     g[_GRANTED] = 0
                     self.gone.remove(g)
                     return True
-            raise c.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
+            raise codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
         self.nrefused = 0
         j = 0
         i = 0
@@ -207,10 +207,10 @@ class Subs:
                 i += 1
                 continue
             if j >= len(codes):
-                raise c.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
+                raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
             g = codes[j]
             j += 1
-            if g >= c.SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
+            if g >= codec.SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
                 if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
                     self.refused = e[0]
                     self.nrefused += 1
@@ -223,7 +223,7 @@ class Subs:
         if not j:
             for g in self.gone:
                 if g[_PID] == pid:
-                    raise c.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
+                    raise codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
         return True
 
 

@@ -11,7 +11,7 @@
 # (r.buf, body at buf[i:end]) and set its fields (pid, code, topic, payload,
 # and p0/p1: the span of the properties, which get() reads).
 from .compat import const, wall
-from . import codec as c
+from . import codec
 from .codec import Reader, _length_size, put_length, _u16
 from .errors import ConnectError, LinkDown
 from .session import Session
@@ -278,8 +278,8 @@ def out(s, topic, payload, qos, retain, pid, deadline):
     bytes, checked by Session5.publish)."""
     b = s.tx
     off = s.t1
-    topic = c.to_bytes(topic)
-    payload = c.to_bytes(payload)
+    topic = codec.to_bytes(topic)
+    payload = codec.to_bytes(payload)
     n = len(payload)
     expiry = left(deadline)
     e = 0 if expiry is None else 5
@@ -303,9 +303,9 @@ def out(s, topic, payload, qos, retain, pid, deadline):
         e += s.plen
     m = _length_size(e) + e
     if new:
-        i = c.publish_header(b, topic, n + m, qos, retain, False, pid, off)
+        i = codec.publish_header(b, topic, n + m, qos, retain, False, pid, off)
     else:  # codec's header, without the topic it checked when the alias was set
-        c._check_qos(qos)
+        codec._check_qos(qos)
         b[off] = 0x30 | qos << 1 | (1 if retain else 0)
         i = put_length(b, off + 1, (4 if qos else 2) + m + n)
         b[i] = b[i + 1] = 0
@@ -337,7 +337,7 @@ def start(s):
     w = s.will
     p = 0 if s.clean else 5
     k = p + 24  # after the largest growth: the copy below only moves bytes forward
-    end = c.connect(b, s.client_id, True, s.keepalive, w[0] if w else None, w[1] if w else b"",
+    end = codec.connect(b, s.client_id, True, s.keepalive, w[0] if w else None, w[1] if w else b"",
                     w[2] if w else 0, w[3] if w else False, s.user, s.password, 4, k)
     j = k + 1
     while b[j] & 0x80:
@@ -484,7 +484,7 @@ class Session5(Session):
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
         if qos > self.max_qos or retain and not self.retain or self.props:
             return more().session_publish(self, topic, payload, qos, retain, now, deadline, latest)
-        n = c.publish_size(topic, len(payload), qos) + 1  # the property length
+        n = codec.publish_size(topic, len(payload), qos) + 1  # the property length
         if n > self.limit:
             self.fits(n)
         return Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
