@@ -79,3 +79,37 @@ def test_each_feature_loads_with_its_first_use(runtime, mosquitto):
     # class raised is the one holdfast.errors names.
     assert r["unreachable"] is True, r
     assert "errmore" in r["failed"], r["failed"]
+
+
+NAMES = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+import holdfast, holdfast.errors as errors, holdfast.tls as tls
+r = {"tls_alone": "holdfast.errmore" in sys.modules}
+r["same"] = [getattr(holdfast, n) is getattr(errors, n) for n in
+             ("MQTTProtocolError", "PacketTooLarge", "SubscribeError", "Unreachable", "TLSError")]
+r["tls"] = tls.TLSError is errors.TLSError
+r["bases"] = [issubclass(errors.PacketTooLarge, errors.MQTTProtocolError),
+              issubclass(errors.MQTTProtocolError, errors.MQTTError),
+              issubclass(errors.Unreachable, OSError), issubclass(errors.TLSError, errors.MQTTError)]
+try:
+    errors.NoSuchError
+    r["unknown"] = "no error"
+except AttributeError:
+    r["unknown"] = "AttributeError"
+print("RESULT " + json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_rarer_errors_keep_their_documented_names(runtime):
+    # errmore.py's classes are found where the docs name them (holdfast,
+    # holdfast.errors, holdfast.tls.TLSError), the same class each time;
+    # importing tls.py alone does not load them.
+    p = subprocess.run([RUNTIMES[runtime], "-c", NAMES % {"fw": os.path.join(ROOT, "firmware")}],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    r = json.loads(lines[-1][7:])
+    assert r == {"tls_alone": False, "same": [True] * 5, "tls": True, "bases": [True] * 4,
+                 "unknown": "AttributeError"}, r

@@ -65,6 +65,15 @@ def wrap(tls, sock, host):
         raise err
 
 
+def __getattr__(name):
+    # holdfast.tls.TLSError, as documented before it moved to errmore.py:
+    # importing it here would load the rarer errors with every TLS client.
+    if name == "TLSError":
+        from .errors import TLSError
+        return TLSError
+    raise AttributeError(name)
+
+
 def _unload():
     # tlsmore leaves the heap at the next collection once nothing refers to
     # it: not sys.modules, nor the package (an import sets it as an attribute;
