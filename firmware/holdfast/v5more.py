@@ -67,6 +67,9 @@ WILL = const(0)
 
 _LAST = const(0x2A)
 _MAX_VARINT = const(268435455)
+# The property types of v5.py's table _T, the same numbers: private const()
+# names are folded where they are used, so they cannot be imported, and
+# public ones would cost every level-5 client a name each.
 _BYTE = const(1)
 _U16 = const(2)
 _U32 = const(3)
