@@ -219,7 +219,7 @@ c.publish(b"t", b"fits", False, 0)
 c.publish(b"t", b"1", False, 1)
 c.publish(b"t", b"2", False, 1)
 R["inflight"] = c.s.inflight
-R["open"] = c._window_open(0)
+R["open"] = c._ready(2, 0)  # front._WINDOW
 while c.s.inflight == 2:
     c.wait_msg()
 R["after"] = c.s.inflight

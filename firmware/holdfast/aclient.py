@@ -2,11 +2,20 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, wall, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
-from .session import CLOSED, OFFLINE
+
+# The session's link states (session.py) and what Front._ready() waits for
+# (front.py), as private consts: no module-level names.
+_CLOSED = const(0)
+_OFFLINE = const(1)
+_ANSWERED = const(0)
+_ROOM = const(1)
+_WINDOW = const(2)
+_REPLIED = const(3)
+_EMPTY = const(4)
 
 _MP = hasattr(asyncio, "core")
 
@@ -49,8 +58,8 @@ class AsyncClient(Front):
                  views=False, timeout_ms=10000, reconnect=True, backoff_ms=(1000, 60000),
                  when_full="refuse"):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
-                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
-        self.reconnect = reconnect
+                       level, size, window, outbox, retry_ms, views, timeout_ms, reconnect,
+                       backoff_ms, when_full)
         self.progress = asyncio.Event()
         self.task = None
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)
@@ -71,7 +80,7 @@ class AsyncClient(Front):
             self.task = asyncio.create_task(self._run())
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
         link = self.s.link
-        await self._until(Front._answered, 0, 2 * self.s.connack_ms)
+        await self._until(_ANSWERED, 0, 2 * self.s.connack_ms)
         try:
             return self._connect_end(link)
         except Exception:
@@ -84,31 +93,31 @@ class AsyncClient(Front):
         s.props = props and self._five(props, 34)
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
-                await self._until(Front._room_for, publish_size(topic, len(msg), 0), self.timeout_ms)
+                await self._until(_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms)
                 self._publish0(topic, msg, retain, True)
             self._write()
             return None
-        if not self._busy and not self._window_open(0):
-            await self._until(Front._window_open, 0, self.timeout_ms)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest)
+        if not self._busy and not self._ready(_WINDOW, 0):
+            await self._until(_WINDOW, 0, self.timeout_ms)
+        pid = s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         self._write()
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None, **opts):
         e = self._request(topic, qos, handler, opts)
         self._write()
-        return self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
+        return self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
         e = self._request(topic, -1, None)
         self._write()
-        self._reply(e, await self._until(Front._replied, e, self.timeout_ms))
+        self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
         self._idle()
-        done = self._empty(0) or timeout_ms != 0 and await self._until(
-            Front._empty, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
+        done = self._ready(_EMPTY, 0) or timeout_ms != 0 and await self._until(
+            _EMPTY, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.s.store.sync() and done
 
     async def ping(self):
@@ -147,7 +156,7 @@ class AsyncClient(Front):
         if self.task is not None:
             self.task.cancel()
             self.task = None
-        self._close(CLOSED)
+        self._close(_CLOSED)
 
     def _close(self, state=-1):
         Front._close(self, state)
@@ -174,10 +183,10 @@ class AsyncClient(Front):
         except OSError as e:
             self._drop(e)
 
-    async def _until(self, cond, arg, timeout_ms):
+    async def _until(self, what, arg, timeout_ms):
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms)
-        while not cond(self, arg):
+        while not self._ready(what, arg):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False
@@ -214,7 +223,7 @@ class AsyncClient(Front):
     async def _read(self):
         if self.sock is None:
             now = ticks_ms()
-            if self.s.state != OFFLINE or not self.reconnect:
+            if self.s.state != _OFFLINE or not self.reconnect:
                 await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
                 return
             wait = self._backoff_wait(now)

@@ -1,12 +1,21 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, wall, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
-from .session import CLOSED, OFFLINE, CONNECTED
 
 _TICK_MS = const(20)  # timers run at most this often
+# The session's link states (session.py) and what Front._ready() waits for
+# (front.py), as private consts: no module-level names.
+_CLOSED = const(0)
+_OFFLINE = const(1)
+_CONNECTED = const(3)
+_ANSWERED = const(0)
+_ROOM = const(1)
+_WINDOW = const(2)
+_REPLIED = const(3)
+_EMPTY = const(4)
 
 
 class MQTTClient(Front):
@@ -24,18 +33,13 @@ class MQTTClient(Front):
     overflowed).
     """
 
-    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
-                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
-                 retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
-                 backoff_ms=(1000, 60000), when_full="refuse"):
-        Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
-                       level, size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full)
-        self.poller = None
-        self.reconnect = reconnect
-        self._dialing = None  # net.Connector of a reconnect under way
-        self._dialed_at = 0
-        self._ticked = 0
-        self._raising = False  # in check_msg()/wait_msg(): callback errors come out
+    # What only the blocking shell keeps, as class attributes: no
+    # __init__ of its own (Front's takes the arguments above).
+    poller = None  # net.Poller of the link
+    _dialing = None  # net.Connector of a reconnect under way
+    _dialed_at = 0
+    _ticked = 0
+    _raising = False  # in check_msg()/wait_msg(): callback errors come out
 
     # -- umqtt.simple API --------------------------------------------------------
 
@@ -53,7 +57,7 @@ class MQTTClient(Front):
             raise
         link = self.s.link
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
-        self._wait(Front._answered, 0, 2 * self.s.connack_ms)
+        self._wait(_ANSWERED, 0, 2 * self.s.connack_ms)
         return self._connect_end(link)
 
     def disconnect(self):
@@ -75,7 +79,7 @@ class MQTTClient(Front):
                         break
             except OSError:
                 pass
-        self._close(CLOSED)
+        self._close(_CLOSED)
 
     def ping(self):
         self._service()
@@ -98,17 +102,17 @@ class MQTTClient(Front):
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
-            if s.state == CONNECTED and s.publish(topic, msg, 0, retain, now):
+            if s.state == _CONNECTED and s.publish(topic, msg, 0, retain, now):
                 pass  # the common case, without a call more
             elif not self._publish0(topic, msg, retain, self._busy):
-                self._wait(Front._room_for, publish_size(topic, len(msg), 0), None)
+                self._wait(_ROOM, publish_size(topic, len(msg), 0), None)
                 self._publish0(topic, msg, retain, True)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)
             return None
-        if not self._busy and not self._window_open(0):
-            self._wait(Front._window_open, 0, None, True)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest)
+        if not self._busy and not self._ready(_WINDOW, 0):
+            self._wait(_WINDOW, 0, None, True)
+        pid = s.publish(topic, msg, qos, retain, now, wall() + expiry if expiry else 0, latest)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid
@@ -119,12 +123,12 @@ class MQTTClient(Front):
         from the moment the SUBSCRIBE is queued."""
         self._service()
         e = self._request(topic, qos, handler, opts)
-        return self._reply(e, self._wait(Front._replied, e, None))
+        return self._reply(e, self._wait(_REPLIED, e, None))
 
     def unsubscribe(self, topic):
         self._service()
         e = self._request(topic, -1, None)
-        self._reply(e, self._wait(Front._replied, e, None))
+        self._reply(e, self._wait(_REPLIED, e, None))
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
@@ -147,7 +151,7 @@ class MQTTClient(Front):
             while True:
                 self._service()
                 st = self.s.state
-                if st == CLOSED or (st == OFFLINE and not self.reconnect and self._dialing is None):
+                if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
                     self._need_link()  # raises LinkDown: no link can come
                 now = ticks_ms()
                 if self.sock and self._pump(now, True):
@@ -169,7 +173,7 @@ class MQTTClient(Front):
         byte written (for example before a deep sleep). True if so. Either
         way what is still pending is then committed to the outbox's storage."""
         self._idle()
-        done = self._empty(0) or timeout_ms != 0 and self._wait(Front._empty, 0, timeout_ms, True)
+        done = self._ready(_EMPTY, 0) or timeout_ms != 0 and self._wait(_EMPTY, 0, timeout_ms, True)
         return self.s.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
@@ -193,7 +197,7 @@ class MQTTClient(Front):
         now = ticks_ms()
         try:
             d = self._dialing
-            if d is None and self.sock is None and self.s.state == OFFLINE and self.reconnect \
+            if d is None and self.sock is None and self.s.state == _OFFLINE and self.reconnect \
                     and not self._backoff_wait(now):
                 self._dialed_at = now
                 d = self._dialing = self._dialer()
@@ -247,11 +251,9 @@ class MQTTClient(Front):
             self._drop(e)
         return s.packets - n
 
-    def _wait(self, cond, arg, timeout_ms, linkless=False):
-        # Runs the I/O until cond(self, arg) holds (True) or timeout_ms
-        # passes (False). cond is a Front function, not a bound method: a
-        # bound method would be allocated on every call (flush() after each
-        # burst of publishes). Without a link only a reconnect can help: linkless waits
+    def _wait(self, what, arg, timeout_ms, linkless=False):
+        # Runs the I/O until _ready(what, arg) holds (True) or timeout_ms
+        # passes (False). Without a link only a reconnect can help: linkless waits
         # (for the outbox, the window) keep stepping it, the others end.
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
@@ -259,11 +261,11 @@ class MQTTClient(Front):
             now = ticks_ms()
             if self.sock is None:
                 if not linkless and self._dialing is None:
-                    return cond(self, arg)
+                    return self._ready(what, arg)
                 self._service()
             else:
                 self._pump(now, True)
-            if cond(self, arg):
+            if self._ready(what, arg):
                 return True
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:

@@ -4,9 +4,9 @@
 # reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
 from . import net
-from .codec import SUBACK_FAILURE, to_bytes, why, publish_size
+from .codec import to_bytes, why, publish_size
 from .errors import ConnectError, LinkDown, MQTTTimeout, MQTTError
-from .session import Session, MESSAGE, DELIVERED, REJECTED, ACK_ROOM, OFFLINE, CONNECTING, CONNECTED
+from .session import Session
 
 try:
     from random import getrandbits
@@ -14,7 +14,27 @@ except ImportError:  # pragma: no cover - every port has it
     def getrandbits(n):  # type: ignore[misc]  # the stubs make n positional-only
         return ticks_ms() & ((1 << n) - 1)
 
-_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
+# The session's numbers (session.py, codec.py), private consts here: a
+# name imported from there would be a module-level name, which costs heap
+# on a board and a dictionary lookup at every use.
+_OFFLINE = const(1)
+_CONNECTING = const(2)
+_CONNECTED = const(3)
+_MESSAGE = const(1)
+_DELIVERED = const(2)
+_REJECTED = const(4)
+_ACK_ROOM = const(16)
+_SUBACK_FAILURE = const(0x80)
+
+# What _ready() waits for; the shells use the same numbers.
+_ANSWERED = const(0)
+_ROOM = const(1)
+_WINDOW = const(2)
+_REPLIED = const(3)
+_EMPTY = const(4)
+
+_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished",
+                  "set_next_pid")
 
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, MQTTError)
@@ -38,8 +58,12 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
-    def __init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, level,
-                 size, window, outbox, retry_ms, views, timeout_ms, backoff_ms, when_full):
+    # MQTTClient's arguments and defaults (client.py says what they do);
+    # AsyncClient passes its own.
+    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
+                 ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
+                 retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
+                 backoff_ms=(1000, 60000), when_full="refuse"):
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
@@ -62,6 +86,7 @@ class Front:
         self.s.password = password
         self.sock = None
         self.timeout_ms = timeout_ms
+        self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
         # to backoff_ms[1], jittered (_failed); a link that stayed up a
         # keepalive (a minute without one) starts it again from the shortest.
@@ -95,16 +120,12 @@ class Front:
         """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
         self._on_delivered = f
 
-    def set_next_pid(self, pid):
-        """The packet id the next QoS 1/2 publish (or subscribe) tries first,
-        1..65535; ids still in use are skipped. For tests of id wrap-around."""
-        self.s.set_next_pid(pid)
-
     def __getattr__(self, name):
         # retained, qos, dup: the message a callback is given; overflowed,
         # expired, replaced, republished: what the outbox dropped or sent
-        # again. Read from the session; one method costs less heap than
-        # seven properties.
+        # again; set_next_pid(pid): the id the next QoS 1/2 publish (or
+        # subscribe) tries first, for tests of id wrap-around. Read from the
+        # session; one method costs less heap than seven properties.
         if name in _SESSION_VIEWS:
             return getattr(self.s, name)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
@@ -123,7 +144,7 @@ class Front:
         self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
 
     def isconnected(self):
-        return self.s.state == CONNECTED
+        return self.s.state == _CONNECTED
 
     def pending(self):
         """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
@@ -144,7 +165,7 @@ class Front:
         s = self.s
         s.clean = clean
         s.connack_ms = timeout_ms or self.timeout_ms
-        self._close(OFFLINE)  # a reconnect is wanted from here on, if this one fails
+        self._close(_OFFLINE)  # a reconnect is wanted from here on, if this one fails
 
     def _connect_end(self, link):
         # connect()'s outcome once the engine left CONNECTING: the session-
@@ -158,15 +179,27 @@ class Front:
         self.backoff = 0
         return self.s.session_present
 
-    def _answered(self, _):
-        return self.s.state != CONNECTING
+    def _ready(self, what, arg):
+        # What a shell's wait waits for, by number: one method, not five
+        # (each costs heap on a board). A number, not a bound method: that
+        # would be allocated on every wait (flush() after each burst).
+        s = self.s
+        if what == _ANSWERED:  # connect(): CONNACK or the link's end
+            return s.state != _CONNECTING
+        if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
+            return s.state != _CONNECTED or s.room() - _ACK_ROOM >= arg
+        if what == _WINDOW:  # the inflight window has a free slot
+            return s.inflight < s.window or s.state != _CONNECTED
+        if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
+            return arg[4] >= 0
+        return not len(s.store) and s.t1 == s.t0  # _EMPTY: all acknowledged and written
 
     def _publish0(self, topic, msg, retain, last):
         # A QoS 0 message: True once queued or dropped (offline; or, on the
         # last try, no room in the send buffer), False when the caller may
         # wait for room and try again.
         s = self.s
-        if s.state != CONNECTED:
+        if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
             return True
@@ -176,18 +209,6 @@ class Front:
             self.last_error = MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
         return True
-
-    def _room_for(self, n):
-        s = self.s
-        return s.state != CONNECTED or s.room() - ACK_ROOM >= n
-
-    def _window_open(self, _):
-        s = self.s
-        return s.inflight < s.window or s.state != CONNECTED
-
-    def _queue(self, topic, msg, retain, qos, expiry, latest):
-        # A QoS 1/2 message into the session; expiry in seconds from now.
-        return self.s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
 
     def _request(self, topic, qos, handler, opts=None):
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
@@ -200,21 +221,14 @@ class Front:
             qos = self._five(self.s.v5, 35).more().sub_options(qos, **opts)
         return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
 
-    def _replied(self, e):
-        return e[4] >= 0
-
     def _reply(self, e, arrived):
         # After the wait for its ack: the granted QoS, or why there is none.
         if not arrived:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
-        if e[4] >= SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
+        if e[4] >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
             from .errors import SubscribeError
             raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.s.v5.words(e[4]) if self.s.v5 else ""))
         return e[4]
-
-    def _empty(self, _):
-        s = self.s
-        return not len(s.store) and s.t1 == s.t0
 
     # -- events, timers, the link ----------------------------------------------
 
@@ -225,7 +239,7 @@ class Front:
         s.store.tick(now)
         if s.next_expiry:
             s.expire(wall())
-        if s.state == CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
+        if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
             self.backoff = 0
 
     def _need_link(self):
@@ -250,15 +264,15 @@ class Front:
                 return True
             self._busy = True
             try:
-                if e == MESSAGE:
+                if e == _MESSAGE:
                     if s.subs:
                         s.subs.dispatch(s.topic, s.msg, s.retained)
                     if self._on_message:
                         self._on_message(s.topic, s.msg)
-                elif e == DELIVERED:
+                elif e == _DELIVERED:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
-                elif e == REJECTED:
+                elif e == _REJECTED:
                     s.v5.more().rejected(self)
                 else:  # REFUSED
                     from .errors import SubscribeError
@@ -270,7 +284,7 @@ class Front:
                 self._report(x)
             finally:
                 self._busy = False
-                if e == MESSAGE:
+                if e == _MESSAGE:
                     s.handled()
         return True
 
@@ -309,7 +323,7 @@ class Front:
         # The link failed: keep the outbox, close, and schedule a reconnect.
         s = self.s
         now = ticks_ms()
-        if s.state == CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
+        if s.state == _CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         if s.v5 and s.t1 > s.t0 and self.sock is not None:
