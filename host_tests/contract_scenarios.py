@@ -256,7 +256,7 @@ async def oversize(S, host, port):
     await cl.connect()
     await cl.run(5000, lambda: got)
     r = counters(cl)
-    r.update(got=got, dropped=cl.c.s.dropped)
+    r.update(got=got, dropped=cl.c.session.dropped)
     await cl.disconnect()
     return r
 

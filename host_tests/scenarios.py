@@ -20,7 +20,7 @@ def qos_matrix(host, port, tag):
     """Every publish QoS against every subscription QoS: delivered at the lower."""
     got = []
     sub = MQTTClient(tag + "-sub", host, port)
-    sub.set_callback(lambda t, m: got.append([t.decode(), m.decode(), sub.s.qos]))
+    sub.set_callback(lambda t, m: got.append([t.decode(), m.decode(), sub.session.qos]))
     sub.connect()
     for sq in (0, 1, 2):
         sub.subscribe("m/%s/s%d" % (tag, sq), sq)
@@ -44,7 +44,7 @@ def retained(host, port, tag):
     pub.disconnect()
     got = []
     sub = MQTTClient(tag + "-sub", host, port)
-    sub.set_callback(lambda t, m: got.append([m.decode(), sub.s.retained]))
+    sub.set_callback(lambda t, m: got.append([m.decode(), sub.session.retained]))
     sub.connect()
     sub.subscribe("r/" + tag, 1)
     pump([sub], lambda: got)
@@ -191,7 +191,7 @@ def async_pubsub(host, port, tag):
     async def run():
         got = []
         c = AsyncClient(tag, host, port, keepalive=5)
-        c.set_callback(lambda t, m: got.append([m.decode(), c.s.qos]))
+        c.set_callback(lambda t, m: got.append([m.decode(), c.session.qos]))
         await c.connect()
         await c.subscribe("a/" + tag, 2)
         for q in (0, 1, 2):
@@ -244,7 +244,7 @@ def restore_many(host, port, tag):
     thief = MQTTClient(tag, host, port)  # same client id: the broker drops sub
     thief.connect()
     thief.disconnect()
-    pump([sub], lambda: sub.links >= 2 and sub.isconnected() and not sub.s.subs.restoring())
+    pump([sub], lambda: sub.links >= 2 and sub.isconnected() and not sub.session.subs.restoring())
     pub = MQTTClient(tag + "-pub", host, port)
     pub.connect()
     for t in topics:
@@ -277,7 +277,7 @@ def qos2_new_session(host, port, tag):
     pub.connect()
     pub.publish("q2/" + tag, "one", False, 2)
     pub.flush(5000)
-    pump([sub], lambda: got and sub.links >= 2 and sub.isconnected() and not sub.s.subs.restoring())
+    pump([sub], lambda: got and sub.links >= 2 and sub.isconnected() and not sub.session.subs.restoring())
     pub.publish("q2/" + tag, "two", False, 2)
     pub.flush(5000)
     pump([sub], lambda: len(got) >= 2)

@@ -61,7 +61,7 @@ def test_a_qos2_message_past_pubrec_arrives_after_the_broker_lost_its_session(br
     delivered = []
     pub.set_delivered(delivered.append)
     pub.publish(b"lost/q2", b"exactly-this", qos=2)
-    s = pub.s
+    s = pub.session
     key = s.store.next(-1)
     # Read the PUBREC, but never write the PUBREL it queues: the broker holds
     # the message half way when it crashes.

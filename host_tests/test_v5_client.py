@@ -208,9 +208,9 @@ from holdfast.store import MemoryStore
 c = MQTTClient("", HOST, PORT, keepalive=30, level=5, size=600, outbox=MemoryStore(2048, 16, 12),
                reconnect=False)
 R["present"] = c.connect()
-R["window"] = c.s.window
-R["keepalive"] = c.s.keepalive
-R["client_id"] = c.s.client_id.decode()
+R["window"] = c.session.window
+R["keepalive"] = c.session.keepalive
+R["client_id"] = c.session.client_id.decode()
 try:
     c.publish(b"t", b"x" * 100, False, 1)
 except ValueError as e:
@@ -218,11 +218,11 @@ except ValueError as e:
 c.publish(b"t", b"fits", False, 0)
 c.publish(b"t", b"1", False, 1)
 c.publish(b"t", b"2", False, 1)
-R["inflight"] = c.s.inflight
+R["inflight"] = c.session.inflight
 R["open"] = c._ready(2, 0)  # front._WINDOW
-while c.s.inflight == 2:
+while c.session.inflight == 2:
     c.wait_msg()
-R["after"] = c.s.inflight
+R["after"] = c.session.inflight
 c.disconnect()
 try:
     c.connect(False)
@@ -534,12 +534,12 @@ def test_a_stored_messages_expiry_and_properties_last_across_a_reboot(runtime, p
 ALIASED = """
 c = MQTTClient("v5-alias", HOST, PORT, level=5)
 c.connect()
-R["alias_max"] = c.s.alias_max
+R["alias_max"] = c.session.alias_max
 for i in range(3):
     c.publish(b"v5alias/t", b"q0-%d" % i, False, 0)
     c.publish(b"v5alias/t", b"q1-%d" % i, False, 1)
 R["flushed"] = c.flush()
-R["topics"] = [bytes(t).decode() for t in c.s.topics if t is not None]
+R["topics"] = [bytes(t).decode() for t in c.session.topics if t is not None]
 c.disconnect()
 done()
 """

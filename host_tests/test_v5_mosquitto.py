@@ -31,7 +31,7 @@ def private(tmp_path_factory, name, conf, files=()):
 EXPIRY = """
 import time
 c = MQTTClient(CID, HOST, PORT, level=5, reconnect=False)
-c.s.expiry = 2  # seconds the broker keeps the session after the link
+c.session.expiry = 2  # seconds the broker keeps the session after the link
 c.connect(False)
 c.subscribe(b"v5se/t", 1)
 c.disconnect()

@@ -66,7 +66,7 @@ def roundtrip(host, port, a, tag):
     got = []
     topic = "tls/" + tag
     c = client(a, tag, host, port, size=4096)
-    c.set_callback(lambda t, m: got.append([m.decode() if len(m) < 100 else len(m), c.s.qos]))
+    c.set_callback(lambda t, m: got.append([m.decode() if len(m) < 100 else len(m), c.session.qos]))
     c.connect()
     c.subscribe(topic, 2)
     for q in (0, 1, 2):
@@ -79,10 +79,10 @@ def roundtrip(host, port, a, tag):
     c.publish(topic, "end", False, 1)
     pump(c, lambda: ["end", 1] in got and not c.pending())
     got.remove(["end", 1])
-    packets = c.s.packets
+    packets = c.session.packets
     for _ in range(100):
         c.check_msg()
-    idle = {"packets": c.s.packets - packets, "connected": c.isconnected()}
+    idle = {"packets": c.session.packets - packets, "connected": c.isconnected()}
     connected = c.isconnected()
     c.disconnect()
     return {"got": got, "flushed": flushed, "idle": idle, "port": c.port,
@@ -159,7 +159,7 @@ def burst(host, port, a, tag):
         try:
             d = c.dropped_qos0
             c.publish(topic, ("%08d" % n) + pad[8:], False, a["qos"])
-            if c.s.t1 > c.s.t0:
+            if c.session.tx_end > c.session.tx_start:
                 blocked += 1
             if c.dropped_qos0 != d:
                 if runs and runs[-1][1] == n - 1:

@@ -79,8 +79,8 @@ class AsyncClient(Front):
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._run())
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
-        link = self.s.link
-        await self._until(_ANSWERED, 0, 2 * self.s.connack_ms)
+        link = self.session.link
+        await self._until(_ANSWERED, 0, 2 * self.session.connack_ms)
         try:
             return self._connect_end(link)
         except Exception:
@@ -89,7 +89,7 @@ class AsyncClient(Front):
 
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
-        s = self.s
+        s = self.session
         s.props = props and self._five(props, 34)
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
@@ -118,18 +118,18 @@ class AsyncClient(Front):
         self._idle()
         done = self._ready(_EMPTY, 0) or timeout_ms != 0 and await self._until(
             _EMPTY, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
-        return self.s.store.sync() and done
+        return self.session.store.sync() and done
 
     async def ping(self):
         """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
         come within the keepalive (30 s with keepalive=0) drops the link."""
         self._need_link()
-        self.s.ping(ticks_ms())
+        self.session.ping(ticks_ms())
         self._write()
 
     async def disconnect(self):
         if self.sock is not None:
-            self.s.disconnect()
+            self.session.disconnect()
             self._write()
         self._stop()
 
@@ -137,7 +137,7 @@ class AsyncClient(Front):
 
     def _open(self):
         self._connect_socket()
-        self.s.start(ticks_ms())
+        self.session.start(ticks_ms())
         self._write()
 
     async def _dial(self):
@@ -149,7 +149,7 @@ class AsyncClient(Front):
                 await _sleep_ms(20)
         finally:
             c.close()
-        self.s.start(ticks_ms())
+        self.session.start(ticks_ms())
         self._write()
 
     def _stop(self):
@@ -171,11 +171,11 @@ class AsyncClient(Front):
         print_exception(x)
 
     def _write(self):
-        s = self.s
+        s = self.session
         if self.sock is None:
             return
         try:
-            while s.t1 > s.t0:
+            while s.tx_end > s.tx_start:
                 n = net.flush(self.sock, s)
                 if not n:
                     return  # the timer task writes the rest
@@ -223,7 +223,7 @@ class AsyncClient(Front):
     async def _read(self):
         if self.sock is None:
             now = ticks_ms()
-            if self.s.state != _OFFLINE or not self.reconnect:
+            if self.session.state != _OFFLINE or not self.reconnect:
                 await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
                 return
             wait = self._backoff_wait(now)
@@ -233,7 +233,7 @@ class AsyncClient(Front):
             await self._dial()
             return
         sock = self.sock
-        s = self.s
+        s = self.session
         await _readable(self, sock)
         if sock is not self.sock:
             return
@@ -265,6 +265,6 @@ class AsyncClient(Front):
         self._housekeep()
         if self.sock is None:
             return
-        self.s.tick(ticks_ms())
+        self.session.tick(ticks_ms())
         self._write()
 

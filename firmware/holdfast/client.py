@@ -55,18 +55,18 @@ class MQTTClient(Front):
         except LINK_ERRORS as e:
             self._drop(e)
             raise
-        link = self.s.link
+        link = self.session.link
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
-        self._wait(_ANSWERED, 0, 2 * self.s.connack_ms)
+        self._wait(_ANSWERED, 0, 2 * self.session.connack_ms)
         return self._connect_end(link)
 
     def disconnect(self):
-        s = self.s
+        s = self.session
         if self.sock:
             try:
                 s.disconnect()
                 deadline = ticks_add(ticks_ms(), self.timeout_ms)
-                while s.t1 > s.t0:
+                while s.tx_end > s.tx_start:
                     n = net.flush(self.sock, s)
                     if n:
                         s.sent(n, ticks_ms())
@@ -84,7 +84,7 @@ class MQTTClient(Front):
     def ping(self):
         self._service()
         if self.sock:
-            self.s.ping(ticks_ms())
+            self.session.ping(ticks_ms())
             self._pump(ticks_ms(), False)
 
     def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
@@ -97,7 +97,7 @@ class MQTTClient(Front):
         latest: drop the unsent older messages of this topic (state topics).
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
-        s = self.s
+        s = self.session
         s.props = props and self._five(props, 34)
         if self.sock is None and not self._busy:
             self._service()
@@ -150,7 +150,7 @@ class MQTTClient(Front):
         try:
             while True:
                 self._service()
-                st = self.s.state
+                st = self.session.state
                 if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
                     self._need_link()  # raises LinkDown: no link can come
                 now = ticks_ms()
@@ -160,7 +160,7 @@ class MQTTClient(Front):
                 if left <= 0:
                     return
                 if self.sock:
-                    self.poller.wait(left, self.s.t1 > self.s.t0)
+                    self.poller.wait(left, self.session.tx_end > self.session.tx_start)
                 else:
                     sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
@@ -174,13 +174,13 @@ class MQTTClient(Front):
         way what is still pending is then committed to the outbox's storage."""
         self._idle()
         done = self._ready(_EMPTY, 0) or timeout_ms != 0 and self._wait(_EMPTY, 0, timeout_ms, True)
-        return self.s.store.sync() and done
+        return self.session.store.sync() and done
 
     # -- I/O shell -------------------------------------------------------------
 
     def _linked(self, now):
         self.poller = net.Poller(self.sock)
-        self.s.start(now)
+        self.session.start(now)
         self._pump(now, False)
 
     def _close(self, state=-1):
@@ -197,7 +197,7 @@ class MQTTClient(Front):
         now = ticks_ms()
         try:
             d = self._dialing
-            if d is None and self.sock is None and self.s.state == _OFFLINE and self.reconnect \
+            if d is None and self.sock is None and self.session.state == _OFFLINE and self.reconnect \
                     and not self._backoff_wait(now):
                 self._dialed_at = now
                 d = self._dialing = self._dialer()
@@ -214,12 +214,12 @@ class MQTTClient(Front):
         """One round of I/O without waiting: write what is queued, read what is
         there, hand the engine's events to the application, run the timers.
         Reads nothing while a callback runs. Returns the packets handled."""
-        s = self.s
+        s = self.session
         n = s.packets
         if self._busy:
             read = False
         try:
-            if s.t1 > s.t0:
+            if s.tx_end > s.tx_start:
                 w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
@@ -243,7 +243,7 @@ class MQTTClient(Front):
                 self._ticked = now
                 self._housekeep()
                 s.tick(now)
-            if s.t1 > s.t0 and self.sock is not None:
+            if s.tx_end > s.tx_start and self.sock is not None:
                 w = net.flush(self.sock, s)
                 if w:
                     s.sent(w, now)
@@ -271,7 +271,7 @@ class MQTTClient(Front):
             if left <= 0:
                 return False
             if self.sock is not None:
-                self.poller.wait(min(left, 100), self.s.t1 > self.s.t0)
+                self.poller.wait(min(left, 100), self.session.tx_end > self.session.tx_start)
             else:
                 sleep_ms(min(left, 50))
 

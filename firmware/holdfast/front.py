@@ -80,10 +80,10 @@ class Front:
         S = Session
         if level == 5:  # MQTT 5 loads only here
             from .v5 import Session5 as S
-        self.s = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
+        self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
                    when_full == "drop_oldest", timeout_ms)
-        self.s.user = user
-        self.s.password = password
+        self.session.user = user
+        self.session.password = password
         self.sock = None
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
@@ -107,7 +107,7 @@ class Front:
 
     def __repr__(self):
         # Never shows the password or key material.
-        return "<%s %r %s:%d %s>" % (self.__class__.__name__, self.s.client_id, self.server,
+        return "<%s %r %s:%d %s>" % (self.__class__.__name__, self.session.client_id, self.server,
                                      self.port, "connected" if self.isconnected() else "offline")
 
     def set_callback(self, f):
@@ -127,28 +127,28 @@ class Front:
         # subscribe) tries first, for tests of id wrap-around. Read from the
         # session; one method costs less heap than seven properties.
         if name in _SESSION_VIEWS:
-            return getattr(self.s, name)
+            return getattr(self.session, name)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
-            return self.s.store.held_evicted
+            return self.session.store.held_evicted
         raise AttributeError(name)
 
     def _five(self, x, n):
         # x: MQTT 5's (publish's props, subscribe's options); at level 4
         # a ValueError, v5words.py's words n.
-        if self.s.v5 is None:
+        if self.session.v5 is None:
             from .v5words import text
             raise ValueError(text(n, ()))
         return x
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.s.will = (to_bytes(topic), to_bytes(msg), qos, retain)
+        self.session.will = (to_bytes(topic), to_bytes(msg), qos, retain)
 
     def isconnected(self):
-        return self.s.state == _CONNECTED
+        return self.session.state == _CONNECTED
 
     def pending(self):
         """QoS 1/2 messages accepted by publish() and not yet acknowledged."""
-        return len(self.s.store)
+        return len(self.session.store)
 
     # -- the verbs' halves around each client's wait -------------------------
 
@@ -160,9 +160,9 @@ class Front:
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
-        if not self.s.client_id and not clean and self.s.level < 5:  # MQTT 5 allows it
+        if not self.session.client_id and not clean and self.session.level < 5:  # MQTT 5 allows it
             raise ValueError(why(_E_EMPTY_ID_CLEAN))
-        s = self.s
+        s = self.session
         s.clean = clean
         s.connack_ms = timeout_ms or self.timeout_ms
         self._close(_OFFLINE)  # a reconnect is wanted from here on, if this one fails
@@ -171,34 +171,34 @@ class Front:
         # connect()'s outcome once the engine left CONNECTING: the session-
         # present flag if link (or a later one) got CONNACK, even if it was
         # lost since; else the named error the link ended with.
-        if self.s.acked < link:
+        if self.session.acked < link:
             err = self.last_error
             if err is None:
-                err = MQTTTimeout(why(_E_NO_CONNACK, self.s.connack_ms))
+                err = MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
             raise err
         self.backoff = 0
-        return self.s.session_present
+        return self.session.session_present
 
     def _ready(self, what, arg):
         # What a shell's wait waits for, by number: one method, not five
         # (each costs heap on a board). A number, not a bound method: that
         # would be allocated on every wait (flush() after each burst).
-        s = self.s
+        s = self.session
         if what == _ANSWERED:  # connect(): CONNACK or the link's end
             return s.state != _CONNECTING
         if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
-            return s.state != _CONNECTED or s.room() - _ACK_ROOM >= arg
+            return s.state != _CONNECTED or s.make_room() - _ACK_ROOM >= arg
         if what == _WINDOW:  # the inflight window has a free slot
             return s.inflight < s.window or s.state != _CONNECTED
         if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
             return arg[4] >= 0
-        return not len(s.store) and s.t1 == s.t0  # _EMPTY: all acknowledged and written
+        return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
     def _publish0(self, topic, msg, retain, last):
         # A QoS 0 message: True once queued or dropped (offline; or, on the
         # last try, no room in the send buffer), False when the caller may
         # wait for room and try again.
-        s = self.s
+        s = self.session
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
@@ -218,8 +218,8 @@ class Front:
         self._need_link()
         topic = to_bytes(topic)
         if opts:
-            qos = self._five(self.s.v5, 35).more().sub_options(qos, **opts)
-        return self.s.unsubscribe(topic) if qos < 0 else self.s.subscribe(topic, qos, handler)
+            qos = self._five(self.session.v5, 35).more().sub_options(qos, **opts)
+        return self.session.unsubscribe(topic) if qos < 0 else self.session.subscribe(topic, qos, handler)
 
     def _reply(self, e, arrived):
         # After the wait for its ack: the granted QoS, or why there is none.
@@ -227,14 +227,14 @@ class Front:
             raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
             from .errors import SubscribeError
-            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.s.v5.words(e[4]) if self.s.v5 else ""))
+            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.session.v5.words(e[4]) if self.session.v5 else ""))
         return e[4]
 
     # -- events, timers, the link ----------------------------------------------
 
     def _housekeep(self):
         # Timers that run online and offline alike.
-        s = self.s
+        s = self.session
         now = ticks_ms()
         s.store.tick(now)
         if s.next_expiry:
@@ -253,7 +253,7 @@ class Front:
         exception: counted in callback_errors, then raised (blocking client)
         or printed (asyncio, see _report); the message stays acknowledged.
         Returns False if the link failed."""
-        s = self.s
+        s = self.session
         while not self._busy:
             try:
                 e = s.receive(now)
@@ -317,16 +317,16 @@ class Front:
             except OSError:
                 pass
         self.sock = None
-        self.s.lost(state)
+        self.session.lost(state)
 
     def _drop(self, err):
         # The link failed: keep the outbox, close, and schedule a reconnect.
-        s = self.s
+        s = self.session
         now = ticks_ms()
         if s.state == _CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
             err = LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
-        if s.v5 and s.t1 > s.t0 and self.sock is not None:
+        if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
                 net.flush(self.sock, s)
             except OSError:

@@ -125,16 +125,16 @@ def flush(sock, session):
     count. A TLS write that blocked is offered exactly the same bytes again:
     mbedtls keeps the encrypted record and, once it is out, reports the
     length of the retry as written."""
-    t0 = session.t0
-    end = t0 + session.offered if session.offered else session.t1
+    start = session.tx_start
+    end = start + session.offered if session.offered else session.tx_end
     try:
         tx = session.tx
-        n = (sock.write(tx, t0, end - t0) if _MP else sock.send(memoryview(tx)[t0:end])) or 0
+        n = (sock.write(tx, start, end - start) if _MP else sock.send(memoryview(tx)[start:end])) or 0
     except OSError as e:
         if not _blocked(e):
             raise
         n = 0
-    session.offered = end - t0 - n
+    session.offered = end - start - n
     return n
 
 

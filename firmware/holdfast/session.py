@@ -1,5 +1,5 @@
 # The MQTT session as a sans-I/O state machine: the I/O shell puts received
-# bytes into self.rx, takes bytes to send from self.tx[self.t0:self.t1], and
+# bytes into self.rx, takes bytes to send from self.tx[self.tx_start:self.tx_end], and
 # passes the current tick (ms) in. The engine never touches a socket or a
 # clock, and never calls application code: receive() returns what happened
 # and the shell hands it on once the engine's state is consistent.
@@ -99,8 +99,8 @@ class Session:
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to.
         self.tx = bytearray(0)
-        self.t0 = 0
-        self.t1 = 0
+        self.tx_start = 0
+        self.tx_end = 0
         self.offered = 0  # bytes a blocked write must be offered again (net.flush)
         # The default outbox is sized for a sensor that publishes a reading
         # (under 128 bytes) every 10 s or slower: 16 messages ride out a
@@ -161,13 +161,13 @@ class Session:
 
     # -- output buffer -----------------------------------------------------
 
-    def room(self):
-        if self.t0 == self.t1:
-            self.t0 = self.t1 = 0
-        elif self.t0 and len(self.tx) - self.t1 < ACK_ROOM * 4:
-            self.t1 = codec.shift(self.tx, self.t0, self.t1)
-            self.t0 = 0
-        return len(self.tx) - self.t1
+    def make_room(self):
+        if self.tx_start == self.tx_end:
+            self.tx_start = self.tx_end = 0
+        elif self.tx_start and len(self.tx) - self.tx_end < ACK_ROOM * 4:
+            self.tx_end = codec.shift(self.tx, self.tx_start, self.tx_end)
+            self.tx_start = 0
+        return len(self.tx) - self.tx_end
 
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
@@ -175,15 +175,15 @@ class Session:
             raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
 
     def sent(self, n, now):
-        """The shell wrote n bytes of tx[t0:t1]."""
-        self.t0 += n
-        if self.t0 == self.t1:
-            self.t0 = self.t1 = 0
+        """The shell wrote n bytes of tx[tx_start:tx_end]."""
+        self.tx_start += n
+        if self.tx_start == self.tx_end:
+            self.tx_start = self.tx_end = 0
         self.last_tx = self.drained = now
 
     def _ack(self, type, pid):
-        self.room()
-        self.t1 = codec.ack(self.tx, type, pid, False, self.t1)
+        self.make_room()
+        self.tx_end = codec.ack(self.tx, type, pid, False, self.tx_end)
 
     # -- the link ------------------------------------------------------------
 
@@ -199,10 +199,10 @@ class Session:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
         if self.v5:
-            self.t1 = self.v5.start(self)
+            self.tx_end = self.v5.start(self)
             return
         w = self.will
-        self.t1 = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
+        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
                             w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
                             w[3] if w else False, self.user, self.password, self.level)
 
@@ -229,7 +229,7 @@ class Session:
         for i in range(self.window):
             self._state[i] = _FREE
         self.rx.reset()
-        self.t0 = self.t1 = 0
+        self.tx_start = self.tx_end = 0
         self.offered = 0
         self.ping_at = -1
         if self.subs:
@@ -252,8 +252,8 @@ class Session:
     def disconnect(self):
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
         if self.state == CONNECTED:
-            self.room()
-            self.t1 = codec.empty(self.tx, codec.DISCONNECT, self.t1)
+            self.make_room()
+            self.tx_end = codec.empty(self.tx, codec.DISCONNECT, self.tx_end)
             self.state = CLOSING
         elif self.state == CONNECTING:
             self.state = CLOSING
@@ -261,8 +261,8 @@ class Session:
             self.lost(CLOSED)
 
     def ping(self, now):
-        self.room()
-        self.t1 = codec.empty(self.tx, codec.PINGREQ, self.t1)
+        self.make_room()
+        self.tx_end = codec.empty(self.tx, codec.PINGREQ, self.tx_end)
         if self.ping_at < 0:
             self.ping_at = now
 
@@ -324,12 +324,12 @@ class Session:
         if n > self.size - ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
-            if self.room() - ACK_ROOM < n:
+            if self.make_room() - ACK_ROOM < n:
                 return False
             if self.v5:  # MQTT 5: its properties, a topic alias
-                self.t1 = self.v5.out(self, topic, payload, 0, retain, 0, 0)
+                self.tx_end = self.v5.out(self, topic, payload, 0, retain, 0, 0)
             else:
-                self.t1 = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.t1)
+                self.tx_end = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.tx_end)
             return True
         st = self.store
         pid = self.new_pid()
@@ -352,13 +352,13 @@ class Session:
             if not self.next_expiry or deadline < self.next_expiry:
                 self.next_expiry = deadline
         if (self.state == CONNECTED and self.cursor == prev and self.inflight < self.window
-                and self.room() - ACK_ROOM >= n):
+                and self.make_room() - ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
             if self.v5:
-                self.t1 = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
+                self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
             else:
-                self.t1 = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.t1)
+                self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
@@ -397,12 +397,12 @@ class Session:
             pid = st.pid(k)
             again = self._republish and k in self._republish  # its broker session was lost
             if st.released(k) and not again:
-                if self.room() < ACK_ROOM:
+                if self.make_room() < ACK_ROOM:
                     return
                 self._ack(codec.PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
-                if self.room() - ACK_ROOM < st.size(k):
+                if self.make_room() - ACK_ROOM < st.size(k):
                     return
                 if again:
                     self.republished += 1
@@ -410,9 +410,9 @@ class Session:
                 self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
 
     def _resend(self, key, dup):
-        start = self.t1
-        self.t1 = self.store.get(key, self.tx, start)
-        if dup and self.t1 > start:
+        start = self.tx_end
+        self.tx_end = self.store.get(key, self.tx, start)
+        if dup and self.tx_end > start:
             self.tx[start] |= 8
 
     def _slot(self, pid, state):
@@ -469,7 +469,7 @@ class Session:
         nothing complete is left (or tx has no room for acknowledgements)."""
         if self.error:
             raise self.error
-        while self.room() >= ACK_ROOM:
+        while self.make_room() >= ACK_ROOM:
             try:
                 t = self.rx.next()
                 if not t:
@@ -546,7 +546,7 @@ class Session:
             return
         if self.state != CONNECTED:
             return
-        if self.t0 == self.t1:
+        if self.tx_start == self.tx_end:
             self.drained = now
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
             self._fail(LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
@@ -562,13 +562,13 @@ class Session:
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
             if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
-                    and self.room() >= ACK_ROOM):
+                    and self.make_room() >= ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
             for i in range(self.window):
                 st = self._state[i]
                 if st and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                    if self.room() - ACK_ROOM < self.store.size(self._key[i]):
+                    if self.make_room() - ACK_ROOM < self.store.size(self._key[i]):
                         break
                     if st == _WAIT_PUBCOMP:
                         self._ack(codec.PUBREL, self._pid[i])

@@ -133,13 +133,13 @@ class Subs:
             if g[_PID]:
                 continue
             slot = _free(self.out)
-            if slot < 0 or s.room() - _ACK_ROOM < 8 + len(g[0]):
+            if slot < 0 or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
                 return
             g[_PID] = self.out[slot] = s.new_pid()
             if s.v5:
-                s.t1 = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.t1)
+                s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
-                s.t1 = codec.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.t1)
+                s.tx_end = codec.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -153,7 +153,7 @@ class Subs:
             # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
             n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
-            room = s.room() - _ACK_ROOM
+            room = s.make_room() - _ACK_ROOM
             batch = []
             sid = -1
             while i < len(lst):
@@ -175,9 +175,9 @@ class Subs:
             if not batch:
                 return  # no room now: the rest once tx drains
             if s.v5:  # the options byte (QoS in bits 0-1)
-                s.t1 = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.t1)
+                s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
-                s.t1 = codec.filters().subscribe(s.tx, pid, batch, s.t1)
+                s.tx_end = codec.filters().subscribe(s.tx, pid, batch, s.tx_end)
             self.out[slot] = pid
 
     def acked(self, t, pid, codes):

@@ -270,14 +270,14 @@ def get(b, p, default=None, i=0, end=-1):
 # -- packets out --------------------------------------------------------------
 
 def out(s, topic, payload, qos, retain, pid, deadline):
-    """Session s's message as an MQTT 5 PUBLISH into s.tx at s.t1; returns
+    """Session s's message as an MQTT 5 PUBLISH into s.tx at s.tx_end; returns
     the offset after it. Its properties: what is left of its expiry
     (deadline: wall-clock seconds, 0: none), a Topic Alias while the broker
     takes them (the first PUBLISH of a topic on a link sets one, the next
     ones send the alias alone, with an empty topic), then s.props (s.plen
     bytes, checked by Session5.publish)."""
     b = s.tx
-    off = s.t1
+    off = s.tx_end
     topic = codec.to_bytes(topic)
     payload = codec.to_bytes(payload)
     n = len(payload)

@@ -472,13 +472,13 @@ def goodbye(s, e):
     the 3.1.1 reader's errors: malformed packet): a DISCONNECT saying so,
     which the shell writes before it closes the link if the socket takes it
     at once (Front._drop)."""
-    if 2 <= s.state <= 3 and s.room() >= 3:  # CONNECTING, CONNECTED
+    if 2 <= s.state <= 3 and s.make_room() >= 3:  # CONNECTING, CONNECTED
         b = s.tx
-        i = s.t1
+        i = s.tx_end
         b[i] = 0xE0
         b[i + 1] = 1
         b[i + 2] = getattr(e, "code", MALFORMED)
-        s.t1 = i + 3
+        s.tx_end = i + 3
 
 
 def alias_in(r):
@@ -505,7 +505,7 @@ def resend(s, key, dup):
     left of its expiry. The outbox keeps the 3.1.1 packet (what a 3.1.1
     client stores), with DUP set when its payload starts with the message's
     property block (a varint length, the properties: see session_publish).
-    It is read in a little after t1, then its header and property length
+    It is read in a little after tx_end, then its header and property length
     are written again in front of the properties and payload, which stay
     where they are."""
     st = s.store
@@ -517,7 +517,7 @@ def resend(s, key, dup):
     rl = size - 1 - n
     expiry = left(st.deadline(key))
     e = 0 if expiry is None else 5
-    start = s.t1
+    start = s.tx_end
     k = start + _length_size(rl + 1 + e) - n + 1 + e
     if st.get(key, b, k) == k:
         return  # lost by the store
@@ -548,7 +548,7 @@ def resend(s, key, dup):
     if e:
         b[i] = MESSAGE_EXPIRY
         _u32(b, i + 1, expiry)
-    s.t1 = start + 1 + m + rl
+    s.tx_end = start + 1 + m + rl
 
 
 def plain(b, start, end):
@@ -577,7 +577,7 @@ def rejected(f):
     with a reason code of 0x80 or more, or PUBCOMP's 0x92): counted in
     f.rejected, said in f.last_error, and handed to f.on_rejected(pid,
     code) if the application set one."""
-    s = f.s
+    s = f.session
     r = s.rx
     f.rejected = getattr(f, "rejected", 0) + 1
     f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code), _said(r))))
@@ -603,7 +603,7 @@ def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=Fals
     if n > s.limit:
         s.fits(n)
     if not qos:
-        if s.room() - _ACK_ROOM < n + _MORE:
+        if s.make_room() - _ACK_ROOM < n + _MORE:
             return False  # no room now: the shell may wait for it
         return Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
     if not p:
@@ -634,12 +634,12 @@ def prop(client, p, default=None):
     the message client's callback was called for, read where it arrived:
     valid during the callback only. A number, or the bytes of a string or
     binary; default when the message has none. User properties: user()."""
-    r = client.s.rx
+    r = client.session.rx
     return get(r.buf, p, default, r.p0, r.p1)
 
 
 def user(client):
     """The user properties of the message client's callback was called for
     (valid during the callback only): a list of (name, value) bytes."""
-    r = client.s.rx
+    r = client.session.rx
     return pairs(r.buf, r.p0, r.p1)

@@ -33,9 +33,9 @@ def parse(data):
 
 def sent(s, now=0):
     """Packets the session queued, as tuples; marks them written at now."""
-    out = parse(bytes(s.tx[s.t0:s.t1]))
-    if s.t1 > s.t0:
-        s.sent(s.t1 - s.t0, now)
+    out = parse(bytes(s.tx[s.tx_start:s.tx_end]))
+    if s.tx_end > s.tx_start:
+        s.sent(s.tx_end - s.tx_start, now)
     return out
 
 

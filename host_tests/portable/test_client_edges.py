@@ -31,7 +31,7 @@ def test_calls_that_wait_refuse_inside_a_callback_before_any_side_effect():
         assert len(errors) == 4 and all("not from inside a callback" in e for e in errors), errors
         assert len(rig.socks) == 1 and cl.isconnected()
         assert rig.socks[0].take() == [(c.PUBACK, 4)]  # nothing else went out
-        assert cl.s.subs is None
+        assert cl.session.subs is None
 
 
 def test_disconnect_inside_a_callback_leaves_a_working_client():

@@ -216,7 +216,7 @@ def test_subscription_refused_by_the_broker_is_a_named_error():
         cl.connect()
         e = raises(SubscribeError, cl.subscribe, b"forbidden/#", 1)
         assert "refused" in str(e)
-        assert cl.s.subs.list == []  # not routed to, not restored on reconnect
+        assert cl.session.subs.list == []  # not routed to, not restored on reconnect
 
 
 def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():

@@ -228,11 +228,11 @@ def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     for i in range(6):
         cl._failed(i, False)
     assert cl.backoff == 32000
-    cl.s.state = CONNECTED  # as after CONNACK: the link is up since s.since
-    cl.s.since = ticks_add(ticks_ms(), -20000)
+    cl.session.state = CONNECTED  # as after CONNACK: the link is up since s.since
+    cl.session.since = ticks_add(ticks_ms(), -20000)
     cl._housekeep()
     assert cl.backoff == 32000  # up 20 s of the keepalive's 30: not yet
-    cl.s.since = ticks_add(ticks_ms(), -31000)
+    cl.session.since = ticks_add(ticks_ms(), -31000)
     cl._housekeep()
     assert cl.backoff == 0
     cl._failed(0, False)

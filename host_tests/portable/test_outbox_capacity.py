@@ -82,7 +82,7 @@ def _connect(s):
     s.rx.feed(b"\x20\x02\x00\x00")
     drain(s)
     assert s.state == CONNECTED
-    s.t0 = s.t1 = 0
+    s.tx_start = s.tx_end = 0
 
 
 def test_byte_limit_refuses_and_keeps_what_is_stored():
@@ -202,14 +202,14 @@ def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
         s.publish(T, _msg(0), 1, False, 0, 10)
         s.publish(T, _msg(1), 1, False, 0, 10)
         s.publish(T, _msg(2), 1, False, 0, 50)
-        s.t0 = s.t1 = 0
+        s.tx_start = s.tx_end = 0
         s.expire(20)
         assert _payloads(st) == [_msg(0), _msg(2)] and s.expired == 1, (kind, _payloads(st))
         pid = st.pid(st.next(-1))
         s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
         drain(s)
         # The survivor goes out as a plain PUBLISH: the deadline stays in the store.
-        sent = bytes(s.tx[s.t0:s.t1])
+        sent = bytes(s.tx[s.tx_start:s.tx_end])
         assert sent[0] == 0x32 and sent.endswith(_msg(2)) and len(sent) == 2 + sent[1], (kind, sent)
     b.done()
 
@@ -286,7 +286,7 @@ def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
         s.publish(T, b"stuck", 2, False, 0)
         for i in range(200):
             pid = s.publish(T, _msg(i), 1, False, 0)
-            s.t0 = s.t1 = 0  # what the socket took
+            s.tx_start = s.tx_end = 0  # what the socket took
             s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
             drain(s)
             assert len(st) == 1, (kind, i, len(st))
@@ -325,7 +325,7 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
     # test; elsewhere the same steps, unlocked. (Level 5: test_v5codec.)
     s = Session(b"alloc", True, 0, 4, 256, 4)
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     r = s.rx
     for k, x in enumerate(b"\x20\x02\x00\x00"):
         r.tail()[k] = x
@@ -334,7 +334,7 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
 
     def one():
         pid = s.publish(T, b"21.5", 1, False, 0)
-        s.sent(s.t1 - s.t0, 0)
+        s.sent(s.tx_end - s.tx_start, 0)
         room = r.tail()
         room[0] = 0x40
         room[1] = 2
@@ -343,7 +343,7 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
         r.filled(4)
         s.receive(0)
         s.publish(T, b"21.5", 0, False, 0)
-        s.sent(s.t1 - s.t0, 0)
+        s.sent(s.tx_end - s.tx_start, 0)
         return pid
 
     one()  # warm

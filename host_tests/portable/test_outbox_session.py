@@ -20,7 +20,7 @@ def test_session_publishes_from_filestore():
     s.rx.feed(b"\x20\x02\x00\x00")
     drain(s)
     assert s.state == CONNECTED
-    s.t0 = s.t1 = 0
+    s.tx_start = s.tx_end = 0
     pid = s.publish(b"a/b", b"hello", 1, False, 0)
     assert s.tx[0] == 0x32 and len(st) == 1, (s.tx[0], len(st))
     q2 = s.publish(b"a/b", b"twice", 2, False, 0)
@@ -33,10 +33,10 @@ def test_session_publishes_from_filestore():
     st = FileStore(d)
     s = Session(b"dev", store=st, clean=False)
     s.start(0)
-    s.t0 = s.t1 = 0
+    s.tx_start = s.tx_end = 0
     s.rx.feed(b"\x20\x02\x01\x00")
     drain(s)
-    assert bytes(s.tx[s.t0:s.t1]) == bytes((0x62, 2, q2 >> 8, q2 & 255)), bytes(s.tx[s.t0:s.t1])
+    assert bytes(s.tx[s.tx_start:s.tx_end]) == bytes((0x62, 2, q2 >> 8, q2 & 255)), bytes(s.tx[s.tx_start:s.tx_end])
     s.rx.feed(bytes((0x70, 2, q2 >> 8, q2 & 255)))
     drain(s)
     assert len(st) == 0
@@ -69,7 +69,7 @@ def test_session_publishes_from_flashstore():
     st = FlashStore(dev)  # reboot
     s = Session(b"dev", store=st)
     s.start(0)
-    s.t0 = s.t1 = 0
+    s.tx_start = s.tx_end = 0
     s.rx.feed(b"\x20\x02\x00\x00")
     drain(s)
     assert s.tx[0] == 0x3A, s.tx[0]  # re-sent with DUP

@@ -135,7 +135,7 @@ def test_reconnect_before_pubrel_was_sent_also_resumes_with_pubrel():
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
     feed(s, (c.PUBREC, pid))
-    s.t0 = s.t1 = 0  # PUBREL queued but never written
+    s.tx_start = s.tx_end = 0  # PUBREL queued but never written
     assert reconnect(s) == [(c.PUBREL, pid)]
 
 

@@ -20,12 +20,12 @@ def test_a_level4_session_sends_a_level5_record_without_its_properties():
     s.publish(b"t", b"plain", 2, False, 0)
     f = Session(b"four", True, 0, 4, 512, 4, FlashStore(dev))  # after the reboot
     f.start(0)
-    f.sent(f.t1, 0)
+    f.sent(f.tx_end, 0)
     f.rx.feed(b"\x20\x02\x00\x00")
-    t0 = f.t1
+    t0 = f.tx_end
     assert f.receive(0) == 0
-    assert bytes(f.tx[t0:f.t1]) == (b"\x3b\xcd\x01\x00\x01t\x00\x01" + b"x" * 200
-                                    + b"\x3c\x0a\x00\x01t\x00\x02plain"), bytes(f.tx[t0:f.t1])
+    assert bytes(f.tx[t0:f.tx_end]) == (b"\x3b\xcd\x01\x00\x01t\x00\x01" + b"x" * 200
+                                    + b"\x3c\x0a\x00\x01t\x00\x02plain"), bytes(f.tx[t0:f.tx_end])
 
 
 def test_a_stored_messages_properties_last_across_a_reboot():
@@ -49,11 +49,11 @@ def test_a_stored_messages_properties_last_across_a_reboot():
             st = reopen()
             s = (v5.Session5 if level == 5 else Session)(b"boot", False, 0, level, 256, 4, st)
             s.start(0)
-            s.sent(s.t1, 0)
+            s.sent(s.tx_end, 0)
             s.rx.feed(b"\x20\x03\x00\x00\x00" if level == 5 else b"\x20\x02\x00\x00")
-            t0 = s.t1
+            t0 = s.tx_end
             assert s.receive(0) == 0
-            assert bytes(s.tx[t0:s.t1]) == want, (level, bytes(s.tx[t0:s.t1]))
+            assert bytes(s.tx[t0:s.tx_end]) == want, (level, bytes(s.tx[t0:s.tx_end]))
             if hasattr(st, "close"):  # FileStore
                 st.close()
     rmtree(top)

@@ -16,7 +16,7 @@ def connected(connack, size=256):
     (written into the receive buffer as a socket read would)."""
     s = v5.Session5(b"alloc", True, 0, 5, size, 4)
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     r = s.rx
     for k, x in enumerate(connack):
         r.tail()[k] = x
@@ -38,7 +38,7 @@ def test_level5_session_publish_and_puback_allocate_nothing():
 
         def one():
             pid = s.publish(b"sensors/t", b"21.5", 1, False, 0)
-            s.sent(s.t1 - s.t0, 0)
+            s.sent(s.tx_end - s.tx_start, 0)
             room = r.tail()  # all read: the whole buffer, not a new view
             room[0] = 0x40
             room[1] = 2
@@ -47,7 +47,7 @@ def test_level5_session_publish_and_puback_allocate_nothing():
             r.filled(4)
             events.append(s.receive(0))
             s.publish(b"sensors/t", b"21.5", 0, False, 0)
-            s.sent(s.t1 - s.t0, 0)
+            s.sent(s.tx_end - s.tx_start, 0)
 
         one()  # warm
         for _ in range(8):  # the list grows now, not under the lock
@@ -67,10 +67,10 @@ def test_level5_session_publish_and_puback_allocate_nothing():
 
 def sent(s, *args):
     """The bytes s.publish(*args) puts on the wire."""
-    t0 = s.t1
+    t0 = s.tx_end
     s.publish(*args)
-    out = bytes(s.tx[t0:s.t1])
-    s.sent(s.t1 - s.t0, 0)
+    out = bytes(s.tx[t0:s.tx_end])
+    s.sent(s.tx_end - s.tx_start, 0)
     return out
 
 
@@ -93,7 +93,7 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
     # A new link: the broker knows no alias of ours; this one takes none.
     s.lost()
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     for k, x in enumerate(b"\x20\x03\x00\x00\x00"):
         s.rx.tail()[k] = x
     s.rx.filled(5)
@@ -102,7 +102,7 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
     # Another link that takes aliases: the topic is set again before it goes by alias.
     s.lost()
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     s.rx.feed(b"\x20\x06\x00\x00\x03\x22\x00\x02")
     assert s.receive(0) == 0
     assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x28\x00\x1e" + topic + b"\x03\x23\x00\x01" + b"21.5"
@@ -132,7 +132,7 @@ def test_the_sessions_connect_is_the_codecs():
         buf = bytearray(600)
         w = will or (None, b"", 0, False)
         n = v5.connect(buf, cid, clean, 30, w[0], w[1], w[2], w[3], user, pw, props)
-        assert bytes(s.tx[:s.t1]) == bytes(buf[:n]), (cid, bytes(s.tx[:s.t1]), bytes(buf[:n]))
+        assert bytes(s.tx[:s.tx_end]) == bytes(buf[:n]), (cid, bytes(s.tx[:s.tx_end]), bytes(buf[:n]))
 
 
 def test_connacks_maximum_qos_and_retain_available_are_obeyed():
@@ -142,7 +142,7 @@ def test_connacks_maximum_qos_and_retain_available_are_obeyed():
     assert str(e) == "a QoS 2 message, above the broker's Maximum QoS 1 (its CONNACK)", str(e)
     e = raises(ValueError, s.publish, b"t", b"x", 0, True, 0)
     assert "a retained message, and the broker takes none (Retain Available 0" in str(e), str(e)
-    assert len(s.store) == 0 and s.t1 == 0  # nothing stored or sent
+    assert len(s.store) == 0 and s.tx_end == 0  # nothing stored or sent
     assert s.publish(b"t", b"x", 1, False, 0) == 1
     # A CONNACK that says neither: QoS 2 and retained messages go.
     s = connected(b"\x20\x03\x00\x00\x00")
@@ -163,13 +163,13 @@ def test_publish_props_go_out_from_the_outbox_at_once_or_later():
     s.props = None
     assert s.publish(b"t", b"z", 1, False, 0) == 3 and len(s.store) == 3
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     s.rx.feed(b"\x20\x03\x00\x00\x00")
-    t0 = s.t1
+    t0 = s.tx_end
     assert s.receive(0) == 0
-    assert bytes(s.tx[t0:s.t1]) == (b"\x3a" + want[1:2] + b"\x00\x01t\x00\x01" + want[7:-1] + b"x"
+    assert bytes(s.tx[t0:s.tx_end]) == (b"\x3a" + want[1:2] + b"\x00\x01t\x00\x01" + want[7:-1] + b"x"
                                     + want[:2] + b"\x00\x01t\x00\x02" + want[7:-1] + b"y"
-                                    + b"\x32\x07\x00\x01t\x00\x03\x00z"), bytes(s.tx[t0:s.t1])
+                                    + b"\x32\x07\x00\x01t\x00\x03\x00z"), bytes(s.tx[t0:s.tx_end])
 
 
 def test_one_subscription_identifier_a_subscribe():
@@ -180,12 +180,12 @@ def test_one_subscription_identifier_a_subscribe():
                    (b"c", v5.sub_options(2, retain_handling=1)), (b"d", 1)):
         s.subscribe(flt, o)  # before the link: queued
     s.start(0)
-    s.sent(s.t1, 0)
+    s.sent(s.tx_end, 0)
     s.rx.feed(b"\x20\x03\x00\x00\x00")
-    t0 = s.t1
+    t0 = s.tx_end
     assert s.receive(0) == 0
-    assert bytes(s.tx[t0:s.t1]) == (b"\x82\x0d\x00\x01\x02\x0b\x05\x00\x01a\x05\x00\x01b\x00"
-                                    b"\x82\x0b\x00\x02\x00\x00\x01c\x12\x00\x01d\x01"), bytes(s.tx[t0:s.t1])
+    assert bytes(s.tx[t0:s.tx_end]) == (b"\x82\x0d\x00\x01\x02\x0b\x05\x00\x01a\x05\x00\x01b\x00"
+                                    b"\x82\x0b\x00\x02\x00\x00\x01c\x12\x00\x01d\x01"), bytes(s.tx[t0:s.tx_end])
     e = raises(ValueError, v5.sub_options, 0, sub_id=1 << 28)
     assert "subscription identifier): 268435456 is outside 1..268435455" in str(e), str(e)
     raises(ValueError, v5.sub_options, 0, retain_handling=3)

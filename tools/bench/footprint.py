@@ -390,16 +390,16 @@ def wire_bytes():
     def engine(cls, level, connack):
         s = cls(b"wire", True, 0, level, 256, 4)
         s.start(0)
-        s.sent(s.t1, 0)
+        s.sent(s.tx_end, 0)
         s.rx.feed(connack)
         s.receive(0)
         return s
 
     def one(s, qos):
-        t0 = s.t1
+        t0 = s.tx_end
         s.publish(WIRE_TOPIC, WIRE_READING, qos, False, 0)
-        n = s.t1 - t0
-        s.sent(s.t1 - s.t0, 0)
+        n = s.tx_end - t0
+        s.sent(s.tx_end - s.tx_start, 0)
         return n
 
     out = [len(WIRE_READING), len(WIRE_TOPIC)]

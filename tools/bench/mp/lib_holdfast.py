@@ -42,8 +42,8 @@ class Client:
         # The public API has no "QoS 0 bytes written" wait (flush() waits for
         # the outbox only), so this looks at the session's send buffer.
         c = self.c
-        s = c.s
-        while s.t1 > s.t0 and c.sock is not None:
+        s = c.session
+        while s.tx_end > s.tx_start and c.sock is not None:
             c.poller.wait(100, True)
             c.check_msg()
 
@@ -69,14 +69,14 @@ def engine(qos, n, t, p):
     from holdfast.session import Session
     s = Session("engine", True, 0, 4, 1024, 8, MemoryStore())
     s.start(0)
-    s.sent(s.t1 - s.t0, 0)
+    s.sent(s.tx_end - s.tx_start, 0)
     s.rx.feed(b"\x20\x02\x00\x00")
     s.receive(0)
     ack = bytearray(b"\x40\x02\x00\x00")
     us = ticks_us()
     for _ in range(n):
         pid = s.publish(t, p, qos, False, 0)
-        s.sent(s.t1 - s.t0, 0)
+        s.sent(s.tx_end - s.tx_start, 0)
         if qos:
             ack[2] = pid >> 8
             ack[3] = pid & 0xFF
