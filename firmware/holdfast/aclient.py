@@ -28,7 +28,7 @@ if _MP:
 else:
     async def _readable(c, s):
         # Resumes when s has data to read, or when c drops the link: a closed
-        # descriptor is never reported to add_reader, so _drop wakes us.
+        # descriptor is never reported to add_reader, so _close() wakes us.
         if hasattr(s, "pending") and s.pending():  # TLS bytes already decrypted
             return
         loop = asyncio.get_running_loop()
@@ -73,7 +73,7 @@ class AsyncClient(Front):
         try:
             self._open()
         except LINK_ERRORS as e:
-            self._drop(e)
+            self._link_failed(e)
             self._stop()
             raise
         if self.task is None or self.task.done():
@@ -181,7 +181,7 @@ class AsyncClient(Front):
                     return  # the timer task writes the rest
                 s.sent(n, ticks_ms())
         except OSError as e:
-            self._drop(e)
+            self._link_failed(e)
 
     async def _until(self, what, arg, timeout_ms):
         self._idle()
@@ -208,7 +208,7 @@ class AsyncClient(Front):
                 try:
                     await self._read()
                 except LINK_ERRORS as e:
-                    self._drop(e)
+                    self._link_failed(e)
                 except Exception as e:
                     self._fault(e)
                     await _sleep_ms(100)
@@ -218,7 +218,7 @@ class AsyncClient(Front):
     def _fault(self, e):
         self.faults += 1
         print_exception(e)
-        self._drop(e)
+        self._link_failed(e)
 
     async def _read(self):
         if self.sock is None:
@@ -257,7 +257,7 @@ class AsyncClient(Front):
             try:
                 self._timers()
             except LINK_ERRORS as e:
-                self._drop(e)
+                self._link_failed(e)
             except Exception as e:
                 self._fault(e)
 

@@ -53,7 +53,7 @@ class MQTTClient(Front):
             self._connect_socket()
             self._linked(ticks_ms())
         except LINK_ERRORS as e:
-            self._drop(e)
+            self._link_failed(e)
             raise
         link = self.session.link
         # The engine's CONNACK watchdog ends the wait; the bound is a backstop.
@@ -208,7 +208,7 @@ class MQTTClient(Front):
                 if self._dialed(sock, self._dialed_at, now):
                     self._linked(now)
         except LINK_ERRORS as e:
-            self._drop(e)
+            self._link_failed(e)
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is
@@ -233,7 +233,7 @@ class MQTTClient(Front):
                 elif r < 0:
                     s.eof()
         except LINK_ERRORS as e:
-            self._drop(e)
+            self._link_failed(e)
             return 0
         if read and not self._events(now):
             return s.packets - n
@@ -248,7 +248,7 @@ class MQTTClient(Front):
                 if w:
                     s.sent(w, now)
         except LINK_ERRORS as e:
-            self._drop(e)
+            self._link_failed(e)
         return s.packets - n
 
     def _wait(self, what, arg, timeout_ms, linkless=False):

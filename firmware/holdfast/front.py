@@ -258,7 +258,7 @@ class Front:
             try:
                 e = s.receive(now)
             except LINK_ERRORS as err:
-                self._drop(err)
+                self._link_failed(err)
                 return False
             if not e:
                 return True
@@ -319,7 +319,7 @@ class Front:
         self.sock = None
         self.session.lost(state)
 
-    def _drop(self, err):
+    def _link_failed(self, err):
         # The link failed: keep the outbox, close, and schedule a reconnect.
         s = self.session
         now = ticks_ms()

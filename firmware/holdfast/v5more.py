@@ -471,7 +471,7 @@ def goodbye(s, e):
     """Session s met bytes that break MQTT 5 (a V5Error: its reason code;
     the 3.1.1 reader's errors: malformed packet): a DISCONNECT saying so,
     which the shell writes before it closes the link if the socket takes it
-    at once (Front._drop)."""
+    at once (Front._link_failed)."""
     if 2 <= s.state <= 3 and s.make_room() >= 3:  # CONNECTING, CONNECTED
         b = s.tx
         i = s.tx_end
