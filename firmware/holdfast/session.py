@@ -23,6 +23,20 @@ from . import codec
 from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
 from .store import MemoryStore
 
+# MQTT's packet types (codec.py), private consts here: compared on every
+# packet, and a const costs neither a lookup nor a name on the heap.
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBACK = const(9)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+
 # Link states.
 CLOSED = const(0)  # no link, and none wanted (before connect(), after disconnect())
 OFFLINE = const(1)  # no link; the shell makes one when its backoff allows
@@ -253,7 +267,7 @@ class Session:
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
         if self.state == CONNECTED:
             self.make_room()
-            self.tx_end = codec.empty(self.tx, codec.DISCONNECT, self.tx_end)
+            self.tx_end = codec.empty(self.tx, _DISCONNECT, self.tx_end)
             self.state = CLOSING
         elif self.state == CONNECTING:
             self.state = CLOSING
@@ -262,7 +276,7 @@ class Session:
 
     def ping(self, now):
         self.make_room()
-        self.tx_end = codec.empty(self.tx, codec.PINGREQ, self.tx_end)
+        self.tx_end = codec.empty(self.tx, _PINGREQ, self.tx_end)
         if self.ping_at < 0:
             self.ping_at = now
 
@@ -399,7 +413,7 @@ class Session:
             if st.released(k) and not again:
                 if self.make_room() < ACK_ROOM:
                     return
-                self._ack(codec.PUBREL, pid)
+                self._ack(_PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
                 if self.make_room() - ACK_ROOM < st.size(k):
@@ -477,7 +491,7 @@ class Session:
                 self.packets += 1
                 self.last_rx = now
                 self.ping_at = -1
-                if self.state != CONNECTED and t != codec.CONNACK:
+                if self.state != CONNECTED and t != _CONNACK:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except MQTTError as e:
@@ -492,13 +506,13 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == codec.PUBLISH:
+        if t == _PUBLISH:
             return MESSAGE if codec.inbound().deliver(self) else 0
-        if t == codec.PUBACK:
+        if t == _PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
                 return self._done(i, now)
-        elif t == codec.PUBREC:
+        elif t == _PUBREC:
             i = self._slot(r.pid, _WAIT_PUBREC)
             if i >= 0:
                 k = self._key[i]
@@ -512,20 +526,20 @@ class Session:
                 self._state[i] = _WAIT_PUBCOMP
                 self._sent[i] = now
             if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
-                self._ack(codec.PUBREL, r.pid)
-        elif t == codec.PUBCOMP:
+                self._ack(_PUBREL, r.pid)
+        elif t == _PUBCOMP:
             i = self._slot(r.pid, _WAIT_PUBCOMP)
             if i >= 0:
                 return self._done(i, now)
-        elif t == codec.PUBREL:
+        elif t == _PUBREL:
             codec.inbound().pubrel(self, r.pid)
-        elif t == codec.SUBACK or t == codec.UNSUBACK:
+        elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
                 return REFUSED if self.subs.nrefused else 0
-        elif t == codec.CONNACK:
+        elif t == _CONNACK:
             self._connack(r, now)
-        elif t != codec.PINGRESP:
+        elif t != _PINGRESP:
             raise codec.protocol_error(_E_UNEXPECTED, t)
         return 0
 
@@ -571,7 +585,7 @@ class Session:
                     if self.make_room() - ACK_ROOM < self.store.size(self._key[i]):
                         break
                     if st == _WAIT_PUBCOMP:
-                        self._ack(codec.PUBREL, self._pid[i])
+                        self._ack(_PUBREL, self._pid[i])
                     else:
                         self._resend(self._key[i], True)
                     self._sent[i] = now
