@@ -50,7 +50,7 @@ CONFIGS = [
     ("async", "holdfast AsyncClient (asyncio)", False, False),
     ("umqtt_simple", "umqtt.simple (peer)", True, True),
     ("umqtt_simple_tls", "umqtt.simple over TLS (peer, ssl_params with the CA)", False, True),
-    ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", False, True),
+    ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", True, True),
 ]
 MODES = [("mpy", ".mpy copied"), ("rom", "ROMFS in place"), ("frozen", "frozen"),
          ("wasm", "32-bit .mpy")]
