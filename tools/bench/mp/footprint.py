@@ -41,13 +41,12 @@ WASM = sys.platform == "webassembly"
 if WASM:
     # Its pyscript build freezes micropython-lib's time, binascii, io, os and
     # collections, Python modules over the built-in ones, where a board has
-    # the built-in alone: loaded now, they do not count as the library's.
-    # (It freezes logging too, which a board has not: the bench puts a
-    # logging.py that fails to import first on the path, mp/wasm/.)
+    # the built-in alone: loaded now (os above), they do not count as the
+    # library's. (It freezes logging too, which a board has not: the bench
+    # puts a logging.py that fails to import first on the path, mp/wasm/.)
     import time  # noqa: F401
     import binascii  # noqa: F401
     import io  # noqa: F401
-    import os  # noqa: F401,F811
     import collections  # noqa: F401
 
 P = b"holdfast-bench-payload-64-bytes:0123456789abcdefghijklmnopqrstu"

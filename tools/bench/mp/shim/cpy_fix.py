@@ -36,9 +36,8 @@ async def open_connection(addr):
     else:  # struct sockaddr_in: family(2) port(2, big-endian) address(4)
         port = addr[2] << 8 | addr[3]
         host = "%d.%d.%d.%d" % (addr[4], addr[5], addr[6], addr[7])
-    from sys import platform  # a local name: this module's names go into mqtt_async's
-    if platform == "webassembly":  # its asyncio has no streams (tools/runtimes/wasm)
-        from astream import open_connection as connect
-    else:
+    try:
         connect = asyncio.open_connection
+    except AttributeError:  # the WebAssembly port's asyncio has no streams (tools/runtimes/wasm)
+        from astream import open_connection as connect
     return (await connect(host, port))[0]
