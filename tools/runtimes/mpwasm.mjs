@@ -11,6 +11,16 @@
 // The exit status is the script's: SystemExit's code, 1 for an uncaught
 // exception (its traceback printed), else 0.
 //
+// Heap readings: this port's gc.collect() only asks for a collection, which
+// runs when control is back in JavaScript with no Python frame active
+// (MICROPY_GC_SPLIT_HEAP_AUTO in its pyscript variant), so gc.mem_alloc()
+// read in the same call counts every object freed since. A main() that
+// returns a generator is driven from here, one call per step: a bare
+// `yield` asks for the heap in use after a full collection (the generator
+// gets gc.mem_alloc() back, read at the start of the next call); a yielded
+// awaitable is awaited on the JavaScript event loop, where the port's
+// asyncio runs, and its result sent back.
+//
 // What this port is not: it has no socket, select or ssl module and no board
 // peripherals, and its heap grows on demand (-X heapsize is where it starts,
 // not a limit), so smallest-heap figures cannot be taken on it.
@@ -100,6 +110,12 @@ try {
   mp.runPython(`
 import sys
 sys.path[:0] = ${q(paths.map((p) => "/" + path.normalize(p)))}
+import gc
+def _mpwasm_exit(e):
+    if isinstance(e, SystemExit):
+        return e.args[0] if e.args else 0
+    sys.print_exception(e)
+    return 1
 def _mpwasm(mod, script, args):
     try:
         if mod:
@@ -108,13 +124,51 @@ def _mpwasm(mod, script, args):
             return f(args) if f else 0
         exec(open(script).read(), {"__name__": "__main__"})
         return 0
-    except SystemExit as e:
-        return e.args[0] if e.args else 0
     except BaseException as e:
-        sys.print_exception(e)
-        return 1
+        return _mpwasm_exit(e)
 _mpwasm_rc = _mpwasm(${q(module || "")}, ${q(script || "")}, ${q(args)})
+_mpwasm_gen = _mpwasm_rc if type(_mpwasm_rc).__name__ == "generator" else None
+_mpwasm_in = _mpwasm_err = _mpwasm_aw = None
+def _mpwasm_step():
+    # One step of a generator main(): 0 when it asks for a reading, 1 when
+    # it yields an awaitable (_mpwasm_aw), 2 when it is done (_mpwasm_rc).
+    global _mpwasm_in, _mpwasm_err, _mpwasm_aw, _mpwasm_rc
+    v, e = _mpwasm_in, _mpwasm_err
+    _mpwasm_in = _mpwasm_err = _mpwasm_aw = None
+    if v is _mpwasm_step:  # the collection asked for has run since the last step
+        v = gc.mem_alloc()
+    try:
+        x = _mpwasm_gen.throw(e) if e else _mpwasm_gen.send(v)
+    except StopIteration as s:
+        _mpwasm_rc = s.args[0] if s.args else 0
+        return 2
+    except BaseException as s:
+        _mpwasm_rc = _mpwasm_exit(s)
+        return 2
+    if x is None:
+        _mpwasm_in = _mpwasm_step
+        gc.collect()
+        return 0
+    _mpwasm_aw = x
+    return 1
+async def _mpwasm_await():
+    global _mpwasm_in, _mpwasm_err
+    try:
+        _mpwasm_in = await _mpwasm_aw
+    except BaseException as e:
+        _mpwasm_err = e
+def _mpwasm_task():
+    # A task of its own: the port's asyncio cannot cancel the top-level
+    # await (which wait_for() does to the task that waits).
+    import asyncio
+    return asyncio.create_task(_mpwasm_await())
 `);
+  if (mp.globals.get("_mpwasm_gen") !== null) {
+    const step = mp.globals.get("_mpwasm_step");
+    for (let k; (k = step()) !== 2; ) {
+      if (k === 1) await mp.runPythonAsync("await _mpwasm_task()");
+    }
+  }
 } catch (e) {
   fatal(e);
 }

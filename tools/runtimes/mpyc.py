@@ -21,6 +21,7 @@ host_tests/test_micropython.py uses the same functions (heap_report,
 format_report).
 """
 
+import json
 import os
 import re
 import shutil
@@ -128,12 +129,24 @@ def micropython_exe():
     return exe
 
 
+WASM_PORT = os.path.join(ROOT, "build", "wasm", "node_modules", "@micropython",
+                         "micropython-webassembly-pyscript")
+
+
+def wasm_version():
+    """The installed WebAssembly port's version (its package.json), or "?"."""
+    try:
+        with open(os.path.join(WASM_PORT, "package.json")) as f:
+            return json.load(f)["version"]
+    except (OSError, ValueError, KeyError):
+        return "?"
+
+
 def wasm_command(args, heap_kb=None):
     """Command list running the 32-bit WebAssembly port (tools/runtimes/mpwasm.mjs
     in Node) with args; run it with cwd=ROOT.  RuntimeError if it is missing."""
     node = shutil.which("node")
-    port = os.path.join(ROOT, "build", "wasm", "node_modules", "@micropython",
-                        "micropython-webassembly-pyscript", "micropython.mjs")
+    port = os.path.join(WASM_PORT, "micropython.mjs")
     if node is None or not os.path.exists(port):
         raise RuntimeError("the WebAssembly port (Node.js and build/wasm) is "
                            "missing: run `make setup`")

@@ -16,9 +16,16 @@
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
 # with count=1, "COUNTS {json}": the objects the library's modules hold;
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
-# gc.collect(), from before the import. Loaded from a ROMFS image, the probe
-# is started by tools/bench/footprint.py's bootstrap, which mounts the image
-# first and calls main().
+# a full collection, from before the import. Loaded from a ROMFS image, the
+# probe is started by tools/bench/footprint.py's bootstrap, which mounts the
+# image first and calls main().
+#
+# The probe is a generator (run()): a bare `yield` asks for the heap in use
+# after a full collection, a yielded coroutine is run on the event loop.
+# main() drives it on the unix port; on the WebAssembly port it hands it to
+# tools/runtimes/mpwasm.mjs, because there gc.collect() only asks for a
+# collection, which runs once control is back in JavaScript: read in the
+# same call, gc.mem_alloc() would count every object freed since.
 import gc
 import os
 import sys
@@ -30,6 +37,17 @@ try:
     import usocket  # noqa: F401  (umqtt.simple's name for it)
 except ImportError:
     pass
+WASM = sys.platform == "webassembly"
+if WASM:
+    # Its pyscript build freezes micropython-lib's time, binascii, io, os and
+    # collections, Python modules over the built-in ones, where a board has
+    # the built-in alone: loaded now (os above), they do not count as the
+    # library's. (It freezes logging too, which a board has not: the bench
+    # puts a logging.py that fails to import first on the path, mp/wasm/.)
+    import time  # noqa: F401
+    import binascii  # noqa: F401
+    import io  # noqa: F401
+    import collections  # noqa: F401
 
 P = b"holdfast-bench-payload-64-bytes:0123456789abcdefghijklmnopqrstu"
 T = b"bench/fp"
@@ -122,14 +140,16 @@ def count_objects(before):
 def holdfast(cfg, host, port, n, o, report):
     dev = RamFlash(8, 512) if cfg == "flash" else None
     before = set(sys.modules)
-    base = used()
+    base = yield
     if cfg == "async":
-        import asyncio
+        import asyncio  # noqa: F401  (as a user of AsyncClient does)
         from holdfast.aclient import AsyncClient
-        code = used() - base
+        code = (yield) - base
         c = AsyncClient(b"fp-async", host, port)
-        asyncio.run(_arun(c, n, lambda: report(code, used() - base, mpy_bytes(before)),
-                          lambda: count_objects(before)))
+        yield c.connect()
+        report(code, (yield) - base, mpy_bytes(before))
+        count_objects(before)
+        yield _arun(c, n)
         return
     from holdfast.client import MQTTClient
     kw = {}
@@ -149,13 +169,13 @@ def holdfast(cfg, host, port, n, o, report):
         import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
         kw["ssl"] = True
         kw["ssl_params"] = {"cafile": o["ca"]}
-    code = used() - base
+    code = (yield) - base
     c = MQTTClient(b"fp-" + cfg, host, port, **kw)
     c.connect()
     if cfg == "sub":
         c.set_callback(lambda t, m: None)
         c.subscribe(b"bench/cmd", 1)
-    report(code, used() - base, mpy_bytes(before))
+    report(code, (yield) - base, mpy_bytes(before))
     count_objects(before)
     qos = 2 if cfg == "qos2" else 1
     for _ in range(n):
@@ -165,10 +185,7 @@ def holdfast(cfg, host, port, n, o, report):
     c.disconnect()
 
 
-async def _arun(c, n, report, count):
-    await c.connect()
-    report()
-    count()
+async def _arun(c, n):
     for _ in range(n):
         await c.publish(T, P, False, 1)
     await c.flush()
@@ -177,18 +194,19 @@ async def _arun(c, n, report, count):
 
 def peer(lib, host, port, n, report):
     before = set(sys.modules)
-    base = used()
+    base = yield
     m = __import__("lib_" + lib)
     m.load()
-    code = used() - base
+    code = (yield) - base
     c = m.Client(host, port, "fp-" + lib, {})
     if getattr(m, "ASYNC", False):
-        import asyncio
-        asyncio.run(_apeer(c, n, lambda: report(code, used() - base, mpy_bytes(before)),
-                           lambda: count_objects(before)))
+        yield c.connect()
+        report(code, (yield) - base, mpy_bytes(before))
+        count_objects(before)
+        yield _apeer(c, n)
         return
     c.connect()
-    report(code, used() - base, mpy_bytes(before))
+    report(code, (yield) - base, mpy_bytes(before))
     count_objects(before)
     t = c.topic(T)
     c.prepare(t, t, P)
@@ -209,28 +227,25 @@ def umqtt_tls(host, port, n, o, report):
     der = a2b_base64(pem[pem.find(b"-----", 10) + 5:pem.find(b"-----END")])
     del pem
     before = set(sys.modules)
-    base = used()
+    base = yield
     import ssl
     sys.modules["ussl"] = ssl  # 1.3.4 imports ussl, MicroPython 1.24+ names it ssl
     m = __import__("lib_umqtt_simple")  # as in the plain row, so the difference is TLS's
     m.load()
     MQTTClient = m.Client.MQTTClient
-    code = used() - base
+    code = (yield) - base
     c = MQTTClient(b"fp-umqtt-tls", host, port, ssl=True,
                    ssl_params={"cert_reqs": ssl.CERT_REQUIRED, "cadata": der,
                                "server_hostname": host})
     c.connect()
-    report(code, used() - base, mpy_bytes(before))
+    report(code, (yield) - base, mpy_bytes(before))
     count_objects(before)
     for _ in range(n):
         c.publish(T, P, False, 1)
     c.disconnect()
 
 
-async def _apeer(c, n, report, count):
-    await c.connect()
-    report()
-    count()
+async def _apeer(c, n):
     t = c.topic(T)
     c.prepare(t, t, P)
     for _ in range(n):
@@ -239,7 +254,7 @@ async def _apeer(c, n, report, count):
     await c.close()
 
 
-def main(a):
+def run(a):
     cfg, host, port, n = a[0], a[1], int(a[2]), int(a[3])
     o = {}
     for kv in a[4:]:
@@ -251,13 +266,29 @@ def main(a):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
 
     if cfg in ("pub", "lean", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
-        holdfast(cfg, host, port, n, o, report)
+        yield from holdfast(cfg, host, port, n, o, report)
     elif cfg == "umqtt_simple_tls":
-        umqtt_tls(host, port, n, o, report)
+        yield from umqtt_tls(host, port, n, o, report)
     else:
-        peer(cfg, host, port, n, report)
+        yield from peer(cfg, host, port, n, report)
     print("FOOTPRINT OK")
-    return 0
+
+
+def main(a):
+    g = run(a)
+    if WASM:
+        return g  # tools/runtimes/mpwasm.mjs drives it
+    x = None
+    while True:
+        try:
+            x = g.send(x)
+        except StopIteration:
+            return 0
+        if x is None:
+            x = used()
+        else:
+            import asyncio
+            x = asyncio.run(x)
 
 
 if __name__ == "__main__":
