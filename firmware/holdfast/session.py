@@ -37,13 +37,16 @@ _PINGREQ = const(12)
 _PINGRESP = const(13)
 _DISCONNECT = const(14)
 
-# Link states.
-CLOSED = const(0)  # no link, and none wanted (before connect(), after disconnect())
-OFFLINE = const(1)  # no link; the shell makes one when its backoff allows
-CONNECTING = const(2)  # CONNECT queued, awaiting CONNACK
-CONNECTED = const(3)
-CLOSING = const(4)  # DISCONNECT queued: nothing more goes out
-FAILED = const(5)  # self.error says why; sticky until start() or lost()
+# Link states (self.state) and what receive() returns: numbers, documented
+# here, that the shells and tests compare with. Private consts, as every
+# const in the package: a module-level name costs about 100 bytes of heap
+# on a board, and each module that needs a number keeps its own const.
+_CLOSED = const(0)  # no link, and none wanted (before connect(), after disconnect())
+_OFFLINE = const(1)  # no link; the shell makes one when its backoff allows
+_CONNECTING = const(2)  # CONNECT queued, awaiting CONNACK
+_CONNECTED = const(3)
+_CLOSING = const(4)  # DISCONNECT queued: nothing more goes out
+_FAILED = const(5)  # self.error says why; sticky until start() or lost()
 
 # States of an inflight window slot.
 _FREE = const(0)
@@ -53,16 +56,16 @@ _WAIT_PUBCOMP = const(3)
 
 # tx bytes kept free so an acknowledgement can always be queued: the usable
 # room for a PUBLISH is the send buffer's size minus this.
-ACK_ROOM = const(16)
+_ACK_ROOM = const(16)
 
 # Receive buffer bytes before messages can arrive: 16 acks a read.
 _RX_ACKS = const(64)
 
 # What receive() returns.
-MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
-DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
-REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
-REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
+_MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
+_DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
+_REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
+_REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
@@ -152,7 +155,7 @@ class Session:
         self.user = None
         self.password = None
         self.subs = None  # subs.Subs, from the first subscribe()
-        self.state = CLOSED
+        self.state = _CLOSED
         self.link = 0  # counts links: an acknowledgement belongs to the link it was made on
         self.acked = 0  # the last link that got CONNACK
         self.session_present = False
@@ -178,15 +181,15 @@ class Session:
     def make_room(self):
         if self.tx_start == self.tx_end:
             self.tx_start = self.tx_end = 0
-        elif self.tx_start and len(self.tx) - self.tx_end < ACK_ROOM * 4:
+        elif self.tx_start and len(self.tx) - self.tx_end < _ACK_ROOM * 4:
             self.tx_end = codec.shift(self.tx, self.tx_start, self.tx_end)
             self.tx_start = 0
         return len(self.tx) - self.tx_end
 
     def fits(self, n):
         """Raises ValueError if an n-byte packet can never be queued."""
-        if n > self.size - ACK_ROOM:
-            raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - ACK_ROOM, ACK_ROOM))
+        if n > self.size - _ACK_ROOM:
+            raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - _ACK_ROOM, _ACK_ROOM))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[tx_start:tx_end]."""
@@ -203,9 +206,9 @@ class Session:
 
     def start(self, now):
         """A new network connection is open: queue CONNECT."""
-        self.lost(OFFLINE)
+        self.lost(_OFFLINE)
         self.error = None
-        self.state = CONNECTING
+        self.state = _CONNECTING
         self.link += 1
         if not len(self.tx):
             self.tx = bytearray(self.size)
@@ -236,7 +239,7 @@ class Session:
         if self._deadlines:
             self.next_expiry = 1  # what was in flight may expire now: look again
         if state < 0:
-            state = CLOSED if self.state == CLOSING or self.state == CLOSED else OFFLINE
+            state = _CLOSED if self.state == _CLOSING or self.state == _CLOSED else _OFFLINE
         self.state = state
         self.cursor = -1
         self.inflight = 0
@@ -253,26 +256,26 @@ class Session:
         """The peer closed the stream: the link is over (LinkDown, sticky).
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
-        if self.state == CONNECTING:
+        if self.state == _CONNECTING:
             self._fail(LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
                                        if self.level == 3 else "MQTT 3.1.1 (level 4)")))
         self._fail(LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
-        self.state = FAILED
+        self.state = _FAILED
         raise e
 
     def disconnect(self):
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
-        if self.state == CONNECTED:
+        if self.state == _CONNECTED:
             self.make_room()
             self.tx_end = codec.empty(self.tx, _DISCONNECT, self.tx_end)
-            self.state = CLOSING
-        elif self.state == CONNECTING:
-            self.state = CLOSING
+            self.state = _CLOSING
+        elif self.state == _CONNECTING:
+            self.state = _CLOSING
         else:
-            self.lost(CLOSED)
+            self.lost(_CLOSED)
 
     def ping(self, now):
         self.make_room()
@@ -283,11 +286,11 @@ class Session:
     def _connack(self, r, now):
         # The one reconciliation with the broker's session: what happens to
         # every ledger entry once the broker says whether it kept our session.
-        if self.state != CONNECTING:
+        if self.state != _CONNECTING:
             raise codec.protocol_error(_E_CONNACK2)
         if r.code:
             raise ConnectError(r.code)
-        self.state = CONNECTED
+        self.state = _CONNECTED
         self.acked = self.link
         self.since = now
         self.session_present = sp = r.session_present
@@ -335,10 +338,10 @@ class Session:
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
         n = codec.publish_size(topic, len(payload), qos)
-        if n > self.size - ACK_ROOM:
+        if n > self.size - _ACK_ROOM:
             self.fits(n)  # raises, with the words
         if not qos:
-            if self.make_room() - ACK_ROOM < n:
+            if self.make_room() - _ACK_ROOM < n:
                 return False
             if self.v5:  # MQTT 5: its properties, a topic alias
                 self.tx_end = self.v5.out(self, topic, payload, 0, retain, 0, 0)
@@ -365,8 +368,8 @@ class Session:
             self._deadlines = 1
             if not self.next_expiry or deadline < self.next_expiry:
                 self.next_expiry = deadline
-        if (self.state == CONNECTED and self.cursor == prev and self.inflight < self.window
-                and self.make_room() - ACK_ROOM >= n):
+        if (self.state == _CONNECTED and self.cursor == prev and self.inflight < self.window
+                and self.make_room() - _ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
             # from the caller's objects rather than copying out of the outbox.
             if self.v5:
@@ -399,7 +402,7 @@ class Session:
     def _fill(self, now):
         # Put what waits on the wire while there is room: requests for the
         # subscriptions first, then outbox messages while the window is open.
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return
         if self.subs:
             self.subs.send(self)
@@ -411,12 +414,12 @@ class Session:
             pid = st.pid(k)
             again = self._republish and k in self._republish  # its broker session was lost
             if st.released(k) and not again:
-                if self.make_room() < ACK_ROOM:
+                if self.make_room() < _ACK_ROOM:
                     return
                 self._ack(_PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
-                if self.make_room() - ACK_ROOM < st.size(k):
+                if self.make_room() - _ACK_ROOM < st.size(k):
                     return
                 if again:
                     self.republished += 1
@@ -441,7 +444,7 @@ class Session:
         self.inflight -= 1
         self.done_pid = self._pid[i]
         self._fill(now)
-        return DELIVERED
+        return _DELIVERED
 
     # -- subscriptions -----------------------------------------------------------
 
@@ -483,7 +486,7 @@ class Session:
         nothing complete is left (or tx has no room for acknowledgements)."""
         if self.error:
             raise self.error
-        while self.make_room() >= ACK_ROOM:
+        while self.make_room() >= _ACK_ROOM:
             try:
                 t = self.rx.next()
                 if not t:
@@ -491,7 +494,7 @@ class Session:
                 self.packets += 1
                 self.last_rx = now
                 self.ping_at = -1
-                if self.state != CONNECTED and t != _CONNACK:
+                if self.state != _CONNECTED and t != _CONNACK:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except MQTTError as e:
@@ -507,7 +510,7 @@ class Session:
     def _handle(self, t, now):
         r = self.rx
         if t == _PUBLISH:
-            return MESSAGE if codec.inbound().deliver(self) else 0
+            return _MESSAGE if codec.inbound().deliver(self) else 0
         if t == _PUBACK:
             i = self._slot(r.pid, _WAIT_PUBACK)
             if i >= 0:
@@ -536,7 +539,7 @@ class Session:
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
-                return REFUSED if self.subs.nrefused else 0
+                return _REFUSED if self.subs.nrefused else 0
         elif t == _CONNACK:
             self._connack(r, now)
         elif t != _PINGRESP:
@@ -554,11 +557,11 @@ class Session:
         detection, optional retry. Raises MQTTTimeout or LinkDown (and the
         session is FAILED) when the broker stopped answering or the socket
         stopped taking bytes."""
-        if self.state == CONNECTING:
+        if self.state == _CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
                 self._fail(MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
             return
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
@@ -576,13 +579,13 @@ class Session:
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
             if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
-                    and self.make_room() >= ACK_ROOM):
+                    and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
             for i in range(self.window):
                 st = self._state[i]
                 if st and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                    if self.make_room() - ACK_ROOM < self.store.size(self._key[i]):
+                    if self.make_room() - _ACK_ROOM < self.store.size(self._key[i]):
                         break
                     if st == _WAIT_PUBCOMP:
                         self._ack(_PUBREL, self._pid[i])

@@ -2,7 +2,8 @@
 # its link state and its timers, in exact bytes (issue "Engine, round 2":
 # the defect each test guards is named in its comment).
 from holdfast import codec as c
-from holdfast.session import Session, MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
+from holdfast.session import Session
+from states import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
 from holdfast.compat import ticks_ms, ticks_add

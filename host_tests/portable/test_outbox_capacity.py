@@ -3,7 +3,8 @@
 # expiry (dropped and counted, online or offline, and across a reboot), and the
 # "latest value per topic" mode. What is in flight is never dropped.
 import sys
-from holdfast.session import Session, CONNECTED
+from holdfast.session import Session
+from states import CONNECTED
 from drain import drain
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore

@@ -3,7 +3,8 @@
 # inbound QoS 2 id stays held, so a re-sent copy is not delivered twice.
 # Apart from test_outbox_file/flash: the engine and the codec do not fit a
 # 32 KB heap together with the store tests.
-from holdfast.session import Session, CONNECTED
+from holdfast.session import Session
+from states import CONNECTED
 from drain import drain
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore

@@ -1,6 +1,7 @@
 # The sans-I/O session engine, in exact bytes, with a fake clock.
 from holdfast import codec as c
-from holdfast.session import Session, CONNECTED
+from holdfast.session import Session
+from states import CONNECTED
 from holdfast.subs import match
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
 from holdfast.store import MemoryStore

@@ -2,7 +2,8 @@
 # session on the broker, packets larger than the buffer, restores that need
 # several packets, one event at a time, and the sticky error state.
 from holdfast import codec as c
-from holdfast.session import Session, MESSAGE, CONNECTED, FAILED
+from holdfast.session import Session
+from states import MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
 from fakebroker import session, sent, feed, grant
@@ -115,7 +116,7 @@ def test_restore_refusal_is_an_event_and_the_session_stays_up():
     grant(s)
     out = relink(s, False)
     s.rx.feed(bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
-    from holdfast.session import REFUSED
+    from states import REFUSED
     assert s.receive(0) == REFUSED and s.subs.refused == b"c"
     assert s.subs.nrefused == 2  # each refused filter counts
     assert s.state == CONNECTED
