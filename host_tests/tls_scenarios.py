@@ -187,9 +187,6 @@ def defaults(host, port, a, tag):
     r["plain_port"] = plain.port
     r["plain_tls"] = plain.tls is None
     r["ssl_false"] = MQTTClient("d", host, ssl=False).tls is None
-    r["repr_tls"] = repr(MQTTClient("d", host, ssl=True,
-                                    ssl_params={"cadata": read(a["ca"]),
-                                                "server_hostname": "broker.test"}).tls)
     for name, kw in (
             ("params_without_ssl", {"ssl_params": {"cafile": a["ca"]}}),
             ("unknown_key", {"ssl": True, "ssl_params": {"cafile": a["ca"], "ca_certs": "x"}}),

@@ -1,15 +1,22 @@
-# The part of TLS that runs once or on failure, loaded by tls.py when needed
-# and dropped again (tls.unload): building the context from ssl_params (file
+# The part of TLS that runs once or on failure, loaded by tls.py when needed;
+# build() and explain() drop the module again before they return (_drop), so
+# nothing of it stays on the heap but the names it interned: building the context from ssl_params (file
 # reading, PEM to DER, the client certificate) and putting a failed handshake
 # into words. Messages never carry key material, file contents or passwords:
 # only reasons, host names and file paths. docs/security.md describes the
 # parameters and every failure.
 import sys
-import ssl
 from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
 
 _MP = sys.implementation.name == "micropython"
+if _MP:
+    try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap
+        import tls as ssl
+    except ImportError:  # MicroPython before 1.23: ssl is the built-in one
+        import ssl
+else:
+    import ssl
 
 _KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
          "cert_reqs", "tls13")
@@ -19,6 +26,24 @@ def build(tls, params):
     """MQTTClient's ssl and ssl_params -> (SSLContext, name to check or None).
     ssl=True builds a context from params; an SSLContext made by the caller
     is used as it is (only server_hostname may be given with it)."""
+    try:
+        return _build(tls, params)
+    finally:
+        _drop()
+
+
+def _drop():
+    # This module leaves the heap at the next collection once nothing refers
+    # to it: not sys.modules, nor the package (an import sets it as an
+    # attribute; the package's __getattr__ would import it again, hence its
+    # __dict__). The caller's frame holds it until build or explain returns.
+    sys.modules.pop(__name__, None)
+    pkg = sys.modules.get(__name__[:-8])
+    if pkg is not None:
+        pkg.__dict__.pop("tlsmore", None)
+
+
+def _build(tls, params):
     for k in params:
         if k not in _KEYS:
             raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)" % (k, ", ".join(_KEYS)))
@@ -63,7 +88,7 @@ def _load_ca(ctx, params, reqs):
         if _MP:
             # mbedtls here parses DER only: PEM is converted, one CA at a time.
             for _, der in der_blocks(data, "CERTIFICATE"):
-                ctx.load_verify_locations(cadata=der)
+                ctx.load_verify_locations(der)  # the tls module takes it positional only
         else:
             ctx.load_verify_locations(cadata=data.decode() if _pem(data) else data)
     except (OSError, ValueError) as e:
@@ -186,13 +211,16 @@ _WORDS = {
 def explain(e, name):
     """The runtime's handshake exception -> TLSError with the reason in words,
     or None for a timeout or a network error that is not TLS's."""
-    reason = _reason(e)
-    if reason is None:
-        return None
-    words = _WORDS[reason]
-    if reason == "hostname":
-        words = words % name
-    return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
+    try:
+        reason = _reason(e)
+        if reason is None:
+            return None
+        words = _WORDS[reason]
+        if reason == "hostname":
+            words = words % name
+        return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
+    finally:
+        _drop()
 
 
 def _reason(e):
