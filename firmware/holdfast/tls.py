@@ -7,25 +7,26 @@
 # builds its context once and reuses it across reconnects).
 # docs/security.md describes the parameters and every failure.
 
+# holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
+# up by errors.py's __getattr__, which loads errmore.py only then (importing
+# the class here would load the rarer errors with every TLS client).
+from .errors import __getattr__  # noqa: F401
 
-class Context:
-    """What MQTTClient keeps for TLS: an SSLContext (ctx) and the name to
-    check and send as SNI (hostname) instead of the server address, if one
-    was given. Built from MQTTClient's ssl and ssl_params (tlsmore.build)."""
 
-    def __init__(self, tls, params):
-        from . import tlsmore
-        self.ctx, self.hostname = tlsmore.build(tls, params)
+class Context(tuple):
+    """What MQTTClient keeps for TLS: (SSLContext, the name to check and send
+    as SNI instead of the server address, or None). A tuple, as it costs
+    less heap than an instance's attributes."""
 
     def secure(self, s, host, timeout_ms):
         """Wraps a connected socket in TLS; the handshake blocks, bounded by
         timeout_ms. Returns it non-blocking; closes s on failure and raises
         TLSError when it failed for a TLS reason, the runtime's OSError for
         a timeout or a lost network."""
-        host = self.hostname or host
+        host = self[1] or host
         try:
             s.settimeout(timeout_ms / 1000)
-            s = self.ctx.wrap_socket(s, server_hostname=host)
+            s = self[0].wrap_socket(s, server_hostname=host)
             s.setblocking(False)
         except BaseException as e:
             s.close()
@@ -36,13 +37,7 @@ class Context:
         return s
 
 
-context = Context  # the name front.py imports
-
-
-def __getattr__(name):
-    # holdfast.tls.TLSError, as documented before it moved to errmore.py:
-    # importing it here would load the rarer errors with every TLS client.
-    if name == "TLSError":
-        from .errors import TLSError
-        return TLSError
-    raise AttributeError(name)
+def context(tls, params):
+    """MQTTClient's ssl and ssl_params -> Context (see tlsmore.build)."""
+    from . import tlsmore
+    return Context(tlsmore.build(tls, params))
