@@ -1,9 +1,9 @@
 # TLS for the client, one code path over MicroPython's tls module (mbedtls)
 # and CPython's ssl: wraps the socket (the handshake runs in blocking mode
-# under the socket's timeout, see Context.secure). Imported only when TLS is
-# on, and kept to what every reconnect needs since it stays loaded: building
-# the context from ssl_params and putting a failed handshake into words are
-# in tlsmore.py, which drops itself from the heap after each use (a client
+# under the socket's timeout, see secure). Imported only when TLS is on, and
+# kept to what every reconnect needs since it stays loaded: building the
+# context from ssl_params and putting a failed handshake into words are in
+# tlsmore.py, which drops itself from the heap after each use (a client
 # builds its context once and reuses it across reconnects).
 # docs/security.md describes the parameters and every failure.
 
@@ -13,31 +13,34 @@
 from .errors import __getattr__  # noqa: F401
 
 
-class Context(tuple):
-    """What MQTTClient keeps for TLS: (SSLContext, the name to check and send
-    as SNI instead of the server address, or None). A tuple, as it costs
-    less heap than an instance's attributes."""
-
-    def secure(self, s, host, timeout_ms):
-        """Wraps a connected socket in TLS; the handshake blocks, bounded by
-        timeout_ms. Returns it non-blocking; closes s on failure and raises
-        TLSError when it failed for a TLS reason, the runtime's OSError for
-        a timeout or a lost network."""
-        host = self[1] or host
-        try:
-            s.settimeout(timeout_ms / 1000)
-            s = self[0].wrap_socket(s, server_hostname=host)
-            s.setblocking(False)
-        except BaseException as e:
-            s.close()
-            if isinstance(e, (OSError, ValueError)):
-                from . import tlsmore
-                e = tlsmore.explain(e, host) or e
-            raise e
-        return s
-
-
 def context(tls, params):
-    """MQTTClient's ssl and ssl_params -> Context (see tlsmore.build)."""
+    """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
+    (SSLContext, the name to check and send as SNI instead of the server
+    address, or None), a Context (see tlsmore.build)."""
     from . import tlsmore
     return Context(tlsmore.build(tls, params))
+
+
+def secure(tls, s, host, timeout_ms):
+    """Wraps a connected socket in TLS with tls, a context(); the handshake
+    blocks, bounded by timeout_ms. Returns the socket non-blocking; closes s
+    on failure and raises TLSError when it failed for a TLS reason, the
+    runtime's OSError for a timeout or a lost network."""
+    host = tls[1] or host
+    try:
+        s.settimeout(timeout_ms / 1000)
+        s = tls[0].wrap_socket(s, server_hostname=host)
+        s.setblocking(False)
+    except BaseException as e:
+        s.close()
+        if isinstance(e, (OSError, ValueError)):
+            from . import tlsmore
+            e = tlsmore.explain(e, host) or e
+        raise e
+    return s
+
+
+# The tuple with secure() as a method too: what front.py calls,
+# tls.secure(sock, host, timeout_ms). Made by type(): a class statement's
+# namespace costs about 200 bytes more heap on MicroPython.
+Context = type("Context", (tuple,), {"secure": secure})
