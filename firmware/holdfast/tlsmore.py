@@ -15,9 +15,9 @@ if _MP:
     try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap
         import tls as ssl
     except ImportError:  # MicroPython before 1.23: ssl is the built-in one
-        import ssl
+        import ssl  # type: ignore[no-redef]
 else:
-    import ssl
+    import ssl  # type: ignore[no-redef]
 
 _KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
          "cert_reqs", "tls13")
