@@ -1,15 +1,23 @@
-# The part of TLS that runs once or on failure, loaded by tls.py when needed
-# and dropped again (tls.unload): building the context from ssl_params (file
-# reading, PEM to DER, the client certificate) and putting a failed handshake
-# into words. Messages never carry key material, file contents or passwords:
-# only reasons, host names and file paths. docs/security.md describes the
-# parameters and every failure.
+# The part of TLS that runs once or on failure: building the context from
+# ssl_params (file reading, PEM to DER, the client certificate) and putting a
+# failed handshake into words. tls.py imports it when needed; build() and
+# explain() drop it again before they return (_drop), so all that stays on
+# the heap is the names its import interned (hence few names of CPython's
+# classes and attributes in code only CPython runs). Messages never carry
+# key material, file contents or passwords: only reasons, host names and
+# file paths. docs/security.md describes the parameters and every failure.
 import sys
-import ssl
 from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
 
 _MP = sys.implementation.name == "micropython"
+if _MP:
+    try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap
+        import tls as ssl
+    except ImportError:  # MicroPython before 1.23: ssl is the built-in one
+        import ssl  # type: ignore[no-redef]
+else:
+    import ssl  # type: ignore[no-redef]
 
 _KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
          "cert_reqs", "tls13")
@@ -19,38 +27,53 @@ def build(tls, params):
     """MQTTClient's ssl and ssl_params -> (SSLContext, name to check or None).
     ssl=True builds a context from params; an SSLContext made by the caller
     is used as it is (only server_hostname may be given with it)."""
-    for k in params:
-        if k not in _KEYS:
-            raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)" % (k, ", ".join(_KEYS)))
-    name = params.get("server_hostname")
-    if tls is not True:
-        if len(params) > (1 if name else 0):
-            raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
-                                     "ssl_params can only add server_hostname")
-        return tls, name
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
-    if not _MP:
-        if reqs == ssl.CERT_NONE:
-            ctx.check_hostname = False
-        if not params.get("tls13"):
-            # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
-            # TLS 1.3); the host client matches them, so a broker that refuses
-            # our client certificate fails the handshake on both runtimes
-            # (with 1.3 it only closes the link after the handshake).
-            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    ctx.verify_mode = reqs
-    _load_ca(ctx, params, reqs)
-    _load_cert(ctx, params)
-    return ctx, name
+    try:
+        for k in params:
+            if k not in _KEYS:
+                raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)"
+                                      % (k, ", ".join(_KEYS)))
+        name = params.get("server_hostname")
+        if tls is not True:
+            if len(params) > (1 if name else 0):
+                raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
+                                                "ssl_params can only add server_hostname")
+            return tls, name
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
+        if not _MP:
+            if reqs == ssl.CERT_NONE:
+                ctx.check_hostname = False
+            if not params.get("tls13"):
+                # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
+                # TLS 1.3); the host client matches them, so a broker that
+                # refuses our client certificate fails the handshake on both
+                # runtimes (with 1.3 it only closes the link after the handshake).
+                ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.verify_mode = reqs
+        _load_ca(ctx, params)
+        _load_cert(ctx, params)
+        return ctx, name
+    finally:
+        _drop()
 
 
-def _load_ca(ctx, params, reqs):
+def _drop():
+    # This module leaves the heap at the next collection once nothing refers
+    # to it: not sys.modules, nor the package (an import sets it as an
+    # attribute; the package's __getattr__ would import it again, hence its
+    # __dict__). The caller's frame holds it until build or explain returns.
+    sys.modules.pop(__name__, None)
+    pkg = sys.modules.get(__name__[:-8])
+    if pkg is not None:
+        pkg.__dict__.pop("tlsmore", None)
+
+
+def _load_ca(ctx, params):
     data = params.get("cadata")
     if data is None and params.get("cafile") is not None:
         data = _read(params["cafile"], "cafile")
     if data is None:
-        if reqs == ssl.CERT_NONE:
+        if ctx.verify_mode == ssl.CERT_NONE:
             return
         if _MP:
             raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or cadata "
@@ -60,12 +83,13 @@ def _load_ca(ctx, params, reqs):
     if isinstance(data, str):
         data = data.encode()
     try:
-        if _MP:
-            # mbedtls here parses DER only: PEM is converted, one CA at a time.
-            for _, der in der_blocks(data, "CERTIFICATE"):
+        # mbedtls here parses DER only: PEM is converted, one CA at a time
+        # (on CPython too, so both load the same bytes).
+        for _, der in der_blocks(data, "CERTIFICATE"):
+            if _MP:
+                ctx.load_verify_locations(der)  # the tls module takes it positional only
+            else:
                 ctx.load_verify_locations(cadata=der)
-        else:
-            ctx.load_verify_locations(cadata=data.decode() if _pem(data) else data)
     except (OSError, ValueError) as e:
         raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be loaded: %s"
                        % _detail(e), e)
@@ -107,16 +131,12 @@ def _encrypted():
     raise errors.TLSError("config", "the key is encrypted: store it unencrypted (docs/security.md)")
 
 
-def _pem(data):
-    return data.find(b"-----BEGIN") >= 0
-
-
 def der_blocks(data, want=None):
     """PEM bytes -> [(label, DER bytes)] for each -----BEGIN label----- block
     (only labels containing want, if given); DER bytes come back as
     [(None, data)]. Works on both runtimes: host tools can use it to turn
     PEM files into the DER files a board loads fastest."""
-    if not _pem(data):
+    if data.find(b"-----BEGIN") < 0:
         return [(None, data)]
     out = []
     i = 0
@@ -186,45 +206,37 @@ _WORDS = {
 def explain(e, name):
     """The runtime's handshake exception -> TLSError with the reason in words,
     or None for a timeout or a network error that is not TLS's."""
-    reason = _reason(e)
-    if reason is None:
-        return None
-    words = _WORDS[reason]
-    if reason == "hostname":
-        words = words % name
-    return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
+    try:
+        reason = _reason(e)
+        if reason is None:
+            return None
+        words = _WORDS[reason]
+        if reason == "hostname":
+            words = words % name
+        return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
+    finally:
+        _drop()
 
 
 def _reason(e):
     """The runtime's handshake exception -> a reason, or None for a timeout or
     a network error that is not TLS's (raised as it is)."""
-    if _MP:
-        if isinstance(e, ValueError):
-            # mbedtls' verify result, one line per problem, or a usage error.
-            s = str(e)
-            if s.find("server_hostname") >= 0:
-                return "config"
-            if s.find("trusted") >= 0 or s.find("signed") >= 0:
-                return "untrusted"
-            if s.find("expired") >= 0:
-                return "expired"
-            if s.find("future") >= 0:
-                return "not-yet-valid"
-            if s.find("CN") >= 0 or s.find("name") >= 0:
-                return "hostname"
+    if _MP and isinstance(e, ValueError):
+        # mbedtls' verify result, one line per problem, or a usage error.
+        s = str(e)
+        if s.find("server_hostname") >= 0:
+            return "config"
+        if s.find("trusted") >= 0 or s.find("signed") >= 0:
             return "untrusted"
-        n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
-        if n in (32, 104):  # EPIPE, ECONNRESET: the peer hung up mid-handshake
-            return "closed"
-        if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
-            return "rejected"
-        if n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
-            return "closed"
-        if n < 0:  # any other mbedtls error
-            return "handshake"
-        return None
-    if isinstance(e, ssl.SSLCertVerificationError):
-        code = getattr(e, "verify_code", 0)
+        if s.find("expired") >= 0:
+            return "expired"
+        if s.find("future") >= 0:
+            return "not-yet-valid"
+        if s.find("CN") >= 0 or s.find("name") >= 0:
+            return "hostname"
+        return "untrusted"
+    code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
+    if code is not None:
         if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
             return "expired"
         if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
@@ -232,11 +244,19 @@ def _reason(e):
         if code in (62, 64):  # hostname / IP address mismatch
             return "hostname"
         return "untrusted"
-    if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError,
-                      BrokenPipeError)):
-        return "closed"
-    if isinstance(e, ssl.SSLError):
-        return "rejected" if str(e).find("ALERT") >= 0 else "handshake"
     if isinstance(e, ValueError):
         return "config"
+    n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
+    if n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
+        return "closed"
+    if _MP:
+        if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
+            return "rejected"
+        if n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
+            return "closed"
+        return "handshake" if n < 0 else None  # n < 0: any other mbedtls error
+    if isinstance(e, ssl.SSLError):
+        if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
+            return "closed"
+        return "rejected" if str(e).find("ALERT") >= 0 else "handshake"
     return None
