@@ -101,7 +101,7 @@ def fail(host, port, a, tag):
     except Exception as e:  # noqa: BLE001 - the test asserts what it was
         r = info(e, ticks_diff(ticks_ms(), t0))
         r["tlsmore_loaded"] = tlsmore_loaded()
-        r["tx"] = None if c is None else len(c.s.tx)
+        r["tx"] = None if c is None else len(c.session.tx)
         return r
     c.disconnect()
     return {"type": None}

@@ -67,8 +67,8 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
-        # What open_socket wraps with: None without TLS, else a tls.Context
-        # (tls.py loads only then).
+        # What open_socket wraps with: None without TLS, else tls.context()'s
+        # (SSLContext, name) (tls.py loads only then).
         self.tls = None
         if ssl:
             from .tls import context
@@ -306,7 +306,10 @@ class Front:
             if ticks_diff(now, since) > self.timeout_ms:
                 raise MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
-        self.sock = self.tls.secure(sock, self.server, self.timeout_ms) if self.tls else sock
+        if self.tls:
+            from .tls import secure
+            sock = secure(self.tls, sock, self.server, self.timeout_ms)
+        self.sock = sock
         self.links += 1
         return True
 

@@ -82,7 +82,7 @@ class Connector:
 
 def open_socket(host, port, timeout_ms, tls=None):
     """Connects (resolving host anew each time), waiting up to timeout_ms,
-    wraps in TLS when tls is a tls.Context, and returns the socket in
+    wraps in TLS when tls is a tls.context(), and returns the socket in
     non-blocking mode."""
     conn = Connector(host, port)
     try:
@@ -94,7 +94,10 @@ def open_socket(host, port, timeout_ms, tls=None):
     if sock is None:
         from .errors import Unreachable
         raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
-    return tls.secure(sock, host, timeout_ms) if tls else sock
+    if tls:
+        from .tls import secure
+        sock = secure(tls, sock, host, timeout_ms)
+    return sock
 
 
 def _unreachable(reason, e, host, port):

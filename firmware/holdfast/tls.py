@@ -16,9 +16,9 @@ from .errors import __getattr__  # noqa: F401
 def context(tls, params):
     """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
     (SSLContext, the name to check and send as SNI instead of the server
-    address, or None), a Context (see tlsmore.build)."""
+    address, or None) (see tlsmore.build)."""
     from . import tlsmore
-    return Context(tlsmore.build(tls, params))
+    return tlsmore.build(tls, params)
 
 
 def secure(tls, s, host, timeout_ms):
@@ -39,8 +39,3 @@ def secure(tls, s, host, timeout_ms):
         raise e
     return s
 
-
-# The tuple with secure() as a method too: what front.py calls,
-# tls.secure(sock, host, timeout_ms). Made by type(): a class statement's
-# namespace costs about 200 bytes more heap on MicroPython.
-Context = type("Context", (tuple,), {"secure": secure})
