@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from holdfast import codec as c
+import consts as mq
 from holdfast import broker
 from packets import current, encode
 
@@ -53,16 +53,16 @@ class Conn:
             while self.unread:
                 p = self.unread.pop(0)
                 t = p[0]
-                if t == c.DISCONNECT:
+                if t == mq.DISCONNECT:
                     return
-                if t == c.PUBLISH and p[3]:
-                    self.send((c.PUBACK if p[3] == 1 else c.PUBREC, p[6]))
-                elif t == c.PUBREL:
-                    self.send((c.PUBCOMP, p[1]))
-                elif t == c.PINGREQ:
-                    self.send((c.PINGRESP,))
-                elif t == c.SUBSCRIBE:
-                    self.send((c.SUBACK, p[1], tuple(q for f, q in p[2])))
+                if t == mq.PUBLISH and p[3]:
+                    self.send((mq.PUBACK if p[3] == 1 else mq.PUBREC, p[6]))
+                elif t == mq.PUBREL:
+                    self.send((mq.PUBCOMP, p[1]))
+                elif t == mq.PINGREQ:
+                    self.send((mq.PINGRESP,))
+                elif t == mq.SUBSCRIBE:
+                    self.send((mq.SUBACK, p[1], tuple(q for f, q in p[2])))
             left = deadline - time.monotonic()
             if left <= 0 or not self._read(left):
                 return
@@ -160,6 +160,6 @@ class ScriptedBroker:
 
 def connack(conn, present=False):
     """The usual opening: CONNECT in, CONNACK out; returns the CONNECT."""
-    p = conn.expect(c.CONNECT)
-    conn.send((c.CONNACK, present, 0))
+    p = conn.expect(mq.CONNECT)
+    conn.send((mq.CONNACK, present, 0))
     return p

@@ -3,6 +3,7 @@
 from hypothesis import given, settings, strategies as st
 
 from holdfast import codec as c
+import consts as mq
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import current, encode, decode_all
 
@@ -25,7 +26,7 @@ def connects(draw):
     will = draw(st.booleans())
     user = draw(opt_blob)
     pw = draw(opt_blob) if (user is not None or lvl == 3) else None
-    return (c.CONNECT, lvl, cid, clean, draw(st.integers(0, 65535)),
+    return (mq.CONNECT, lvl, cid, clean, draw(st.integers(0, 65535)),
             draw(topic) if will else None, draw(st.binary(max_size=40)) if will else None,
             draw(qos) if will else 0, draw(st.booleans()) if will else False, user, pw)
 
@@ -33,24 +34,24 @@ def connects(draw):
 @st.composite
 def publishes(draw):
     q = draw(qos)
-    return (c.PUBLISH, draw(topic), draw(blob), q, draw(st.booleans()),
+    return (mq.PUBLISH, draw(topic), draw(blob), q, draw(st.booleans()),
             draw(st.booleans()) if q else False, draw(pid) if q else 0)
 
 
 packets = st.one_of(
     connects(),
-    st.tuples(st.just(c.CONNACK), st.booleans(), st.integers(0, 5)),
+    st.tuples(st.just(mq.CONNACK), st.booleans(), st.integers(0, 5)),
     publishes(),
-    st.tuples(st.sampled_from([c.PUBACK, c.PUBREC, c.PUBREL, c.PUBCOMP, c.UNSUBACK]), pid),
-    st.tuples(st.just(c.SUBSCRIBE), pid, st.lists(st.tuples(filter_, qos), min_size=1, max_size=4).map(tuple)),
-    st.tuples(st.just(c.SUBACK), pid, st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=4).map(tuple)),
-    st.tuples(st.just(c.UNSUBSCRIBE), pid, st.lists(filter_, min_size=1, max_size=4).map(tuple)),
-    st.tuples(st.sampled_from([c.PINGREQ, c.PINGRESP, c.DISCONNECT])),
+    st.tuples(st.sampled_from([mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK]), pid),
+    st.tuples(st.just(mq.SUBSCRIBE), pid, st.lists(st.tuples(filter_, qos), min_size=1, max_size=4).map(tuple)),
+    st.tuples(st.just(mq.SUBACK), pid, st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=4).map(tuple)),
+    st.tuples(st.just(mq.UNSUBSCRIBE), pid, st.lists(filter_, min_size=1, max_size=4).map(tuple)),
+    st.tuples(st.sampled_from([mq.PINGREQ, mq.PINGRESP, mq.DISCONNECT])),
 )
 
 
 def lvl_of(p):
-    return p[1] if p[0] == c.CONNECT else 4
+    return p[1] if p[0] == mq.CONNECT else 4
 
 
 def enc(p):
@@ -65,7 +66,7 @@ def test_decode_encode_round_trip(p):
 
 
 @settings(max_examples=200)
-@given(st.lists(packets.filter(lambda p: p[0] != c.CONNECT), min_size=1, max_size=8), st.integers(1, 7))
+@given(st.lists(packets.filter(lambda p: p[0] != mq.CONNECT), min_size=1, max_size=8), st.integers(1, 7))
 def test_any_chunking_gives_the_same_packets(ps, step):
     stream = b"".join(enc(p) for p in ps)
     assert decode_all(stream, step=1) == ps
@@ -105,11 +106,11 @@ def test_mutated_packets_raise_only_the_protocol_error(p, data):
 
 # What a broker sends a client, valid.
 from_broker = st.one_of(
-    st.tuples(st.just(c.CONNACK), st.booleans(), st.integers(0, 5)),
+    st.tuples(st.just(mq.CONNACK), st.booleans(), st.integers(0, 5)),
     publishes(),
-    st.tuples(st.sampled_from([c.PUBACK, c.PUBREC, c.PUBREL, c.PUBCOMP, c.UNSUBACK]), pid),
-    st.tuples(st.just(c.SUBACK), pid, st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=4).map(tuple)),
-    st.tuples(st.just(c.PINGRESP)),
+    st.tuples(st.sampled_from([mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK]), pid),
+    st.tuples(st.just(mq.SUBACK), pid, st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=4).map(tuple)),
+    st.tuples(st.just(mq.PINGRESP)),
 )
 
 
@@ -159,7 +160,7 @@ def hostile_events(stream, size, cuts, by_tail):
             try:
                 t = r.next()
             except PacketTooLarge as e:
-                assert e.type == c.PUBLISH and e.length > size and (e.pid > 0) == (e.qos > 0), e
+                assert e.type == mq.PUBLISH and e.length > size and (e.pid > 0) == (e.qos > 0), e
                 out.append(("too large", e.length, e.pid, e.qos))
                 continue
             except MQTTProtocolError as e:
@@ -167,7 +168,7 @@ def hostile_events(stream, size, cuts, by_tail):
                 return out
             finally:
                 assert 0 <= r.start <= r.end <= size, (r.start, r.end, size)
-                assert 0 <= r.skip <= c.MAX_REMAINING + 5 and r._pid_at >= -1, (r.skip, r._pid_at)
+                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and r._pid_at >= -1, (r.skip, r._pid_at)
             if not t:
                 break
             p = current(r)
@@ -201,7 +202,7 @@ def roomy_events(stream, size):
             return out, None
         p = current(r)
         if r.start - s > size:
-            if t != c.PUBLISH:
+            if t != mq.PUBLISH:
                 return out, ("error", c.why(c._E_TOO_LARGE, t, r.start - s, size))
             p = ("too large", r.start - s, p[6], p[3])
         out.append(p)

@@ -367,7 +367,7 @@ def test_a_crash_between_fsync_and_ack_loses_nothing_and_lands_qos2_once(mosquit
         "batches = []\n"
         "real_send_acks = collector.Collector._send_acks\n"
         "def send_acks(self):\n"
-        "    if any(t == collector.codec.PUBREC for t, pid in self._acks):\n"
+        "    if any(t == collector.PUBREC for t, pid in self._acks):\n"
         "        batches.append(1)\n"
         "        if len(batches) == 3:\n"
         "            print('collector: dying before the acks of', len(self._acks), 'messages', flush=True)\n"
@@ -545,24 +545,24 @@ def test_keepalive_pings_and_a_silent_broker_is_left(tmp_path):
     # A scripted broker grants the subscription, then hears the collector out
     # and answers nothing: the collector pings the idle link, and once nothing
     # has come for 1.5 keepalives it drops the link and connects again.
-    from holdfast import codec as c
+    import consts as mq
     from scripted_broker import ScriptedBroker, connack
 
     def silent(conn):
         connack(conn)
-        p = conn.expect(c.SUBSCRIBE)
-        conn.send((c.SUBACK, p[1], (2,)))
+        p = conn.expect(mq.SUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (2,)))
         conn.idle(30)    # until the collector leaves: it closes the link
 
     def answers(conn):
         # ... and a clean stop: the fence (an UNSUBSCRIBE answered), then
         # DISCONNECT.
         connack(conn, present=True)
-        p = conn.expect(c.SUBSCRIBE)
-        conn.send((c.SUBACK, p[1], (2,)))
-        p = conn.expect(c.UNSUBSCRIBE, 20)
-        conn.send((c.UNSUBACK, p[1]))
-        conn.expect(c.DISCONNECT)
+        p = conn.expect(mq.SUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (2,)))
+        p = conn.expect(mq.UNSUBSCRIBE, 20)
+        conn.send((mq.UNSUBACK, p[1]))
+        conn.expect(mq.DISCONNECT)
 
     broker = ScriptedBroker(silent, answers)
     col = Collector("127.0.0.1", broker.port, str(tmp_path / "landing"), client_id="test-keepalive",
@@ -575,22 +575,22 @@ def test_keepalive_pings_and_a_silent_broker_is_left(tmp_path):
         broker.close()
     assert broker.errors == []
     first = [p[0] for p in broker.conns[0].got]
-    assert first[:2] == [c.CONNECT, c.SUBSCRIBE] and c.PINGREQ in first, first
+    assert first[:2] == [mq.CONNECT, mq.SUBSCRIBE] and mq.PINGREQ in first, first
 
 
 @pytest.mark.parametrize("refusal", ["connack", "suback"])
 def test_a_refusal_stops_the_collector_with_its_cause(tmp_path, refusal):
-    from holdfast import codec as c
+    import consts as mq
     from scripted_broker import ScriptedBroker
 
     def script(conn):
-        conn.expect(c.CONNECT)
+        conn.expect(mq.CONNECT)
         if refusal == "connack":
-            conn.send((c.CONNACK, False, 5))
+            conn.send((mq.CONNACK, False, 5))
             return
-        conn.send((c.CONNACK, False, 0))
-        p = conn.expect(c.SUBSCRIBE)
-        conn.send((c.SUBACK, p[1], (0x80,)))
+        conn.send((mq.CONNACK, False, 0))
+        p = conn.expect(mq.SUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (0x80,)))
         conn.idle(5)
 
     broker = ScriptedBroker(script)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from holdfast import codec as c
+import consts as mq
 from packets import encode
 from scripted_broker import ScriptedBroker, connack
 
@@ -54,20 +54,20 @@ def acks(conn, type):
 def test_callback_exception_is_counted_and_the_message_acknowledged(runtime, shell):
     def script(conn):
         connack(conn)
-        p = conn.expect(c.PUBLISH)  # connect() has returned
-        conn.send((c.PUBACK, p[6]))
-        conn.send((c.PUBLISH, b"cmd", b"boom", 1, False, False, 1))
-        conn.expect(c.PUBACK)
-        conn.send((c.PUBLISH, b"cmd", b"ok", 1, False, False, 2))
-        conn.expect(c.PUBACK)
-        p = conn.expect(c.PUBLISH)
-        conn.send((c.PUBACK, p[6]))
-        conn.expect(c.DISCONNECT)
+        p = conn.expect(mq.PUBLISH)  # connect() has returned
+        conn.send((mq.PUBACK, p[6]))
+        conn.send((mq.PUBLISH, b"cmd", b"boom", 1, False, False, 1))
+        conn.expect(mq.PUBACK)
+        conn.send((mq.PUBLISH, b"cmd", b"ok", 1, False, False, 2))
+        conn.expect(mq.PUBACK)
+        p = conn.expect(mq.PUBLISH)
+        conn.send((mq.PUBACK, p[6]))
+        conn.expect(mq.DISCONNECT)
 
     # Blocking: raised out of wait_msg(), as umqtt.simple does; asyncio: printed.
     r, b = play(runtime, shell, "callback_error", script,
                 raised=["ValueError"] if shell == "blocking" else [])
-    assert acks(b.conns[0], c.PUBACK) == [1, 2]
+    assert acks(b.conns[0], mq.PUBACK) == [1, 2]
     assert r["got"] == ["ok"] and r["callback_errors"] == 1 and r["flushed"], r
     assert r["links"] == 1, r
 
@@ -76,19 +76,19 @@ def test_callback_exception_is_counted_and_the_message_acknowledged(runtime, she
 def test_publish_from_a_callback_only_queues(runtime, shell):
     def script(conn):
         connack(conn)
-        first = conn.expect(c.PUBLISH)  # fills the window of 1: not acknowledged yet
-        conn.send((c.PUBLISH, b"in", b"m1", 1, False, False, 1), (c.PUBLISH, b"in", b"m2", 2, True, False, 2))
-        conn.expect(c.PUBACK)
-        conn.expect(c.PUBREC)
-        conn.send((c.PUBREL, 2))
-        conn.expect(c.PUBCOMP)
-        conn.send((c.PUBACK, first[6]))
+        first = conn.expect(mq.PUBLISH)  # fills the window of 1: not acknowledged yet
+        conn.send((mq.PUBLISH, b"in", b"m1", 1, False, False, 1), (mq.PUBLISH, b"in", b"m2", 2, True, False, 2))
+        conn.expect(mq.PUBACK)
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 2))
+        conn.expect(mq.PUBCOMP)
+        conn.send((mq.PUBACK, first[6]))
         while True:  # then whatever the callback queued
-            p = conn.expect(c.PUBLISH)
-            conn.send((c.PUBACK, p[6]))
+            p = conn.expect(mq.PUBLISH)
+            conn.send((mq.PUBACK, p[6]))
             if p[1] == b"echo":
                 break
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.DISCONNECT)
 
     if shell == "async":
         script = _without_echo(script)
@@ -100,7 +100,7 @@ def test_publish_from_a_callback_only_queues(runtime, shell):
     assert msgs == [["m1", "m1", True, 1], ["m2", "m2", True, 1]], seen
     if shell == "blocking":
         assert seen[0][0] == "pid" and seen[0][1] > 0, seen
-        assert [p[1] for p in b.conns[0].got if p[0] == c.PUBLISH] == [b"first", b"echo"]
+        assert [p[1] for p in b.conns[0].got if p[0] == mq.PUBLISH] == [b"first", b"echo"]
     assert r["flushed"] and r["links"] == 1, r
 
 
@@ -108,14 +108,14 @@ def _without_echo(script):
     # An asyncio callback cannot await publish(); the rest is the same.
     def s(conn):
         connack(conn)
-        first = conn.expect(c.PUBLISH)
-        conn.send((c.PUBLISH, b"in", b"m1", 1, False, False, 1), (c.PUBLISH, b"in", b"m2", 2, True, False, 2))
-        conn.expect(c.PUBACK)
-        conn.expect(c.PUBREC)
-        conn.send((c.PUBREL, 2))
-        conn.expect(c.PUBCOMP)
-        conn.send((c.PUBACK, first[6]))
-        conn.expect(c.DISCONNECT)
+        first = conn.expect(mq.PUBLISH)
+        conn.send((mq.PUBLISH, b"in", b"m1", 1, False, False, 1), (mq.PUBLISH, b"in", b"m2", 2, True, False, 2))
+        conn.expect(mq.PUBACK)
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 2))
+        conn.expect(mq.PUBCOMP)
+        conn.send((mq.PUBACK, first[6]))
+        conn.expect(mq.DISCONNECT)
     return s
 
 
@@ -123,14 +123,14 @@ def _without_echo(script):
 def test_connect_after_disconnect_turns_automatic_reconnect_back_on(runtime, shell):
     def bye(conn):
         connack(conn)
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.DISCONNECT)
 
     def cut(conn):
         connack(conn)  # then the broker closes the link
 
     def stay(conn):
         connack(conn)
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.DISCONNECT)
 
     r, b = play(runtime, shell, "reconnect_after_disconnect", bye, cut, stay)
     assert r["links"] == 3 and r["connected"], r
@@ -141,7 +141,7 @@ def test_connect_after_disconnect_turns_automatic_reconnect_back_on(runtime, she
 def test_offline_qos0_is_counted_and_flush_0_does_not_wait(runtime, shell):
     def script(conn):
         connack(conn)
-        conn.expect(c.PUBLISH)
+        conn.expect(mq.PUBLISH)
         conn.idle(1)
 
     r, b = play(runtime, shell, "offline_and_flush", script)
@@ -167,7 +167,7 @@ def test_unanswered_keepalive_drops_the_link_and_reconnects(runtime, shell):
         conn.idle(6)
 
     r, b = play(runtime, shell, "keepalive_drop", silent, stay)
-    assert any(p[0] == c.PINGREQ for p in b.conns[0].got), b.conns[0].got
+    assert any(p[0] == mq.PINGREQ for p in b.conns[0].got), b.conns[0].got
     assert r["links"] >= 2 and r["connected"], r
     assert "nothing from the broker" in r["last_error"], r  # 1.5 keepalives of silence
 
@@ -175,14 +175,14 @@ def test_unanswered_keepalive_drops_the_link_and_reconnects(runtime, shell):
 @both
 def test_publish_before_connack_is_a_protocol_error_not_a_delivery(runtime, shell):
     def script(conn):
-        conn.expect(c.CONNECT)
-        conn.send((c.PUBLISH, b"early", b"x", 1, False, False, 1), (c.CONNACK, False, 0))
+        conn.expect(mq.CONNECT)
+        conn.send((mq.PUBLISH, b"early", b"x", 1, False, False, 1), (mq.CONNACK, False, 0))
         conn.idle(0.5)
 
     r, b = play(runtime, shell, "before_connack", script)
     assert r["got"] == [] and r["error"] in ("MQTTTimeout", "MQTTProtocolError"), r
     assert "before CONNACK" in r["last_error"], r
-    assert acks(b.conns[0], c.PUBACK) == []
+    assert acks(b.conns[0], mq.PUBACK) == []
 
 
 @both
@@ -190,15 +190,15 @@ def test_a_refused_restore_is_reported_and_the_link_kept(runtime, shell):
     def first(conn):
         connack(conn)
         for _ in range(2):
-            p = conn.expect(c.SUBSCRIBE)
-            conn.send((c.SUBACK, p[1], (1,)))
+            p = conn.expect(mq.SUBSCRIBE)
+            conn.send((mq.SUBACK, p[1], (1,)))
         # then the link drops
 
     def second(conn):
         connack(conn, present=False)  # a new session: the client restores
-        p = conn.expect(c.SUBSCRIBE)
+        p = conn.expect(mq.SUBSCRIBE)
         assert [f for f, q in p[2]] == [b"cmd/a", b"cmd/b"], p
-        conn.send((c.SUBACK, p[1], (1, 0x80)))
+        conn.send((mq.SUBACK, p[1], (1, 0x80)))
         conn.serve()
 
     r, b = play(runtime, shell, "restore_refused", first, second)
@@ -210,14 +210,14 @@ def test_a_refused_restore_is_reported_and_the_link_kept(runtime, shell):
 def test_new_session_on_the_broker_forgets_held_qos2_ids(runtime, shell):
     def first(conn):
         connack(conn)
-        conn.send((c.PUBLISH, b"in", b"old", 2, False, False, 1))
-        conn.expect(c.PUBREC)  # then the link drops before PUBREL
+        conn.send((mq.PUBLISH, b"in", b"old", 2, False, False, 1))
+        conn.expect(mq.PUBREC)  # then the link drops before PUBREL
 
     def second(conn):
         connack(conn, present=False)
-        conn.send((c.PUBLISH, b"in", b"new", 2, False, False, 1))
-        conn.expect(c.PUBREC)
-        conn.send((c.PUBREL, 1))
+        conn.send((mq.PUBLISH, b"in", b"new", 2, False, False, 1))
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 1))
         conn.serve()
 
     r, b = play(runtime, shell, "qos2_new_session", first, second)
@@ -237,25 +237,25 @@ def test_oversize_messages_are_acknowledged_whatever_the_read_sizes(runtime, she
 
     def script(conn):
         connack(conn)
-        trickle(conn, (c.PUBLISH, b"t/" + b"x" * 150, b"z" * 300, 2, False, False, 5))
-        conn.expect(c.PUBREC)
-        conn.send((c.PUBREL, 5))
-        conn.expect(c.PUBCOMP)
-        trickle(conn, (c.PUBLISH, b"t", b"z" * 400, 1, False, False, 6))
-        conn.expect(c.PUBACK)
-        conn.send((c.PUBLISH, b"t", b"fits", 1, False, False, 7))
+        trickle(conn, (mq.PUBLISH, b"t/" + b"x" * 150, b"z" * 300, 2, False, False, 5))
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 5))
+        conn.expect(mq.PUBCOMP)
+        trickle(conn, (mq.PUBLISH, b"t", b"z" * 400, 1, False, False, 6))
+        conn.expect(mq.PUBACK)
+        conn.send((mq.PUBLISH, b"t", b"fits", 1, False, False, 7))
         conn.serve()
 
     r, b = play(runtime, shell, "oversize", script)
     assert r["got"] == ["fits"] and r["dropped"] == 2, r
-    assert acks(b.conns[0], c.PUBACK) == [6, 7] and acks(b.conns[0], c.PUBREC) == [5]
+    assert acks(b.conns[0], mq.PUBACK) == [6, 7] and acks(b.conns[0], mq.PUBREC) == [5]
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_connect_restarts_a_background_task_that_ended(runtime):
     def stay(conn):
         connack(conn)
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.DISCONNECT)
 
     def hold(conn):
         connack(conn)
@@ -271,8 +271,8 @@ def test_connect_restarts_a_background_task_that_ended(runtime):
 @both
 def test_a_refusal_is_answered_at_once_not_after_the_timeout(runtime, shell):
     def refuse(conn):
-        conn.expect(c.CONNECT)
-        conn.send((c.CONNACK, False, 5))
+        conn.expect(mq.CONNECT)
+        conn.send((mq.CONNACK, False, 5))
 
     r, b = play(runtime, shell, "refused_at_once", refuse)
     assert r["error"] == "ConnectError" and r["code"] == 5, r
@@ -282,7 +282,7 @@ def test_a_refusal_is_answered_at_once_not_after_the_timeout(runtime, shell):
 @both
 def test_a_broker_closing_instead_of_answering_connect_is_named(runtime, shell):
     def close(conn):
-        conn.expect(c.CONNECT)  # then the link closes
+        conn.expect(mq.CONNECT)  # then the link closes
 
     r, b = play(runtime, shell, "closed_at_connect", close)
     assert r["error"] == "LinkDown", r
@@ -301,7 +301,7 @@ def test_a_second_connect_while_connected_makes_a_working_link(runtime, shell):
 
     r, b = play(runtime, shell, "connect_twice", first, second)
     assert r["links"] == 2 and r["flushed"] and r["connected"], r
-    assert [p[0] for p in b.conns[1].got if p[0] == c.PUBLISH] == [c.PUBLISH], b.conns[1].got
+    assert [p[0] for p in b.conns[1].got if p[0] == mq.PUBLISH] == [mq.PUBLISH], b.conns[1].got
 
 
 # -- every public call, on both shells -------------------------------------------
@@ -312,42 +312,42 @@ def test_unsubscribe_waits_for_unsuback_and_the_filter_is_not_restored(runtime, 
     def first(conn):
         connack(conn)
         for q in (1, 1):
-            p = conn.expect(c.SUBSCRIBE)
-            conn.send((c.SUBACK, p[1], (q,)))
-        p = conn.expect(c.UNSUBSCRIBE)
+            p = conn.expect(mq.SUBSCRIBE)
+            conn.send((mq.SUBACK, p[1], (q,)))
+        p = conn.expect(mq.UNSUBSCRIBE)
         assert list(p[2]) == [b"cmd/a"], p
         # Before the UNSUBACK: handed out by the time unsubscribe() returns.
-        conn.send((c.PUBLISH, b"cmd/b", b"before-unsuback", 0, False, False, 0), (c.UNSUBACK, p[1]))
-        p = conn.expect(c.PUBLISH)  # sent after unsubscribe() returned
+        conn.send((mq.PUBLISH, b"cmd/b", b"before-unsuback", 0, False, False, 0), (mq.UNSUBACK, p[1]))
+        p = conn.expect(mq.PUBLISH)  # sent after unsubscribe() returned
         assert p[2] == b"unsubscribed", p
-        conn.send((c.PUBACK, p[6]))
+        conn.send((mq.PUBACK, p[6]))
         # then the link drops
 
     def second(conn):
         connack(conn, present=False)  # a new session: the client restores
-        p = conn.expect(c.SUBSCRIBE)
+        p = conn.expect(mq.SUBSCRIBE)
         assert [f for f, q in p[2]] == [b"cmd/b"], p
-        conn.send((c.SUBACK, p[1], (1,)))
+        conn.send((mq.SUBACK, p[1], (1,)))
         conn.serve()
 
     r, b = play(runtime, shell, "unsubscribe", first, second)
     assert r["ret"] is None and r["at_return"] == ["before-unsuback"], r
     assert r["flushed"] and r["pid"] and r["links"] == 2, r
-    assert [p[0] for p in b.conns[1].got].count(c.SUBSCRIBE) == 1, b.conns[1].got
+    assert [p[0] for p in b.conns[1].got].count(mq.SUBSCRIBE) == 1, b.conns[1].got
 
 
 @both
 def test_ping_sends_pingreq_at_once_and_keeps_the_link(runtime, shell):
     def script(conn):
         connack(conn)
-        conn.expect(c.PINGREQ)  # keepalive is off: ping() sent it
-        conn.send((c.PINGRESP,), (c.PUBLISH, b"cmd", b"pong-seen", 0, False, False, 0))
-        p = conn.expect(c.PUBLISH)
-        conn.send((c.PUBACK, p[6]))
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.PINGREQ)  # keepalive is off: ping() sent it
+        conn.send((mq.PINGRESP,), (mq.PUBLISH, b"cmd", b"pong-seen", 0, False, False, 0))
+        p = conn.expect(mq.PUBLISH)
+        conn.send((mq.PUBACK, p[6]))
+        conn.expect(mq.DISCONNECT)
 
     r, b = play(runtime, shell, "ping", script)
-    assert [p[0] for p in b.conns[0].got] == [c.CONNECT, c.PINGREQ, c.PUBLISH, c.DISCONNECT], \
+    assert [p[0] for p in b.conns[0].got] == [mq.CONNECT, mq.PINGREQ, mq.PUBLISH, mq.DISCONNECT], \
         b.conns[0].got
     assert r["ret"] is None and r["answered"] and r["got"] == ["pong-seen"], r
     assert r["flushed"] and r["links"] == 1 and "None" == r["last_error"], r
@@ -357,18 +357,18 @@ def test_ping_sends_pingreq_at_once_and_keeps_the_link(runtime, shell):
 def test_a_filters_handler_gets_its_messages_with_the_retained_flag(runtime, shell):
     def script(conn):
         connack(conn)
-        p = conn.expect(c.SUBSCRIBE)
+        p = conn.expect(mq.SUBSCRIBE)
         assert list(p[2]) == [(b"cmd/+", 1)], p
-        conn.send((c.SUBACK, p[1], (1,)))
-        p = conn.expect(c.SUBSCRIBE)
-        conn.send((c.SUBACK, p[1], (0,)))
-        p = conn.expect(c.PUBLISH)  # subscribe() returned twice: both filters registered
-        conn.send((c.PUBACK, p[6]))
-        conn.send((c.PUBLISH, b"cmd/x", b"c1", 1, True, False, 9),
-                  (c.PUBLISH, b"other", b"o1", 0, False, False, 0),
-                  (c.PUBLISH, b"cmd/y", b"c2", 0, False, False, 0))
-        conn.expect(c.PUBACK)
-        conn.expect(c.DISCONNECT)
+        conn.send((mq.SUBACK, p[1], (1,)))
+        p = conn.expect(mq.SUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (0,)))
+        p = conn.expect(mq.PUBLISH)  # subscribe() returned twice: both filters registered
+        conn.send((mq.PUBACK, p[6]))
+        conn.send((mq.PUBLISH, b"cmd/x", b"c1", 1, True, False, 9),
+                  (mq.PUBLISH, b"other", b"o1", 0, False, False, 0),
+                  (mq.PUBLISH, b"cmd/y", b"c2", 0, False, False, 0))
+        conn.expect(mq.PUBACK)
+        conn.expect(mq.DISCONNECT)
 
     r, b = play(runtime, shell, "handler", script)
     assert r["granted"] == [1, 0], r
@@ -381,18 +381,18 @@ def test_a_filters_handler_gets_its_messages_with_the_retained_flag(runtime, she
 def test_set_delivered_reports_each_pid_once_the_broker_acknowledged_it(runtime, shell):
     def script(conn):
         connack(conn)
-        p1 = conn.expect(c.PUBLISH)
-        p2 = conn.expect(c.PUBLISH)
+        p1 = conn.expect(mq.PUBLISH)
+        p2 = conn.expect(mq.PUBLISH)
         assert (p1[3], p2[3]) == (1, 2), (p1, p2)
-        conn.send((c.PUBLISH, b"in", b"before-puback", 0, False, False, 0), (c.PUBACK, p1[6]),
-                  (c.PUBREC, p2[6]))
-        conn.expect(c.PUBREL)
-        conn.send((c.PUBLISH, b"in", b"before-pubcomp", 0, False, False, 0), (c.PUBCOMP, p2[6]))
-        conn.expect(c.DISCONNECT)
+        conn.send((mq.PUBLISH, b"in", b"before-puback", 0, False, False, 0), (mq.PUBACK, p1[6]),
+                  (mq.PUBREC, p2[6]))
+        conn.expect(mq.PUBREL)
+        conn.send((mq.PUBLISH, b"in", b"before-pubcomp", 0, False, False, 0), (mq.PUBCOMP, p2[6]))
+        conn.expect(mq.DISCONNECT)
 
     r, b = play(runtime, shell, "delivered", script)
     p1, p2 = r["pids"]
-    assert [p[6] for p in b.conns[0].got if p[0] == c.PUBLISH] == [p1, p2], b.conns[0].got
+    assert [p[6] for p in b.conns[0].got if p[0] == mq.PUBLISH] == [p1, p2], b.conns[0].got
     assert r["done"] == [p1, p2], r
     # QoS 1 not before its PUBACK; QoS 2 not at PUBREC, only at PUBCOMP.
     assert r["seen"] == [["before-puback", []], ["before-pubcomp", [p1]]], r
@@ -407,19 +407,19 @@ def test_an_unexpected_exception_is_counted_and_the_client_works_on(runtime, she
 
     def acked(conn):
         connack(conn)
-        p = conn.expect(c.PUBLISH)
-        conn.send((c.PUBACK, p[6]))
+        p = conn.expect(mq.PUBLISH)
+        conn.send((mq.PUBACK, p[6]))
         if shell == "async":  # the outbox fails on that PUBACK: the link goes
             conn.idle(10)
             return
-        conn.expect(c.DISCONNECT)
+        conn.expect(mq.DISCONNECT)
 
     def again(conn):
         connack(conn)
-        p = conn.expect(c.PUBLISH)
+        p = conn.expect(mq.PUBLISH)
         assert p[2] == b"after-fault" and p[5], p  # sent again, flagged DUP
-        conn.send((c.PUBACK, p[6]))
-        conn.expect(c.DISCONNECT)
+        conn.send((mq.PUBACK, p[6]))
+        conn.expect(mq.DISCONNECT)
 
     scripts = (until_closed, acked, again) if shell == "async" else (acked,)
     r, b = play(runtime, shell, "fault", *scripts,
@@ -442,10 +442,10 @@ def test_without_reconnect_the_client_stays_offline_until_connect(runtime, shell
 
     def again(conn):
         connack(conn)
-        p = conn.expect(c.PUBLISH)  # published while offline, kept
+        p = conn.expect(mq.PUBLISH)  # published while offline, kept
         assert p[2] == b"kept", p
-        conn.send((c.PUBACK, p[6]))
-        conn.expect(c.DISCONNECT)
+        conn.send((mq.PUBACK, p[6]))
+        conn.expect(mq.DISCONNECT)
 
     # Each wait_msg() of the blocking client after the loss raises LinkDown
     # (no link can come), rather than spinning: ten of them, and the one that

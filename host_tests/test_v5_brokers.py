@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from holdfast import codec as c
+import consts as mq
 from holdfast import v5more as v5
 
 TIMEOUT = 10
@@ -55,7 +56,7 @@ def link(b, client_id, **kw):
     s = socket.create_connection((b.host, b.port), timeout=TIMEOUT)
     send(s, v5.connect, client_id, **kw)
     r = receive(s)
-    assert r.type == c.CONNACK, r.type
+    assert r.type == mq.CONNACK, r.type
     return s, r
 
 
@@ -97,7 +98,7 @@ def test_publish_properties_travel_through_the_broker(broker):
     try:
         send(sub, v5.subscribe, 1, (("v5/props", v5.options(0)),))
         r = receive(sub)
-        assert (r.type, r.pid, bytes(r.payload)) == (c.SUBACK, 1, b"\x00")
+        assert (r.type, r.pid, bytes(r.payload)) == (mq.SUBACK, 1, b"\x00")
         props = ((v5.PAYLOAD_FORMAT, 1), (v5.CONTENT_TYPE, "text/plain"), (v5.RESPONSE_TOPIC, "v5/reply"),
                  (v5.CORRELATION_DATA, b"\x00\x07"))
         user = ((v5.USER_PROPERTY, ("unit", "C")), (v5.USER_PROPERTY, ("unit", "K")))
@@ -108,7 +109,7 @@ def test_publish_properties_travel_through_the_broker(broker):
             props += user
         send(pub, v5.publish, "v5/props", b"21.5", expiry=60, props=props)
         r = receive(sub)
-        assert (r.type, bytes(r.topic), bytes(r.payload)) == (c.PUBLISH, b"v5/props", b"21.5")
+        assert (r.type, bytes(r.topic), bytes(r.payload)) == (mq.PUBLISH, b"v5/props", b"21.5")
         got = [v5.get(r.buf, p, None, r.p0, r.p1) for p in (v5.PAYLOAD_FORMAT, v5.CONTENT_TYPE,
                                                             v5.RESPONSE_TOPIC, v5.CORRELATION_DATA)]
         assert got == [1, b"text/plain", b"v5/reply", b"\x00\x07"], got
@@ -118,7 +119,7 @@ def test_publish_properties_travel_through_the_broker(broker):
             assert v5.pairs(r.buf, r.p0, r.p1) == [(b"unit", b"C"), (b"unit", b"K")]
         send(sub, v5.unsubscribe, 2, ("v5/props",))
         r = receive(sub)
-        assert (r.type, r.pid, bytes(r.payload)) == (c.UNSUBACK, 2, b"\x00")
+        assert (r.type, r.pid, bytes(r.payload)) == (mq.UNSUBACK, 2, b"\x00")
     finally:
         sub.close()
         pub.close()

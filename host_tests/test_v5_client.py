@@ -17,6 +17,7 @@ from paho.mqtt.packettypes import PacketTypes as PT
 from paho.mqtt.properties import Properties
 
 from holdfast import codec as c
+import consts as mq
 from holdfast import v5more as v5
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,7 +129,7 @@ def connect_body(body):
     return body[6], body[7], body[8] << 8 | body[9], props, cid
 
 
-def props(*items, type=c.CONNACK):
+def props(*items, type=mq.CONNACK):
     """A property block: its length, then the items (v5.py's encoding,
     checked against paho's in test_v5_paho.py)."""
     buf = bytearray(256)
@@ -236,21 +237,21 @@ done()
 def test_connect_offers_its_limits_and_obeys_the_brokers(runtime, peer):
     p = start(runtime, LIMITS, port=peer.port)
     peer.accept()
-    level, flags, keepalive, cp, cid = connect_body(peer.expect(c.CONNECT)[1])
+    level, flags, keepalive, cp, cid = connect_body(peer.expect(mq.CONNECT)[1])
     # Receive Maximum: the held-id table; Maximum Packet Size: the buffer.
     assert (level, flags, keepalive, cid) == (5, 2, 30, b"")
     assert (cp.ReceiveMaximum, cp.MaximumPacketSize, cp.TopicAliasMaximum) == (12, 600, 8)
     assert not hasattr(cp, "SessionExpiryInterval")  # clean: the session ends with the link
     peer.send(0x20, b"\x00\x00" + props((v5.ASSIGNED_CLIENT_ID, "given-1"), (v5.SERVER_KEEP_ALIVE, 7),
                                         (v5.RECEIVE_MAXIMUM, 2), (v5.MAXIMUM_PACKET_SIZE, 100)))
-    f, body = peer.expect(c.PUBLISH)
+    f, body = peer.expect(mq.PUBLISH)
     assert (f, body) == (0, b"\x00\x01t\x00fits"), body
-    assert peer.expect(c.PUBLISH) == (2, b"\x00\x01t\x00\x01\x001")
-    assert peer.expect(c.PUBLISH) == (2, b"\x00\x01t\x00\x02\x002")
+    assert peer.expect(mq.PUBLISH) == (2, b"\x00\x01t\x00\x01\x001")
+    assert peer.expect(mq.PUBLISH) == (2, b"\x00\x01t\x00\x02\x002")
     peer.send(0x40, b"\x00\x01")
-    peer.expect(c.DISCONNECT)
+    peer.expect(mq.DISCONNECT)
     peer.accept()
-    level, flags, keepalive, cp, cid = connect_body(peer.expect(c.CONNECT)[1])
+    level, flags, keepalive, cp, cid = connect_body(peer.expect(mq.CONNECT)[1])
     assert (keepalive, cid) == (7, b"given-1")  # what the broker said, kept
     # Not clean: the session outlives the link, as in 3.1.1 (MQTT 5 would end it).
     assert (flags, cp.SessionExpiryInterval) == (0, 4294967295)
@@ -286,23 +287,23 @@ done()
 def test_inbound_properties_are_skipped_and_aliases_resolved(runtime, peer):
     p = start(runtime, INBOUND, port=peer.port)
     peer.accept()
-    peer.expect(c.CONNECT)
+    peer.expect(mq.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
     # SUBSCRIBE: packet id, no properties, the filter, options = QoS 2.
-    assert peer.expect(c.SUBSCRIBE) == (2, b"\x00\x01\x00\x00\x03a/#\x02")
+    assert peer.expect(mq.SUBSCRIBE) == (2, b"\x00\x01\x00\x00\x03a/#\x02")
     peer.send(0x90, b"\x00\x01\x00\x02")
     alias = ((v5.TOPIC_ALIAS, 1),)
     peer.send(0x32, b"\x00\x03a/b\x00\x07" + props(*alias + ((v5.CONTENT_TYPE, "text/plain"),
                                                            (v5.USER_PROPERTY, ("k", "v"))),
-                                                 type=c.PUBLISH) + b"one")
-    assert peer.expect(c.PUBACK) == (0, b"\x00\x07")
-    peer.send(0x30, b"\x00\x00" + props(*alias, type=c.PUBLISH) + b"two")  # the topic by its alias
-    peer.send(0x34, b"\x00\x00\x00\x08" + props(*alias + ((v5.MESSAGE_EXPIRY, 5),), type=c.PUBLISH)
+                                                 type=mq.PUBLISH) + b"one")
+    assert peer.expect(mq.PUBACK) == (0, b"\x00\x07")
+    peer.send(0x30, b"\x00\x00" + props(*alias, type=mq.PUBLISH) + b"two")  # the topic by its alias
+    peer.send(0x34, b"\x00\x00\x00\x08" + props(*alias + ((v5.MESSAGE_EXPIRY, 5),), type=mq.PUBLISH)
               + b"three")
-    assert peer.expect(c.PUBREC) == (0, b"\x00\x08")
+    assert peer.expect(mq.PUBREC) == (0, b"\x00\x08")
     peer.send(0x62, b"\x00\x08")
-    assert peer.expect(c.PUBCOMP) == (0, b"\x00\x08")
-    peer.send(0x30, b"\x00\x01x" + props((v5.TOPIC_ALIAS, 9), type=c.PUBLISH) + b"bad")
+    assert peer.expect(mq.PUBCOMP) == (0, b"\x00\x08")
+    peer.send(0x30, b"\x00\x01x" + props((v5.TOPIC_ALIAS, 9), type=mq.PUBLISH) + b"bad")
     r = result(p)
     assert r["granted"] == 2
     assert r["got"] == [["a/b", "one", 1], ["a/b", "two", 0], ["a/b", "three", 2]], r["got"]
@@ -332,17 +333,17 @@ done()
 def test_message_expiry_goes_out_with_what_is_left(runtime, peer):
     p = start(runtime, EXPIRY, port=peer.port)
     peer.accept()
-    peer.expect(c.CONNECT)
+    peer.expect(mq.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
     got = []
     for pid in (1, 2, 3):
-        f, body = peer.expect(c.PUBLISH)
+        f, body = peer.expect(mq.PUBLISH)
         r = c.Reader(len(body) + 8, 5)
         r.feed(body)
-        v5.parse(r, c.PUBLISH, f, 0, len(body))
+        v5.parse(r, mq.PUBLISH, f, 0, len(body))
         got.append((bytes(r.payload), r.pid, v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1)))
         peer.send(0x40, bytes((0, pid)))
-    peer.expect(c.DISCONNECT)
+    peer.expect(mq.DISCONNECT)
     assert result(p)["flushed"] is True
     (m1, p1, e1), (m2, p2, e2), (m3, p3, e3) = got
     assert (m1, m2, m3, p1, p2, p3) == (b"stored", b"direct", b"never", 1, 2, 3), got
@@ -383,16 +384,16 @@ done()
 def test_refusals_are_events_in_words_and_a_disconnect_says_why(runtime, peer):
     p = start(runtime, REJECT, port=peer.port)
     peer.accept()
-    peer.expect(c.CONNECT)
+    peer.expect(mq.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
     for pid in (1, 2, 3):
-        assert peer.expect(c.PUBLISH)[1][4] == pid
-    peer.send(0x40, b"\x00\x01\x97" + props((v5.REASON_STRING, "over quota"), type=c.PUBACK))
+        assert peer.expect(mq.PUBLISH)[1][4] == pid
+    peer.send(0x40, b"\x00\x01\x97" + props((v5.REASON_STRING, "over quota"), type=mq.PUBACK))
     peer.send(0x50, b"\x00\x02\x87")
     peer.send(0x40, b"\x00\x03")
-    assert peer.expect(c.SUBSCRIBE) == (2, b"\x00\x04\x00\x00\x08secret/#\x01")
+    assert peer.expect(mq.SUBSCRIBE) == (2, b"\x00\x04\x00\x00\x08secret/#\x01")
     peer.send(0x90, b"\x00\x04\x00\x87")
-    peer.send(0xE0, b"\x8b" + props((v5.REASON_STRING, "bye"), type=c.DISCONNECT))
+    peer.send(0xE0, b"\x8b" + props((v5.REASON_STRING, "bye"), type=mq.DISCONNECT))
     rest = []
     try:
         while True:
@@ -400,7 +401,7 @@ def test_refusals_are_events_in_words_and_a_disconnect_says_why(runtime, peer):
     except (AssertionError, OSError):
         pass  # the client closed the link
     r = result(p)
-    assert c.PUBREL not in rest, rest  # a refused PUBREC ends the flow
+    assert mq.PUBREL not in rest, rest  # a refused PUBREC ends the flow
     assert r["seen"] == [[1, 0x97, "message 1 refused by the broker: quota exceeded (0x97): over quota"],
                          [2, 0x87, "message 2 refused by the broker: not authorized (0x87)"],
                          [3, "delivered"]], r["seen"]
@@ -462,7 +463,7 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
     sub, _ = link(mosquitto, "v5-exp-sub")
     try:
         send(sub, v5.subscribe, 1, (("v5exp/t", 1),))
-        assert receive(sub).type == c.SUBACK
+        assert receive(sub).type == mq.SUBACK
         assert run(runtime, STORED, port=mosquitto.port)["flushed"] is True
         r = receive(sub)
         assert bytes(r.payload) == b"late"
@@ -510,20 +511,20 @@ def test_a_stored_messages_expiry_and_properties_last_across_a_reboot(runtime, p
     assert run(runtime, d + BOOT1, port=peer.port)["pending"] == 2
     p = start(runtime, d + BOOT2, port=peer.port)
     peer.accept()
-    peer.expect(c.CONNECT)
+    peer.expect(mq.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
     got = []
     for pid in (1, 2):
-        f, body = peer.expect(c.PUBLISH)
+        f, body = peer.expect(mq.PUBLISH)
         r = c.Reader(len(body) + 8, 5)
         r.feed(body)
-        v5.parse(r, c.PUBLISH, f, 0, len(body))
+        v5.parse(r, mq.PUBLISH, f, 0, len(body))
         got.append((bytes(r.topic), bytes(r.payload), r.pid, 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10,
                     v5.get(r.buf, v5.PAYLOAD_FORMAT, None, r.p0, r.p1),
                     v5.get(r.buf, v5.RESPONSE_TOPIC, None, r.p0, r.p1),
                     v5.get(r.buf, v5.CORRELATION_DATA, None, r.p0, r.p1)))
         peer.send(0x40, bytes((0, pid)))
-    peer.expect(c.DISCONNECT)
+    peer.expect(mq.DISCONNECT)
     assert result(p) == {"pending": 2, "flushed": True}
     assert got == [(b"t", b"kept", 1, True, None, None, None),
                    (b"t", b"asked", 2, True, 1, b"t/answer", b"\x00#1")], got
@@ -551,7 +552,7 @@ def test_mosquitto_resolves_the_aliases_a_client_sets(runtime, mosquitto):
     sub, _ = link(mosquitto, "v5-alias-sub")
     try:
         send(sub, v5.subscribe, 1, (("v5alias/t", 0),))
-        assert receive(sub).type == c.SUBACK
+        assert receive(sub).type == mq.SUBACK
         r = run(runtime, ALIASED, port=mosquitto.port)
         # mosquitto 2.0 takes 10 aliases; the client sets one, for its topic.
         assert (r["alias_max"], r["topics"], r["flushed"]) == (8, ["v5alias/t"], True), r
@@ -727,10 +728,10 @@ done()
 def test_a_malformed_packet_is_answered_with_a_disconnect(runtime, peer, bad, code, words):
     p = start(runtime, MALFORMED, port=peer.port)
     peer.accept()
-    peer.expect(c.CONNECT)
+    peer.expect(mq.CONNECT)
     peer.send(0x20, b"\x00\x00\x00")
     peer.sock.sendall(bad)
-    assert peer.expect(c.DISCONNECT) == (0, bytes((code,)))
+    assert peer.expect(mq.DISCONNECT) == (0, bytes((code,)))
     r = result(p)
     assert r["error"] == ["LinkDown", words], r
 

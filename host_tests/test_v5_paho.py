@@ -14,6 +14,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from holdfast import codec as c
+import consts as mq
 from holdfast import v5more as v5
 
 BUF = bytearray(4096)
@@ -48,10 +49,10 @@ VALUES = {
     v5.SHARED_AVAILABLE: (1, "SharedSubscriptionAvailable"),
 }
 USER = [("unit", "C"), ("unit", "F"), ("", "")]
-TYPES = {PT.CONNECT: c.CONNECT, PT.CONNACK: c.CONNACK, PT.PUBLISH: c.PUBLISH, PT.PUBACK: c.PUBACK,
-         PT.PUBREC: c.PUBREC, PT.PUBREL: c.PUBREL, PT.PUBCOMP: c.PUBCOMP, PT.SUBSCRIBE: c.SUBSCRIBE,
-         PT.SUBACK: c.SUBACK, PT.UNSUBSCRIBE: c.UNSUBSCRIBE, PT.UNSUBACK: c.UNSUBACK,
-         PT.DISCONNECT: c.DISCONNECT, PT.WILLMESSAGE: v5.WILL}
+TYPES = {PT.CONNECT: mq.CONNECT, PT.CONNACK: mq.CONNACK, PT.PUBLISH: mq.PUBLISH, PT.PUBACK: mq.PUBACK,
+         PT.PUBREC: mq.PUBREC, PT.PUBREL: mq.PUBREL, PT.PUBCOMP: mq.PUBCOMP, PT.SUBSCRIBE: mq.SUBSCRIBE,
+         PT.SUBACK: mq.SUBACK, PT.UNSUBSCRIBE: mq.UNSUBSCRIBE, PT.UNSUBACK: mq.UNSUBACK,
+         PT.DISCONNECT: mq.DISCONNECT, PT.WILLMESSAGE: v5.WILL}
 
 
 def allowed(pt):
@@ -85,10 +86,10 @@ def test_property_blocks_both_ways(pt):
         except ValueError:
             ok = False
         want = i in table and pt in table[i][1]
-        if i == v5.SUBSCRIPTION_ID and ours == c.PUBLISH:
+        if i == v5.SUBSCRIPTION_ID and ours == mq.PUBLISH:
             want = False  # paho allows it on PUBLISH: a broker may send it, a client may not
         assert ok == want, (name(pt), hex(i))
-    items = [(i, v) for i, v, _ in props if not (i == v5.SUBSCRIPTION_ID and ours == c.PUBLISH)]
+    items = [(i, v) for i, v, _ in props if not (i == v5.SUBSCRIPTION_ID and ours == mq.PUBLISH)]
     items += [(v5.USER_PROPERTY, u) for u in USER]
     items.sort(key=lambda it: it[0])  # paho's order; the user properties keep theirs
     # Ours read by paho.
@@ -106,7 +107,7 @@ def test_property_blocks_both_ways(pt):
         setattr(p, name, v)
     p.UserProperty = USER
     packed = p.pack()
-    if ours != c.PUBLISH:
+    if ours != mq.PUBLISH:
         assert bytes(BUF[:n]) == packed
     r = reader(packed)
     assert v5.walk(r, 0, len(packed), ours) == len(packed)
@@ -179,7 +180,7 @@ def test_publish_as_paho_builds_it():
             m = v5.publish(BUF, "s/t", b"\x00payload", qos, retain, dup, 9, 0, 10, 4, rest)
             assert m == n
             r = reader(bytes(BUF[:m]))
-            v5.parse(r, c.PUBLISH, BUF[0] & 15, 2, m)
+            v5.parse(r, mq.PUBLISH, BUF[0] & 15, 2, m)
             for i, v in items:
                 if i != v5.USER_PROPERTY:
                     got = v5.get(r.buf, i, None, r.p0, r.p1)

@@ -1,15 +1,21 @@
 # The broker's half of the codec: what a broker sends (CONNACK, SUBACK) and
 # decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
 # needs it; test brokers and host tools do.
-from .codec import Reader, CONNACK, SUBSCRIBE, UNSUBSCRIBE, SUBACK, _fit, _header, _u16, _check_pid
+from .codec import Reader, _fit, _header, _u16, _check_pid
 from .filters import check_filter
 from .errors import MQTTProtocolError
 from .reasons import NAMES
+from .compat import const
+
+_CONNACK = const(2)  # packet types (codec.py)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
 
 
 def connack(buf, code, session_present=False, off=0):
     _fit(buf, off, 4)
-    buf[off] = CONNACK << 4
+    buf[off] = _CONNACK << 4
     buf[off + 1] = 2
     buf[off + 2] = 1 if session_present else 0
     buf[off + 3] = code
@@ -18,7 +24,7 @@ def connack(buf, code, session_present=False, off=0):
 
 def suback(buf, pid, codes, off=0):
     _check_pid(pid)
-    i = _u16(buf, _header(buf, SUBACK << 4, 2 + len(codes), off), pid)
+    i = _u16(buf, _header(buf, _SUBACK << 4, 2 + len(codes), off), pid)
     for c in codes:
         buf[i] = c
         i += 1
@@ -38,7 +44,7 @@ class BrokerReader(Reader):
         b = self.buf
         rl = end - i
         name = NAMES[type]
-        if type == SUBSCRIBE or type == UNSUBSCRIBE:
+        if type == _SUBSCRIBE or type == _UNSUBSCRIBE:
             if rl < 2:
                 _bad("%s without a message id" % name)
             self.pid = self._pid(i)
@@ -52,11 +58,11 @@ class BrokerReader(Reader):
                 except ValueError as e:
                     _bad("%s: %s" % (name, e))
                 j = k
-                if type == SUBSCRIBE:
+                if type == _SUBSCRIBE:
                     if j >= end:
-                        _bad("SUBSCRIBE filter without a QoS byte")
+                        _bad("_SUBSCRIBE filter without a QoS byte")
                     if b[j] > 2:
-                        _bad("SUBSCRIBE requested QoS byte 0x%02x is invalid" % b[j])
+                        _bad("_SUBSCRIBE requested QoS byte 0x%02x is invalid" % b[j])
                     j += 1
         else:  # CONNECT
             self._parse_connect(i, end)
@@ -114,7 +120,7 @@ class BrokerReader(Reader):
         j = self._body + 2
         while j < self._body_end:
             k = j + 2 + (b[j] << 8 | b[j + 1])
-            if self.type == SUBSCRIBE:
+            if self.type == _SUBSCRIBE:
                 yield self.mv[j + 2:k], b[k]
                 k += 1
             else:

@@ -6,23 +6,26 @@
 # hands out (topic, payload, ...), which stay valid until the next call.
 from .compat import const
 
-CONNECT = const(1)
-CONNACK = const(2)
-PUBLISH = const(3)
-PUBACK = const(4)
-PUBREC = const(5)
-PUBREL = const(6)
-PUBCOMP = const(7)
-SUBSCRIBE = const(8)
-SUBACK = const(9)
-UNSUBSCRIBE = const(10)
-UNSUBACK = const(11)
-PINGREQ = const(12)
-PINGRESP = const(13)
-DISCONNECT = const(14)
+# MQTT's packet types. Private consts, as every const in the package: a
+# module-level name costs about 100 bytes of heap on a board, so a module
+# that needs one of these numbers keeps its own const.
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
 
-MAX_REMAINING = const(268435455)
-SUBACK_FAILURE = const(0x80)
+_MAX_REMAINING = const(268435455)
+_SUBACK_FAILURE = const(0x80)
 
 # Error reasons, by number; their words are in reasons.py (filters.py and
 # inbound.py have the numbers of their own).
@@ -106,15 +109,15 @@ def _length_size(n):
     """Bytes of remaining length n; ValueError above the MQTT maximum."""
     if n < 2097152:
         return 1 if n < 128 else 2 if n < 16384 else 3
-    if n > MAX_REMAINING:
-        raise ValueError(why(_E_RL_MAX, n, MAX_REMAINING))
+    if n > _MAX_REMAINING:
+        raise ValueError(why(_E_RL_MAX, n, _MAX_REMAINING))
     return 4
 
 
 def put_length(buf, i, n):
     """Writes remaining length n at buf[i]; returns the offset after it."""
-    if not 0 <= n <= MAX_REMAINING:
-        raise ValueError(why(_E_RL_MAX, n, MAX_REMAINING))
+    if not 0 <= n <= _MAX_REMAINING:
+        raise ValueError(why(_E_RL_MAX, n, _MAX_REMAINING))
     while True:
         d = n & 0x7F
         n >>= 7
@@ -207,7 +210,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
         password = to_bytes(password)
         flags |= 0x40
         rl += 2 + len(password)
-    i = _header(buf, CONNECT << 4, rl, off)
+    i = _header(buf, _CONNECT << 4, rl, off)
     i = _str(buf, i, name)
     buf[i] = level
     buf[i + 1] = flags
@@ -260,7 +263,7 @@ def ack(buf, type, pid, dup=False, off=0):
     """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK (DUP only for a 3.1 PUBREL)."""
     _check_pid(pid)
     _fit(buf, off, 4)
-    buf[off] = type << 4 | (2 if type == PUBREL else 0) | (8 if dup else 0)
+    buf[off] = type << 4 | (2 if type == _PUBREL else 0) | (8 if dup else 0)
     buf[off + 1] = 2
     return _u16(buf, off + 2, pid)
 
@@ -373,12 +376,12 @@ class Reader:
         flags = first & 15
         if type == 0 or type == 15:
             raise protocol_error(_E_RESERVED, type)
-        if type == PUBLISH:
+        if type == _PUBLISH:
             if flags & 6 == 6:
                 raise protocol_error(_E_QOS3)
             if flags & 8 and not flags & 6 and self.level > 3:
                 raise protocol_error(_E_DUP0)
-        elif type == PUBREL or type == SUBSCRIBE or type == UNSUBSCRIBE:  # flags 0b0010 (3.1.1 2.2.2)
+        elif type == _PUBREL or type == _SUBSCRIBE or type == _UNSUBSCRIBE:  # flags 0b0010 (3.1.1 2.2.2)
             if flags != 2 and not (flags == 10 and self.level == 3):
                 raise protocol_error(_E_FLAGS2, type, flags)
         elif flags:
@@ -411,7 +414,7 @@ class Reader:
         if total > len(b):
             # Only a PUBLISH can be skipped (and acknowledged): anything else
             # this large is no packet a broker sends this client.
-            if type != PUBLISH:
+            if type != _PUBLISH:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
@@ -426,20 +429,20 @@ class Reader:
 
     def _parse(self, type, flags, i, end):
         b = self.buf
-        if type == PUBLISH:
+        if type == _PUBLISH:
             inbound().parse_publish(self, flags, i, end)
-        elif type == PUBACK or type == PUBREC or type == PUBREL or type == PUBCOMP or type == UNSUBACK:
+        elif type == _PUBACK or type == _PUBREC or type == _PUBREL or type == _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
-        elif type == CONNACK:
+        elif type == _CONNACK:
             if b[i] & 0xFE and self.level == 4:
                 raise protocol_error(_E_CONNACK_FLAGS)
             if b[i + 1] > 5:
                 raise protocol_error(_E_CONNACK_CODE, b[i + 1])
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
-        elif type == SUBACK:
+        elif type == _SUBACK:
             filters().parse_suback(self, i, end, end - i)
-        elif type != PINGREQ and type != PINGRESP and type != DISCONNECT:
+        elif type != _PINGREQ and type != _PINGRESP and type != _DISCONNECT:
             self._from_client(type, i, end)
 
     def _from_client(self, type, i, end):

@@ -3,7 +3,11 @@
 # subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
 # never carries it.
 from .compat import const
-from .codec import SUBSCRIBE, UNSUBSCRIBE, SUBACK_FAILURE, to_bytes, why, protocol_error, _check_pid, _check_qos, _header, _u16, _str
+from .codec import to_bytes, why, protocol_error, _check_pid, _check_qos, _header, _u16, _str
+
+_SUBSCRIBE = const(8)  # packet types (codec.py)
+_UNSUBSCRIBE = const(10)
+_SUBACK_FAILURE = const(0x80)
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
@@ -26,7 +30,7 @@ def subscribe(buf, pid, filters, off=0):
         f = to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 3 + len(f)
-    i = _u16(buf, _header(buf, SUBSCRIBE << 4 | 2, rl, off), pid)
+    i = _u16(buf, _header(buf, _SUBSCRIBE << 4 | 2, rl, off), pid)
     for f, q in filters:
         i = _str(buf, i, to_bytes(f))
         buf[i] = q
@@ -43,7 +47,7 @@ def unsubscribe(buf, pid, topics, off=0):
         f = to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 2 + len(f)
-    i = _u16(buf, _header(buf, UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    i = _u16(buf, _header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
     for f in topics:
         i = _str(buf, i, to_bytes(f))
     return i
@@ -106,6 +110,6 @@ def parse_suback(r, i, end, rl):
     b = r.buf
     for k in range(i + 2, end):
         c = b[k]
-        if c > 2 and c != SUBACK_FAILURE:
+        if c > 2 and c != _SUBACK_FAILURE:
             raise protocol_error(_E_SUBACK_CODE, c)
     r.payload = r.mv[i + 2:end]

@@ -8,6 +8,11 @@ from . import codec
 from .errors import OutboxFull
 from .filters import utf8_ok
 
+_PUBLISH = const(3)  # packet types (codec.py)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBCOMP = const(7)
+
 # Error reasons (reasons.py has the words).
 _E_PUB_EMPTY = const(26)
 _E_PUB_UTF8 = const(27)
@@ -48,7 +53,7 @@ def big(r, flags, i, total):
     j = r._string(i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
-    r.type = codec.PUBLISH
+    r.type = _PUBLISH
     r.flags = flags
     if flags & 6:
         if j + 2 > end:
@@ -79,7 +84,7 @@ def skip_big(r):
     r.start += k
     r.skip -= k
     from .errors import PacketTooLarge
-    raise PacketTooLarge(codec.why(_E_TOO_LARGE, codec.PUBLISH, total, len(r.buf)), codec.PUBLISH, total, pid,
+    raise PacketTooLarge(codec.why(_E_TOO_LARGE, _PUBLISH, total, len(r.buf)), _PUBLISH, total, pid,
                          (r.flags >> 1) & 3)
 
 
@@ -93,7 +98,7 @@ def deliver(s):
     qos = (f >> 1) & 3
     pid = r.pid
     if qos == 2 and s.store.held(pid):
-        s._ack(codec.PUBREC, pid)
+        s._ack(_PUBREC, pid)
         return False
     s.retained = bool(f & 1)
     s.qos = qos
@@ -118,7 +123,7 @@ def handled(s):
         s.store.hold(s._mpid)  # never fails: a full table evicts its oldest, counted
     if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
         return
-    s._ack(codec.PUBACK if qos == 1 else codec.PUBREC, s._mpid)
+    s._ack(_PUBACK if qos == 1 else _PUBREC, s._mpid)
 
 
 def pubrel(s, pid):
@@ -127,7 +132,7 @@ def pubrel(s, pid):
         s.store.unhold(pid)
     except OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
-    s._ack(codec.PUBCOMP, pid)
+    s._ack(_PUBCOMP, pid)
 
 
 def too_large(s, e):
@@ -135,4 +140,4 @@ def too_large(s, e):
     (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP)."""
     s.dropped += 1
     if e.pid:
-        s._ack(codec.PUBREC if e.type == codec.PUBLISH and e.qos == 2 else codec.PUBACK, e.pid)
+        s._ack(_PUBREC if e.type == _PUBLISH and e.qos == 2 else _PUBACK, e.pid)

@@ -8,6 +8,8 @@ from . import codec
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
+_UNSUBACK = const(11)  # packet type (codec.py)
+_SUBACK_FAILURE = const(0x80)
 
 # A request's entry: [filter, qos, handler, pid, answer]; an UNSUBSCRIBE's
 # has qos -1 and no handler.
@@ -190,7 +192,7 @@ class Subs:
         if slot < 0:
             return False
         self.out[slot] = 0
-        if t == codec.UNSUBACK:
+        if t == _UNSUBACK:
             for g in self.gone:
                 if g[_PID] == pid:
                     g[_GRANTED] = 0
@@ -210,7 +212,7 @@ class Subs:
                 raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
             g = codes[j]
             j += 1
-            if g >= codec.SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
+            if g >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
                 if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
                     self.refused = e[0]
                     self.nrefused += 1

@@ -1,6 +1,6 @@
 # The least a test needs to play the I/O shell for a bare Session: apart from
 # fakebroker.py so the outbox tests do not load the codec's broker half.
-from states import MESSAGE, DELIVERED
+from consts import MESSAGE, DELIVERED
 
 
 def drain(s, now=0):

@@ -1,6 +1,6 @@
 # Drives a Session (sans-I/O) or a client (through a scripted socket) from the
 # broker's side, in exact bytes. Test-side helper for both runtimes.
-from holdfast import codec as c
+import consts as mq
 from holdfast import broker
 from holdfast.session import Session
 from drain import drain
@@ -59,9 +59,9 @@ def grant(s, out=None, limit=100):
         if not out:
             return got
         for p in out:
-            assert p[0] == c.SUBSCRIBE, p
+            assert p[0] == mq.SUBSCRIBE, p
             got += [f for f, q in p[2]]
-            feed(s, (c.SUBACK, p[1], tuple(q for f, q in p[2])))
+            feed(s, (mq.SUBACK, p[1], tuple(q for f, q in p[2])))
         out = None
     raise AssertionError("the session kept subscribing")
 
@@ -70,8 +70,8 @@ def session(now=0, present=False, **kw):
     """A Session that has sent CONNECT and got CONNACK."""
     s = Session(kw.pop("client_id", b"dev"), **kw)
     s.start(now)
-    assert sent(s)[0][0] == c.CONNECT
-    feed(s, (c.CONNACK, present, 0), now=now)
+    assert sent(s)[0][0] == mq.CONNECT
+    feed(s, (mq.CONNACK, present, 0), now=now)
     return s
 
 

@@ -1,29 +1,30 @@
 # Packets as plain tuples, so tests can compare what was encoded with what was
 # decoded. Test-side helper only; the firmware works on the Reader's fields.
 from holdfast import codec as c
+import consts as mq
 from holdfast import broker, filters
 
-ACKS = (c.PUBACK, c.PUBREC, c.PUBREL, c.PUBCOMP, c.UNSUBACK)
-EMPTY = (c.PINGREQ, c.PINGRESP, c.DISCONNECT)
+ACKS = (mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK)
+EMPTY = (mq.PINGREQ, mq.PINGRESP, mq.DISCONNECT)
 
 
 def encode(buf, p):
     t = p[0]
-    if t == c.CONNECT:
+    if t == mq.CONNECT:
         _, level, cid, clean, ka, wt, wm, wq, wr, user, pw = p
         return c.connect(buf, cid, clean, ka, wt, wm if wm is not None else b"", wq, wr, user, pw, level)
-    if t == c.CONNACK:
+    if t == mq.CONNACK:
         return broker.connack(buf, p[2], p[1])
-    if t == c.PUBLISH:
+    if t == mq.PUBLISH:
         _, topic, payload, qos, retain, dup, pid = p
         return c.publish(buf, topic, payload, qos, retain, dup, pid)
     if t in ACKS:
         return c.ack(buf, t, p[1])
-    if t == c.SUBSCRIBE:
+    if t == mq.SUBSCRIBE:
         return filters.subscribe(buf, p[1], p[2])
-    if t == c.SUBACK:
+    if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
-    if t == c.UNSUBSCRIBE:
+    if t == mq.UNSUBSCRIBE:
         return filters.unsubscribe(buf, p[1], p[2])
     return c.empty(buf, t)
 
@@ -35,21 +36,21 @@ def _opt(v):
 def current(r):
     """The packet the Reader r just returned, as a tuple."""
     t = r.type
-    if t == c.CONNECT:
+    if t == mq.CONNECT:
         return (t, r.level, bytes(r.client_id), r.clean, r.keepalive, _opt(r.will_topic),
                 _opt(r.will_msg), r.will_qos, r.will_retain, _opt(r.user), _opt(r.password))
-    if t == c.CONNACK:
+    if t == mq.CONNACK:
         return (t, r.session_present, r.code)
-    if t == c.PUBLISH:
+    if t == mq.PUBLISH:
         f = r.flags
         return (t, bytes(r.topic), bytes(r.payload), (f >> 1) & 3, bool(f & 1), bool(f & 8), r.pid)
     if t in ACKS:
         return (t, r.pid)
-    if t == c.SUBSCRIBE:
+    if t == mq.SUBSCRIBE:
         return (t, r.pid, tuple((bytes(f), q) for f, q in r.filters()))
-    if t == c.SUBACK:
+    if t == mq.SUBACK:
         return (t, r.pid, tuple(r.payload))
-    if t == c.UNSUBSCRIBE:
+    if t == mq.UNSUBSCRIBE:
         return (t, r.pid, tuple(bytes(f) for f, _ in r.filters()))
     return (t,)
 

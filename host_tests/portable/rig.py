@@ -2,10 +2,10 @@
 # the client tests patch in (test_client_mock, test_client_edges).
 from holdfast import client as hc
 from holdfast import front
-from holdfast import codec as c
+import consts as mq
 from fakebroker import ScriptedSocket, NoPoller, wire
 
-CONNACK = wire((c.CONNACK, False, 0))
+CONNACK = wire((mq.CONNACK, False, 0))
 
 
 class Dial:

@@ -1,12 +1,12 @@
 # The blocking client's shell at the edges of issue "Engine, round 2", with
 # a scripted socket and a fake clock (Rig, from test_client_mock).
-from holdfast import codec as c
+import consts as mq
 from holdfast.errors import MQTTError, LinkDown
 from fakebroker import wire
 from support import raises
 from rig import Rig, CONNACK
 
-MSG1 = wire((c.PUBLISH, b"cmd", b"go", 1, False, False, 4))
+MSG1 = wire((mq.PUBLISH, b"cmd", b"go", 1, False, False, 4))
 
 
 def test_calls_that_wait_refuse_inside_a_callback_before_any_side_effect():
@@ -30,7 +30,7 @@ def test_calls_that_wait_refuse_inside_a_callback_before_any_side_effect():
         cl.check_msg()
         assert len(errors) == 4 and all("not from inside a callback" in e for e in errors), errors
         assert len(rig.socks) == 1 and cl.isconnected()
-        assert rig.socks[0].take() == [(c.PUBACK, 4)]  # nothing else went out
+        assert rig.socks[0].take() == [(mq.PUBACK, 4)]  # nothing else went out
         assert cl.session.subs is None
 
 
@@ -44,7 +44,7 @@ def test_disconnect_inside_a_callback_leaves_a_working_client():
         cl.check_msg()
         assert not cl.isconnected()
         cl.check_msg()
-        assert rig.socks[0].take()[-1] == (c.DISCONNECT,)  # no PUBACK after it
+        assert rig.socks[0].take()[-1] == (mq.DISCONNECT,)  # no PUBACK after it
 
 
 def test_wait_msg_raises_linkdown_when_no_link_can_come():
@@ -96,16 +96,16 @@ def test_a_qos0_message_waits_for_room_and_is_sent():
         cl.poller.wait = later
         cl.publish(b"t", b"b" * 150)
         cl.check_msg()
-        got = [p[2] for p in rig.socks[0].take() if p[0] == c.PUBLISH]
+        got = [p[2] for p in rig.socks[0].take() if p[0] == mq.PUBLISH]
         assert got == [b"a" * 150, b"b" * 150] and cl.dropped_qos0 == 0, (len(got), cl.dropped_qos0)
 
 
 def test_the_client_counts_held_ids_its_outbox_had_to_forget():
     from holdfast.store import MemoryStore
-    q2 = wire((c.PUBLISH, b"t", b"a", 2, False, False, 1), (c.PUBLISH, b"t", b"b", 2, False, False, 2))
+    q2 = wire((mq.PUBLISH, b"t", b"a", 2, False, False, 1), (mq.PUBLISH, b"t", b"b", 2, False, False, 2))
     with Rig([CONNACK, q2]) as rig:
         cl = rig.client(outbox=MemoryStore(held=1))
         cl.connect()
         cl.check_msg()
         assert cl.held_evicted == 1
-        assert [p for p in rig.socks[0].take() if p[0] == c.PUBREC] == [(c.PUBREC, 1), (c.PUBREC, 2)]
+        assert [p for p in rig.socks[0].take() if p[0] == mq.PUBREC] == [(mq.PUBREC, 1), (mq.PUBREC, 2)]

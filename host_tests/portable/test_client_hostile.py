@@ -2,7 +2,7 @@
 # group F): a length that runs past its packet, or a packet other than
 # PUBLISH larger than the buffer, drops the link with the cause in words and
 # the next link starts clean. The byte-level cases are in test_codec_errors.py.
-from holdfast import codec as c
+import consts as mq
 from fakebroker import wire
 from rig import Rig, CONNACK
 
@@ -10,8 +10,8 @@ from rig import Rig, CONNACK
 def _hit(bad, want):
     # After the bad bytes a message the broker sends on the same link must
     # not arrive; the one after the reconnect must.
-    after = wire((c.PUBLISH, b"a", b"after", 1, False, False, 7))
-    again = wire((c.PUBLISH, b"a", b"again", 1, False, False, 8))
+    after = wire((mq.PUBLISH, b"a", b"after", 1, False, False, 7))
+    again = wire((mq.PUBLISH, b"a", b"again", 1, False, False, 8))
     with Rig([CONNACK], [CONNACK + again]) as rig:
         cl = rig.client(size=64, backoff_ms=(100, 1000))
         got = []
@@ -30,7 +30,7 @@ def _hit(bad, want):
         for _ in range(3):
             cl.check_msg()
         assert cl.isconnected() and got == [b"again"], got
-        assert (c.PUBACK, 8) in rig.socks[1].take()
+        assert (mq.PUBACK, 8) in rig.socks[1].take()
 
 
 def test_oversize_publish_with_its_topic_past_its_end_drops_the_link():
@@ -47,7 +47,7 @@ def test_puback_of_256_mb_drops_the_link():
 def test_a_publish_half_skipped_when_the_link_drops_is_forgotten():
     # The link drops while an oversize QoS 1 PUBLISH is being passed over;
     # the next link's CONNACK is its own packet, not the rest of that one.
-    big = wire((c.PUBLISH, b"t" * 50, b"z" * 200, 1, False, False, 5))
+    big = wire((mq.PUBLISH, b"t" * 50, b"z" * 200, 1, False, False, 5))
     with Rig([CONNACK, big[:30]], [CONNACK]) as rig:  # its packet id not there yet
         cl = rig.client(size=64, backoff_ms=(100, 1000))
         cl.connect()

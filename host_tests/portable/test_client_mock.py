@@ -3,7 +3,7 @@
 # or talks garbage. Where a real broker cannot be steered.
 import gc
 from holdfast import client as hc
-from holdfast import codec as c
+import consts as mq
 from holdfast.errors import ConnectError, SubscribeError
 from fakebroker import wire
 from rig import Rig, Dial, CONNACK
@@ -23,7 +23,7 @@ def test_connack_one_byte_at_a_time_with_eagain():
         cl = rig.client()
         assert cl.connect() is False
         assert cl.isconnected()
-        assert rig.socks[0].take()[0][0] == c.CONNECT
+        assert rig.socks[0].take()[0][0] == mq.CONNECT
 
 
 def test_partial_writes_deliver_every_byte_in_order():
@@ -40,7 +40,7 @@ def test_partial_writes_deliver_every_byte_in_order():
 
 
 def test_check_msg_returns_while_a_packet_is_half_there():
-    msg = wire((c.PUBLISH, b"a/b", b"hello", 1, False, False, 3))
+    msg = wire((mq.PUBLISH, b"a/b", b"hello", 1, False, False, 3))
     with Rig([CONNACK, msg[:4]]) as rig:
         cl = rig.client()
         got = []
@@ -52,7 +52,7 @@ def test_check_msg_returns_while_a_packet_is_half_there():
         rig.socks[0].push(msg[4:])
         cl.check_msg()
         assert got == [b"hello"]
-        assert (c.PUBACK, 3) in rig.socks[0].take()
+        assert (mq.PUBACK, 3) in rig.socks[0].take()
 
 
 def test_broker_closing_mid_packet_reconnects_and_resends_with_dup():
@@ -62,7 +62,7 @@ def test_broker_closing_mid_packet_reconnects_and_resends_with_dup():
         cl.connect()
         pid = cl.publish(b"t", b"keep me", False, 1)
         s0 = rig.socks[0]
-        s0.push(wire((c.PUBLISH, b"x", b"partial", 0, False, False, 0))[:5])
+        s0.push(wire((mq.PUBLISH, b"x", b"partial", 0, False, False, 0))[:5])
         s0.eof = True
         for _ in range(3):
             cl.check_msg()
@@ -74,8 +74,8 @@ def test_broker_closing_mid_packet_reconnects_and_resends_with_dup():
             cl.check_msg()
         assert cl.isconnected()
         out = rig.socks[1].take()
-        assert out[0][0] == c.CONNECT
-        assert out[1] == (c.PUBLISH, b"t", b"keep me", 1, False, True, pid)
+        assert out[0][0] == mq.CONNECT
+        assert out[1] == (mq.PUBLISH, b"t", b"keep me", 1, False, True, pid)
 
 
 def test_reconnect_is_one_step_per_check_msg_and_gives_up_after_timeout():
@@ -119,12 +119,12 @@ def test_callback_error_behind_connack_does_not_fail_connect():
     def boom(t, m):
         raise ValueError("the application's own bug")
 
-    with Rig([CONNACK + wire((c.PUBLISH, b"cmd", b"x", 1, False, False, 7))]) as rig:
+    with Rig([CONNACK + wire((mq.PUBLISH, b"cmd", b"x", 1, False, False, 7))]) as rig:
         cl = rig.client()
         cl.set_callback(boom)
         cl.connect()
         assert cl.isconnected() and cl.callback_errors == 1
-        assert [p for p in rig.socks[0].take() if p[0] == c.PUBACK] == [(c.PUBACK, 7)]
+        assert [p for p in rig.socks[0].take() if p[0] == mq.PUBACK] == [(mq.PUBACK, 7)]
 
 
 def test_garbage_from_broker_drops_link_keeps_outbox():
@@ -140,14 +140,14 @@ def test_garbage_from_broker_drops_link_keeps_outbox():
 
 
 def test_refused_connect_raises_named_error():
-    with Rig([wire((c.CONNACK, False, 4))]) as rig:
+    with Rig([wire((mq.CONNACK, False, 4))]) as rig:
         cl = rig.client()
         e = raises(ConnectError, cl.connect)
         assert e.code == 4 and "bad user name or password" in str(e)
 
 
 def test_refusal_on_reconnect_backs_off_to_the_longest_delay():
-    with Rig([CONNACK], [wire((c.CONNACK, False, 5))]) as rig:
+    with Rig([CONNACK], [wire((mq.CONNACK, False, 5))]) as rig:
         cl = rig.client(backoff_ms=(100, 60000))
         cl.connect()
         rig.socks[0].eof = True
@@ -211,7 +211,7 @@ def test_failed_first_connect_still_reconnects_later():
 
 
 def test_subscription_refused_by_the_broker_is_a_named_error():
-    with Rig([CONNACK, wire((c.SUBACK, 1, (0x80,)))]) as rig:
+    with Rig([CONNACK, wire((mq.SUBACK, 1, (0x80,)))]) as rig:
         cl = rig.client()
         cl.connect()
         e = raises(SubscribeError, cl.subscribe, b"forbidden/#", 1)
@@ -223,7 +223,7 @@ def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():
     # The socket takes no bytes, so acknowledgements pile up in tx until the
     # engine stops taking packets and rx fills: nothing to read into, which is
     # not EOF. Once the socket drains, every message is acknowledged.
-    msgs = [wire((c.PUBLISH, b"t", b"x" * 20, 1, False, False, i)) for i in range(1, 61)]
+    msgs = [wire((mq.PUBLISH, b"t", b"x" * 20, 1, False, False, i)) for i in range(1, 61)]
     with Rig([CONNACK] + msgs) as rig:
         cl = rig.client(size=128)
         got = []
@@ -242,4 +242,4 @@ def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():
         assert len(got) == 60
         del msgs, got
         gc.collect()  # the parser take() builds needs 4 KB in one piece
-        assert [p[1] for p in sock.take() if p[0] == c.PUBACK] == list(range(1, 61))
+        assert [p[1] for p in sock.take() if p[0] == mq.PUBACK] == list(range(1, 61))

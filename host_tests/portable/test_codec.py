@@ -2,6 +2,7 @@
 # ways, every malformed case a broker could send. Runs on CPython and MicroPython.
 import sys
 from holdfast import codec as c
+import consts as mq
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import encode, one, decode_all
 from support import raises
@@ -41,7 +42,7 @@ def test_remaining_length_above_maximum_refused():
 
 
 def test_remaining_length_edges_decode():
-    assert one(b"\xc0\x00") == (c.PINGREQ,)
+    assert one(b"\xc0\x00") == (mq.PINGREQ,)
     for n, lb in ((127, b"\x7f"), (128, b"\x80\x01")):
         p = one(b"\x30" + lb + b"\x00\x01t" + b"p" * (n - 3), size=256)
         assert len(p[2]) == n - 3
@@ -72,76 +73,76 @@ def test_fifth_length_byte_refused_before_it_arrives():
 
 
 def test_spec_publish_variable_header():
-    b = enc((c.PUBLISH, b"a/b", b"", 1, False, False, 10))
+    b = enc((mq.PUBLISH, b"a/b", b"", 1, False, False, 10))
     assert b[0] == 0x32
     assert b[2:] == b"\x00\x03\x61\x2f\x62\x00\x0a"
 
 
 def test_spec_subscribe_payload():
-    b = enc((c.SUBSCRIBE, 10, ((b"a/b", 1), (b"c/d", 2))))
+    b = enc((mq.SUBSCRIBE, 10, ((b"a/b", 1), (b"c/d", 2))))
     assert b[0] == 0x82
     assert b[2:4] == b"\x00\x0a"
     assert b[4:] == b"\x00\x03\x61\x2f\x62\x01\x00\x03\x63\x2f\x64\x02"
 
 
 def test_connect_bytes_311():
-    b = enc((c.CONNECT, 4, b"dev1", True, 60, None, None, 0, False, None, None))
+    b = enc((mq.CONNECT, 4, b"dev1", True, 60, None, None, 0, False, None, None))
     assert b == b"\x10\x10\x00\x04MQTT\x04\x02\x00\x3c\x00\x04dev1"
 
 
 def test_connect_bytes_31():
-    b = enc((c.CONNECT, 3, b"dev1", True, 60, None, None, 0, False, None, None))
+    b = enc((mq.CONNECT, 3, b"dev1", True, 60, None, None, 0, False, None, None))
     assert b == b"\x10\x12\x00\x06MQIsdp\x03\x02\x00\x3c\x00\x04dev1"
 
 
 def test_connect_will_user_password_flags():
-    b = enc((c.CONNECT, 4, b"x", False, 10, b"w/t", b"bye", 1, True, b"u", b"p"))
+    b = enc((mq.CONNECT, 4, b"x", False, 10, b"w/t", b"bye", 1, True, b"u", b"p"))
     assert b[9] == 0x80 | 0x40 | 0x20 | 0x08 | 0x04  # user, password, will retain, will QoS 1, will
     assert b.endswith(b"\x00\x03w/t\x00\x03bye\x00\x01u\x00\x01p")
 
 
 def test_fixed_packets_bytes():
-    assert enc((c.PUBACK, 10)) == b"\x40\x02\x00\x0a"
-    assert enc((c.PUBREC, 10)) == b"\x50\x02\x00\x0a"
-    assert enc((c.PUBREL, 10)) == b"\x62\x02\x00\x0a"
-    assert enc((c.PUBCOMP, 10)) == b"\x70\x02\x00\x0a"
-    assert enc((c.UNSUBACK, 10)) == b"\xb0\x02\x00\x0a"
-    assert enc((c.PINGREQ,)) == b"\xc0\x00"
-    assert enc((c.PINGRESP,)) == b"\xd0\x00"
-    assert enc((c.DISCONNECT,)) == b"\xe0\x00"
-    assert enc((c.CONNACK, True, 0)) == b"\x20\x02\x01\x00"
-    assert enc((c.SUBACK, 10, (0, 1, 2, 0x80))) == b"\x90\x06\x00\x0a\x00\x01\x02\x80"
-    assert enc((c.UNSUBSCRIBE, 10, (b"a/b",))) == b"\xa2\x07\x00\x0a\x00\x03a/b"
+    assert enc((mq.PUBACK, 10)) == b"\x40\x02\x00\x0a"
+    assert enc((mq.PUBREC, 10)) == b"\x50\x02\x00\x0a"
+    assert enc((mq.PUBREL, 10)) == b"\x62\x02\x00\x0a"
+    assert enc((mq.PUBCOMP, 10)) == b"\x70\x02\x00\x0a"
+    assert enc((mq.UNSUBACK, 10)) == b"\xb0\x02\x00\x0a"
+    assert enc((mq.PINGREQ,)) == b"\xc0\x00"
+    assert enc((mq.PINGRESP,)) == b"\xd0\x00"
+    assert enc((mq.DISCONNECT,)) == b"\xe0\x00"
+    assert enc((mq.CONNACK, True, 0)) == b"\x20\x02\x01\x00"
+    assert enc((mq.SUBACK, 10, (0, 1, 2, 0x80))) == b"\x90\x06\x00\x0a\x00\x01\x02\x80"
+    assert enc((mq.UNSUBSCRIBE, 10, (b"a/b",))) == b"\xa2\x07\x00\x0a\x00\x03a/b"
 
 
 SAMPLES = (
-    (c.CONNECT, 4, b"dev1", True, 60, None, None, 0, False, None, None),
-    (c.CONNECT, 4, b"", True, 0, b"w/t", b"", 2, False, b"user", None),
-    (c.CONNECT, 3, b"sensor-7", False, 65535, b"w", b"gone", 1, True, b"u", b"secret"),
-    (c.CONNECT, 3, b"p", True, 1, None, None, 0, False, None, b"pw-only-in-3.1"),
-    (c.CONNACK, False, 0),
-    (c.CONNACK, True, 5),
-    (c.PUBLISH, b"a/b", b"hello", 0, False, False, 0),
-    (c.PUBLISH, b"a/b", b"", 1, True, True, 10),
-    (c.PUBLISH, "t\u00e9/\u6e29".encode(), b"\x00" * 300, 2, False, False, 65535),
-    (c.PUBACK, 1),
-    (c.PUBREC, 2),
-    (c.PUBREL, 3),
-    (c.PUBCOMP, 65535),
-    (c.SUBSCRIBE, 7, ((b"a/+/c", 0), (b"#", 1), (b"x/#", 2))),
-    (c.SUBACK, 7, (0, 1, 2, 0x80)),
-    (c.UNSUBSCRIBE, 9, (b"a/+/c", b"#")),
-    (c.UNSUBACK, 9),
-    (c.PINGREQ,),
-    (c.PINGRESP,),
-    (c.DISCONNECT,),
+    (mq.CONNECT, 4, b"dev1", True, 60, None, None, 0, False, None, None),
+    (mq.CONNECT, 4, b"", True, 0, b"w/t", b"", 2, False, b"user", None),
+    (mq.CONNECT, 3, b"sensor-7", False, 65535, b"w", b"gone", 1, True, b"u", b"secret"),
+    (mq.CONNECT, 3, b"p", True, 1, None, None, 0, False, None, b"pw-only-in-3.1"),
+    (mq.CONNACK, False, 0),
+    (mq.CONNACK, True, 5),
+    (mq.PUBLISH, b"a/b", b"hello", 0, False, False, 0),
+    (mq.PUBLISH, b"a/b", b"", 1, True, True, 10),
+    (mq.PUBLISH, "t\u00e9/\u6e29".encode(), b"\x00" * 300, 2, False, False, 65535),
+    (mq.PUBACK, 1),
+    (mq.PUBREC, 2),
+    (mq.PUBREL, 3),
+    (mq.PUBCOMP, 65535),
+    (mq.SUBSCRIBE, 7, ((b"a/+/c", 0), (b"#", 1), (b"x/#", 2))),
+    (mq.SUBACK, 7, (0, 1, 2, 0x80)),
+    (mq.UNSUBSCRIBE, 9, (b"a/+/c", b"#")),
+    (mq.UNSUBACK, 9),
+    (mq.PINGREQ,),
+    (mq.PINGRESP,),
+    (mq.DISCONNECT,),
 )
 
 
 def test_every_packet_type_round_trips():
     seen = set()
     for p in SAMPLES:
-        got = one(enc(p), level=p[1] if p[0] == c.CONNECT else 4)
+        got = one(enc(p), level=p[1] if p[0] == mq.CONNECT else 4)
         assert got == p, (p, got)
         seen.add(p[0])
     assert len(seen) == 14
@@ -156,13 +157,13 @@ def test_stream_several_packets_in_one_read_and_one_byte_at_a_time():
 
 
 def test_partial_packet_waits():
-    b = enc((c.PUBLISH, b"a/b", b"payload", 1, False, False, 5))
+    b = enc((mq.PUBLISH, b"a/b", b"payload", 1, False, False, 5))
     r = c.Reader(64)
     for k in range(len(b) - 1):
         r.feed(b[k:k + 1])
         assert r.next() == 0
     r.feed(b[-1:])
-    assert r.next() == c.PUBLISH
+    assert r.next() == mq.PUBLISH
     assert bytes(r.payload) == b"payload" and r.pid == 5
     assert r.next() == 0
 
@@ -186,7 +187,7 @@ def test_publish_encoding_and_puback_decoding_allocate_nothing():
         room[2] = 0
         room[3] = pid
         r.filled(4)
-        assert r.next() == c.PUBACK and r.pid == pid
+        assert r.next() == mq.PUBACK and r.pid == pid
         return n
 
     one(1)  # warm

@@ -1,6 +1,7 @@
 # Wire codec, what must be refused: malformed bytes from a broker and bad
 # arguments from the application. Runs on CPython and MicroPython.
 from holdfast import codec as c
+import consts as mq
 from holdfast import broker, filters
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import encode, one
@@ -15,8 +16,8 @@ def enc(p):
 
 
 def test_too_large_packet_skipped_and_stream_stays_in_step():
-    big = enc((c.PUBLISH, b"big", b"z" * 200, 1, False, False, 42))
-    small = enc((c.PUBACK, 3))
+    big = enc((mq.PUBLISH, b"big", b"z" * 200, 1, False, False, 42))
+    small = enc((mq.PUBACK, 3))
     r = c.Reader(64)
     data = big + small
     i = 0
@@ -33,8 +34,8 @@ def test_too_large_packet_skipped_and_stream_stays_in_step():
             got.append((t, r.pid))
         elif i >= len(data):
             break
-    assert errors == [(c.PUBLISH, len(big), 42)], errors
-    assert got == [(c.PUBACK, 3)], got
+    assert errors == [(mq.PUBLISH, len(big), 42)], errors
+    assert got == [(mq.PUBACK, 3)], got
 
 
 def bad(data, why, level=4):
@@ -75,7 +76,7 @@ def test_malformed_input_is_a_named_error():
 
 
 def test_31_allows_dup_on_pubrel_311_does_not():
-    assert one(b"\x6a\x02\x00\x01", level=3) == (c.PUBREL, 1)
+    assert one(b"\x6a\x02\x00\x01", level=3) == (mq.PUBREL, 1)
     bad(b"\x6a\x02\x00\x01", "PUBREL fixed-header flags are 10")
     # Otherwise the flags 3.1.1 fixes are enforced in 3.1 too: 3.1 sends a
     # PUBREL at QoS 1 as well, and leaves the acks' flags unused.
@@ -167,9 +168,9 @@ def test_oversize_publish_packet_id_must_sit_inside_it():
     # with the id from its last two bytes, and the stream stays in step.
     for step in (None, 1, 2, 3, 7):
         assert run(b"\x34\x64\x00\x60" + b"t" * 96 + b"\x01\x02" + PUBACK3, step=step) == \
-            ([(PacketTooLarge, 102, 258, 2), (c.PUBACK, 3)], None), step
+            ([(PacketTooLarge, 102, 258, 2), (mq.PUBACK, 3)], None), step
         assert run(b"\x30\x64\x00\x62" + b"t" * 98 + PUBACK3, step=step) == \
-            ([(PacketTooLarge, 102, 0, 0), (c.PUBACK, 3)], None), step
+            ([(PacketTooLarge, 102, 0, 0), (mq.PUBACK, 3)], None), step
 
 
 def test_only_a_publish_may_be_larger_than_the_buffer():
@@ -187,7 +188,7 @@ def test_only_a_publish_may_be_larger_than_the_buffer():
         hostile(bytes((first,)) + b"\xff\xff\xff\x7f" + PUBACK3 * 20, want)
     # A SUBACK (at most what the buffer holds) one byte too long for it.
     hostile(b"\x90\x3f\x00\x01" + b"\x00" * 61, "SUBACK of 65 bytes is larger than the 64-byte")
-    assert run(b"\x90\x3e\x00\x01" + b"\x01" * 60, step=1) == ([(c.SUBACK, 1)], None)
+    assert run(b"\x90\x3e\x00\x01" + b"\x01" * 60, step=1) == ([(mq.SUBACK, 1)], None)
 
 
 def test_a_length_the_type_fixes_is_refused_before_the_body_arrives():
@@ -211,4 +212,4 @@ def test_reset_forgets_a_publish_half_skipped():
     assert r.next() == 0 and r.skip
     r.reset()
     r.feed(b"\x20\x02\x00\x00")
-    assert r.next() == c.CONNACK and (r.start, r.end, r.skip) == (4, 4, 0)
+    assert r.next() == mq.CONNACK and (r.start, r.end, r.skip) == (4, 4, 0)

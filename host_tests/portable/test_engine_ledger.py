@@ -2,8 +2,9 @@
 # its link state and its timers, in exact bytes (issue "Engine, round 2":
 # the defect each test guards is named in its comment).
 from holdfast import codec as c
+import consts as mq
 from holdfast.session import Session
-from states import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
+from consts import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
 from holdfast.compat import ticks_ms, ticks_add
@@ -11,14 +12,14 @@ from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
 from fakebroker import session, sent, feed, grant, wire
 from support import raises
 
-PUB = c.PUBLISH
+PUB = mq.PUBLISH
 
 
 def relink(s, present, now=0):
     s.lost()
     s.start(now)
     sent(s)
-    feed(s, (c.CONNACK, present, 0), now=now)
+    feed(s, (mq.CONNACK, present, 0), now=now)
     return sent(s)
 
 
@@ -28,8 +29,8 @@ def test_qos2_past_pubrec_goes_out_again_as_publish_when_the_broker_lost_the_ses
     s = session(clean=False)
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
-    feed(s, (c.PUBREC, pid))
-    assert sent(s) == [(c.PUBREL, pid)]
+    feed(s, (mq.PUBREC, pid))
+    assert sent(s) == [(mq.PUBREL, pid)]
     assert relink(s, False) == [(PUB, b"t", b"x", 2, False, True, pid)]
     assert s.republished == 1
     # The link drops again before PUBREC: still a PUBLISH, even though the
@@ -38,11 +39,11 @@ def test_qos2_past_pubrec_goes_out_again_as_publish_when_the_broker_lost_the_ses
     assert s.republished == 2
     done = []
     s.on_delivered = done.append
-    feed(s, (c.PUBREC, pid))
-    assert sent(s) == [(c.PUBREL, pid)] and done == []
+    feed(s, (mq.PUBREC, pid))
+    assert sent(s) == [(mq.PUBREL, pid)] and done == []
     # Past PUBREC on the current session: a kept session resumes with PUBREL.
-    assert relink(s, True) == [(c.PUBREL, pid)]
-    feed(s, (c.PUBCOMP, pid))
+    assert relink(s, True) == [(mq.PUBREL, pid)]
+    feed(s, (mq.PUBCOMP, pid))
     assert done == [pid] and len(s.store) == 0
 
 
@@ -56,7 +57,7 @@ def test_restore_is_complete_only_when_every_filter_has_its_suback():
     grant(s)
     out = relink(s, False)
     first = out[0]
-    feed(s, (c.SUBACK, first[1], tuple(1 for _ in first[2])))
+    feed(s, (mq.SUBACK, first[1], tuple(1 for _ in first[2])))
     granted = [f for f, q in first[2]]
     assert len(granted) < 6
     # Link lost with the rest unanswered; the broker kept the new session.
@@ -70,10 +71,10 @@ def test_two_requests_in_flight_each_get_their_own_answer():
     a = s.subscribe(b"a", 1)
     b = s.subscribe(b"b", 2)
     out = sent(s)
-    assert [p[0] for p in out] == [c.SUBSCRIBE, c.SUBSCRIBE]
-    feed(s, (c.SUBACK, b[3], (2,)))
+    assert [p[0] for p in out] == [mq.SUBSCRIBE, mq.SUBSCRIBE]
+    feed(s, (mq.SUBACK, b[3], (2,)))
     assert b[4] == 2 and a[4] == -1
-    feed(s, (c.SUBACK, a[3], (0x80,)))
+    feed(s, (mq.SUBACK, a[3], (0x80,)))
     assert a[4] == 0x80 and [e[0] for e in s.subs.list] == [b"b"]
 
 
@@ -82,7 +83,7 @@ def test_an_ack_of_the_wrong_kind_is_a_protocol_error():
     s = session()
     e = s.subscribe(b"a", 1)
     sent(s)
-    err = raises(MQTTProtocolError, feed, s, (c.UNSUBACK, e[3]))
+    err = raises(MQTTProtocolError, feed, s, (mq.UNSUBACK, e[3]))
     assert "UNSUBACK for message id %d, which awaits SUBACK" % e[3] in str(err), str(err)
     assert s.state == FAILED
 
@@ -93,10 +94,10 @@ def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
     grant(s)
     g = s.unsubscribe(b"a")
     out = sent(s)
-    assert out == [(c.UNSUBSCRIBE, g[3], (b"a",))] and g[4] == -1
+    assert out == [(mq.UNSUBSCRIBE, g[3], (b"a",))] and g[4] == -1
     out = relink(s, True)  # the broker kept the session: ask again
-    assert out == [(c.UNSUBSCRIBE, g[3], (b"a",))]
-    feed(s, (c.UNSUBACK, g[3]))
+    assert out == [(mq.UNSUBSCRIBE, g[3], (b"a",))]
+    feed(s, (mq.UNSUBACK, g[3]))
     assert g[4] == 0 and s.subs.gone == []
     # A new session has nothing to unsubscribe from.
     g = s.unsubscribe(b"b")
@@ -113,7 +114,7 @@ def test_a_handler_gets_messages_from_the_moment_its_subscribe_is_queued():
     out = sent(s)
     feed(s, (PUB, b"cfg/rate", b"10", 1, True, False, 9))
     assert got == [(b"cfg/rate", b"10", True)]
-    feed(s, (c.SUBACK, out[0][1], (1,)))
+    feed(s, (mq.SUBACK, out[0][1], (1,)))
     assert s.subs.list[0][4] == 1
 
 
@@ -131,11 +132,11 @@ def test_an_acknowledgement_belongs_to_the_link_it_was_made_on():
         assert sent(s) == []
         if qos == 2:  # the copy the broker sends again is not delivered twice
             assert s.store.held(5)
-            feed(s, (c.CONNACK, True, 0))
+            feed(s, (mq.CONNACK, True, 0))
             got = []
             s.on_message = lambda t, m: got.append(m)
             feed(s, (PUB, b"t", b"m", 2, False, True, 5))
-            assert got == [] and sent(s) == [(c.PUBREC, 5)]
+            assert got == [] and sent(s) == [(mq.PUBREC, 5)]
 
 
 def wire_publish(qos, pid):
@@ -151,7 +152,7 @@ def test_subscribe_waits_for_room_instead_of_failing():
     e = s.subscribe(b"cmd/#", 1)
     assert [p[0] for p in sent(s)] == [PUB]  # SUBSCRIBE waits for room
     s.tick(1)
-    assert sent(s) == [(c.SUBSCRIBE, e[3], ((b"cmd/#", 1),))]
+    assert sent(s) == [(mq.SUBSCRIBE, e[3], ((b"cmd/#", 1),))]
 
 
 def test_too_big_for_the_send_buffer_raises_at_every_qos_and_says_the_usable_room():
@@ -255,7 +256,7 @@ def test_subscribing_again_waits_for_the_new_answer():
     again = s.subscribe(b"a", 2)
     assert again is e and e[4] == -1  # not the previous SUBACK's answer
     out = sent(s)
-    feed(s, (c.SUBACK, out[0][1], (2,)))
+    feed(s, (mq.SUBACK, out[0][1], (2,)))
     assert e[4] == 2 and len(s.subs.list) == 1
 
 
@@ -279,14 +280,14 @@ def test_the_receive_buffer_grows_to_size_once_messages_can_arrive():
     assert len(s.rx.buf) < 512
     pid = s.publish(b"t", b"x", 1, False, 0)
     sent(s)
-    ack = wire((c.PUBACK, pid))
+    ack = wire((mq.PUBACK, pid))
     s.rx.feed(ack[:3])  # half an ack is buffered when subscribe() comes
     e = s.subscribe(b"in/#", 1)
     assert len(s.rx.buf) == 512
-    assert sent(s)[0][0] == c.SUBSCRIBE
+    assert sent(s)[0][0] == mq.SUBSCRIBE
     s.rx.feed(ack[3:])
     assert s.receive(0) == DELIVERED and s.done_pid == pid
-    feed(s, (c.SUBACK, e[3], [1]))
+    feed(s, (mq.SUBACK, e[3], [1]))
     big = b"m" * 400
     feed(s, (PUB, b"in/a", big, 1, False, False, 9))
     assert s.msg == big  # a message larger than the small buffer, whole
@@ -303,7 +304,7 @@ def test_the_send_buffer_is_made_after_the_first_handshake():
     assert s.publish(b"t", b"x" * 200, 1, False, 0)
     raises(ValueError, s.publish, b"t", b"x" * 290, 1, False, 0)
     s.start(0)
-    assert len(s.tx) == 300 and sent(s)[0][0] == c.CONNECT
+    assert len(s.tx) == 300 and sent(s)[0][0] == mq.CONNECT
 
 
 def test_the_default_outbox_holds_16_messages():

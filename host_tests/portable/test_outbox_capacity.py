@@ -4,7 +4,7 @@
 # "latest value per topic" mode. What is in flight is never dropped.
 import sys
 from holdfast.session import Session
-from states import CONNECTED
+from consts import CONNECTED
 from drain import drain
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore

@@ -4,7 +4,7 @@
 # Apart from test_outbox_file/flash: the engine and the codec do not fit a
 # 32 KB heap together with the store tests.
 from holdfast.session import Session
-from states import CONNECTED
+from consts import CONNECTED
 from drain import drain
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore

@@ -1,14 +1,14 @@
 # The sans-I/O session engine, in exact bytes, with a fake clock.
-from holdfast import codec as c
+import consts as mq
 from holdfast.session import Session
-from states import CONNECTED
+from consts import CONNECTED
 from holdfast.subs import match
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
 from holdfast.store import MemoryStore
 from fakebroker import session, sent, feed, grant
 from support import raises
 
-PUB = c.PUBLISH
+PUB = mq.PUBLISH
 
 
 def test_connect_packet_carries_will_user_password_keepalive():
@@ -17,7 +17,7 @@ def test_connect_packet_carries_will_user_password_keepalive():
     s.user = b"u"
     s.password = b"p"
     s.start(0)
-    assert sent(s) == [(c.CONNECT, 4, b"dev-1", False, 30, b"dev/status", b"gone", 1, True, b"u", b"p")]
+    assert sent(s) == [(mq.CONNECT, 4, b"dev-1", False, 30, b"dev/status", b"gone", 1, True, b"u", b"p")]
 
 
 def test_connect_31_uses_mqisdp():
@@ -33,7 +33,7 @@ def test_connack_refusals_are_named_with_reasons():
         s = Session(b"d")
         s.start(0)
         sent(s)
-        e = raises(ConnectError, feed, s, (c.CONNACK, False, code))
+        e = raises(ConnectError, feed, s, (mq.CONNACK, False, code))
         assert e.code == code and reasons[code] in str(e), str(e)
         assert s.state != CONNECTED
 
@@ -53,7 +53,7 @@ def test_qos1_publish_returns_id_and_completes_on_puback():
     assert pid == 1
     assert sent(s) == [(PUB, b"a/b", b"x", 1, False, False, 1)]
     assert len(s.store) == 1 and s.inflight == 1
-    feed(s, (c.PUBACK, 1))
+    feed(s, (mq.PUBACK, 1))
     assert done == [1] and len(s.store) == 0 and s.inflight == 0
 
 
@@ -63,11 +63,11 @@ def test_qos2_outgoing_full_flow():
     s.on_delivered = done.append
     pid = s.publish(b"t", b"x", 2, False, 0)
     assert sent(s) == [(PUB, b"t", b"x", 2, False, False, pid)]
-    feed(s, (c.PUBREC, pid))
-    assert sent(s) == [(c.PUBREL, pid)]
+    feed(s, (mq.PUBREC, pid))
+    assert sent(s) == [(mq.PUBREL, pid)]
     assert s.store.released(s.store.next(-1))
     assert done == []
-    feed(s, (c.PUBCOMP, pid))
+    feed(s, (mq.PUBCOMP, pid))
     assert done == [pid] and len(s.store) == 0
 
 
@@ -89,10 +89,10 @@ def test_retry_of_qos2_past_pubrec_is_pubrel():
     s = session(retry_ms=1000)
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
-    feed(s, (c.PUBREC, pid), now=10)
+    feed(s, (mq.PUBREC, pid), now=10)
     sent(s)
     s.tick(1010)
-    assert sent(s) == [(c.PUBREL, pid)]
+    assert sent(s) == [(mq.PUBREL, pid)]
 
 
 def test_no_in_session_retry_by_default():
@@ -107,8 +107,8 @@ def reconnect(s, now=0, present=True):
     s.lost()
     s.start(now)
     out = sent(s)
-    assert out[0][0] == c.CONNECT
-    feed(s, (c.CONNACK, present, 0), now=now)
+    assert out[0][0] == mq.CONNECT
+    feed(s, (mq.CONNACK, present, 0), now=now)
     return sent(s)
 
 
@@ -124,10 +124,10 @@ def test_reconnect_after_pubrec_resumes_with_pubrel_not_publish():
     s = session(clean=False)
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
-    feed(s, (c.PUBREC, pid))
-    assert sent(s) == [(c.PUBREL, pid)]  # PUBREL sent, then the link drops
-    assert reconnect(s) == [(c.PUBREL, pid)]
-    feed(s, (c.PUBCOMP, pid))
+    feed(s, (mq.PUBREC, pid))
+    assert sent(s) == [(mq.PUBREL, pid)]  # PUBREL sent, then the link drops
+    assert reconnect(s) == [(mq.PUBREL, pid)]
+    feed(s, (mq.PUBCOMP, pid))
     assert len(s.store) == 0
 
 
@@ -135,9 +135,9 @@ def test_reconnect_before_pubrel_was_sent_also_resumes_with_pubrel():
     s = session(clean=False)
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
-    feed(s, (c.PUBREC, pid))
+    feed(s, (mq.PUBREC, pid))
     s.tx_start = s.tx_end = 0  # PUBREL queued but never written
-    assert reconnect(s) == [(c.PUBREL, pid)]
+    assert reconnect(s) == [(mq.PUBREL, pid)]
 
 
 def test_reconnect_resends_in_original_order_then_new_messages():
@@ -148,7 +148,7 @@ def test_reconnect_resends_in_original_order_then_new_messages():
     assert [p[2] for p in sent(s)] == [b"1", b"2"]
     out = reconnect(s)
     assert [(p[2], p[5], p[6]) for p in out] == [(b"1", True, p1), (b"2", True, p2)]
-    feed(s, (c.PUBACK, p1))
+    feed(s, (mq.PUBACK, p1))
     assert sent(s) == [(PUB, b"t", b"3", 1, False, False, p3)]  # never sent before: no DUP
 
 
@@ -157,7 +157,7 @@ def test_offline_queue_flows_on_connect():
     pids = [s.publish(b"t", b"%d" % i, 1, False, 0) for i in range(3)]
     s.start(0)
     sent(s)
-    feed(s, (c.CONNACK, False, 0))
+    feed(s, (mq.CONNACK, False, 0))
     assert [(p[2], p[6]) for p in sent(s)] == [(b"0", pids[0]), (b"1", pids[1]), (b"2", pids[2])]
 
 
@@ -166,9 +166,9 @@ def test_window_limits_inflight_and_ack_releases_next():
     for i in range(4):
         s.publish(b"t", b"%d" % i, 1, False, 0)
     assert [p[2] for p in sent(s)] == [b"0", b"1"]
-    feed(s, (c.PUBACK, 2))
+    feed(s, (mq.PUBACK, 2))
     assert [p[2] for p in sent(s)] == [b"2"]
-    feed(s, (c.PUBACK, 1), (c.PUBACK, 3))
+    feed(s, (mq.PUBACK, 1), (mq.PUBACK, 3))
     assert [p[2] for p in sent(s)] == [b"3"]
 
 
@@ -182,7 +182,7 @@ def test_packet_ids_wrap_and_skip_ids_in_flight():
     d = s.publish(b"t", b"d", 1, False, 0)
     assert d == 1
     s.next_pid = 65535
-    feed(s, (c.PUBACK, 65534))
+    feed(s, (mq.PUBACK, 65534))
     assert s.publish(b"t", b"e", 1, False, 0) == 2  # 65535 and 1 still in flight
     assert s.publish(b"t", b"f", 1, False, 0) == 3
 
@@ -193,7 +193,7 @@ def test_incoming_qos0_qos1_and_retained_flag():
     s.on_message = lambda t, m: got.append((t, m, s.retained, s.qos))
     feed(s, (PUB, b"a", b"zero", 0, True, False, 0), (PUB, b"a", b"one", 1, False, False, 7))
     assert got == [(b"a", b"zero", True, 0), (b"a", b"one", False, 1)]
-    assert sent(s) == [(c.PUBACK, 7)]
+    assert sent(s) == [(mq.PUBACK, 7)]
 
 
 def test_incoming_qos2_exactly_once_despite_dup_resend():
@@ -201,12 +201,12 @@ def test_incoming_qos2_exactly_once_despite_dup_resend():
     got = []
     s.on_message = lambda t, m: got.append(m)
     feed(s, (PUB, b"a", b"m", 2, False, False, 9))
-    assert sent(s) == [(c.PUBREC, 9)]
+    assert sent(s) == [(mq.PUBREC, 9)]
     feed(s, (PUB, b"a", b"m", 2, False, True, 9))  # broker missed our PUBREC
-    assert sent(s) == [(c.PUBREC, 9)]
+    assert sent(s) == [(mq.PUBREC, 9)]
     assert got == [b"m"]
-    feed(s, (c.PUBREL, 9))
-    assert sent(s) == [(c.PUBCOMP, 9)]
+    feed(s, (mq.PUBREL, 9))
+    assert sent(s) == [(mq.PUBCOMP, 9)]
     feed(s, (PUB, b"a", b"n", 2, False, False, 9))  # id reused for a new message
     assert got == [b"m", b"n"]
 
@@ -219,9 +219,9 @@ def test_incoming_qos2_reconnect_before_pubrel_keeps_exactly_once():
     sent(s)
     reconnect(s)
     feed(s, (PUB, b"a", b"m", 2, False, True, 4))
-    assert sent(s) == [(c.PUBREC, 4)]
-    feed(s, (c.PUBREL, 4))
-    assert sent(s) == [(c.PUBCOMP, 4)]
+    assert sent(s) == [(mq.PUBREC, 4)]
+    feed(s, (mq.PUBREL, 4))
+    assert sent(s) == [(mq.PUBCOMP, 4)]
     assert got == [b"m"]
 
 
@@ -230,8 +230,8 @@ def test_incoming_pubrel_after_reconnect_gets_pubcomp():
     feed(s, (PUB, b"a", b"m", 2, False, False, 4))
     sent(s)
     reconnect(s)
-    feed(s, (c.PUBREL, 4))
-    assert sent(s) == [(c.PUBCOMP, 4)]
+    feed(s, (mq.PUBREL, 4))
+    assert sent(s) == [(mq.PUBCOMP, 4)]
 
 
 def test_keepalive_pings_when_nothing_was_sent_or_heard_and_detects_dead_link():
@@ -239,10 +239,10 @@ def test_keepalive_pings_when_nothing_was_sent_or_heard_and_detects_dead_link():
     s.tick(9999)
     assert sent(s) == []
     s.tick(10000)
-    assert sent(s, 10000) == [(c.PINGREQ,)]  # nothing sent or heard for 10 s
+    assert sent(s, 10000) == [(mq.PINGREQ,)]  # nothing sent or heard for 10 s
     s.tick(11000)
     assert sent(s) == []  # one PINGREQ outstanding at a time
-    feed(s, (c.PINGRESP,), now=12000)
+    feed(s, (mq.PINGRESP,), now=12000)
     s.publish(b"t", b"x", 0, False, 0)
     assert sent(s, 15000) == [(PUB, b"t", b"x", 0, False, False, 0)]
     s.tick(21999)
@@ -250,7 +250,7 @@ def test_keepalive_pings_when_nothing_was_sent_or_heard_and_detects_dead_link():
     # Sent 7 s ago, but heard nothing for 10 s: a client that only
     # publishes still finds out whether the broker is there.
     s.tick(22000)
-    assert sent(s, 22000) == [(c.PINGREQ,)]
+    assert sent(s, 22000) == [(mq.PINGREQ,)]
     s.tick(26999)
     e = raises(LinkDown, s.tick, 27000)  # 1.5 keepalives of silence
     assert "nothing from the broker for 15000 ms" in str(e), str(e)
@@ -288,7 +288,7 @@ def test_resubscribes_when_broker_has_no_session():
     s = session()
     subscribed(s, (b"a/#", 1, None), (b"b", 2, None))
     out = reconnect(s, present=False)
-    assert out == [(c.SUBSCRIBE, out[0][1], ((b"a/#", 1), (b"b", 2)))]
+    assert out == [(mq.SUBSCRIBE, out[0][1], ((b"a/#", 1), (b"b", 2)))]
     s2 = session()
     subscribed(s2, (b"a/#", 1, None))
     assert reconnect(s2, present=True) == []
@@ -298,9 +298,9 @@ def test_suback_result_is_recorded_in_the_request_and_a_refused_filter_goes():
     s = session()
     e = s.subscribe(b"a", 2)
     pid = e[3]
-    assert sent(s) == [(c.SUBSCRIBE, pid, ((b"a", 2),))]
+    assert sent(s) == [(mq.SUBSCRIBE, pid, ((b"a", 2),))]
     assert e[4] == -1  # no answer yet
-    feed(s, (c.SUBACK, pid, (0x80,)))
+    feed(s, (mq.SUBACK, pid, (0x80,)))
     assert e[4] == 0x80 and s.subs.list == []
 
 
@@ -312,9 +312,9 @@ def test_broker_garbage_and_unexpected_packets_are_protocol_errors():
     s.rx.feed(b"\x82\x06\x00\x01\x00\x01a\x00")  # SUBSCRIBE from a broker
     raises(MQTTProtocolError, s.receive, 0)
     s = session()
-    raises(MQTTProtocolError, feed, s, (c.PINGREQ,))
+    raises(MQTTProtocolError, feed, s, (mq.PINGREQ,))
     s = session()
-    raises(MQTTProtocolError, feed, s, (c.CONNACK, False, 0))
+    raises(MQTTProtocolError, feed, s, (mq.CONNACK, False, 0))
     s = Session(b"d")
     s.start(0)
     sent(s)
@@ -328,7 +328,7 @@ def test_inbound_packet_larger_than_buffer_is_dropped_counted_and_acked():
     feed(s, (PUB, b"big", b"z" * 300, 1, False, False, 5), (PUB, b"ok", b"small", 0, False, False, 0))
     assert s.dropped == 1
     assert got == [b"small"]
-    assert sent(s) == [(c.PUBACK, 5)]
+    assert sent(s) == [(mq.PUBACK, 5)]
 
 
 def test_views_mode_hands_memoryviews():
@@ -348,9 +348,9 @@ def test_publish_too_large_for_send_buffer_is_refused_and_not_stored():
 def test_ping_with_keepalive_off_waits_for_its_answer():
     s = session()  # keepalive 0, as umqtt.simple's default
     s.ping(0)
-    assert sent(s) == [(c.PINGREQ,)]
+    assert sent(s) == [(mq.PINGREQ,)]
     s.tick(1000)  # not dead yet
-    feed(s, (c.PINGRESP,), now=1500)
+    feed(s, (mq.PINGRESP,), now=1500)
     s.tick(10 ** 6)
     s.ping(2000)
     sent(s)
@@ -371,8 +371,8 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
     s = session(store=_FullOnAck())
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
-    feed(s, (c.PUBREC, pid))
+    feed(s, (mq.PUBREC, pid))
     assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
     assert s.inflight == 1 and not s.store.released(s.store.next(-1))
-    feed(s, (c.PUBREL, 5))
+    feed(s, (mq.PUBREL, 5))
     assert sent(s) == []  # no PUBCOMP: the broker will repeat PUBREL

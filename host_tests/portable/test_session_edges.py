@@ -2,22 +2,23 @@
 # session on the broker, packets larger than the buffer, restores that need
 # several packets, one event at a time, and the sticky error state.
 from holdfast import codec as c
+import consts as mq
 from holdfast.session import Session
-from states import MESSAGE, CONNECTED, FAILED
+from consts import MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
 from fakebroker import session, sent, feed, grant
 from drain import drain
 from support import raises
 
-PUB = c.PUBLISH
+PUB = mq.PUBLISH
 
 
 def relink(s, present):
     s.lost()
     s.start(0)
     sent(s)
-    feed(s, (c.CONNACK, present, 0))
+    feed(s, (mq.CONNACK, present, 0))
     return sent(s)
 
 
@@ -30,11 +31,11 @@ def test_new_session_forgets_held_qos2_ids():
         got = []
         s.on_message = lambda t, m: got.append(m)
         feed(s, (PUB, b"a", b"old", 2, False, False, 1))
-        assert sent(s) == [(c.PUBREC, 1)]
+        assert sent(s) == [(mq.PUBREC, 1)]
         relink(s, present)
         feed(s, (PUB, b"a", b"new", 2, False, False, 1))
         assert got == [b"old", b"new"], (clean, got)
-        assert sent(s) == [(c.PUBREC, 1)]
+        assert sent(s) == [(mq.PUBREC, 1)]
 
 
 def test_kept_session_still_suppresses_the_resent_copy():
@@ -63,13 +64,13 @@ def test_oversize_qos2_publish_gets_pubrec_then_pubcomp():
     s = session(size=128)
     feed(s, (PUB, b"big", b"z" * 300, 2, False, False, 5))
     assert s.dropped == 1
-    assert sent(s) == [(c.PUBREC, 5)]
-    feed(s, (c.PUBREL, 5))
-    assert sent(s) == [(c.PUBCOMP, 5)]
+    assert sent(s) == [(mq.PUBREC, 5)]
+    feed(s, (mq.PUBREL, 5))
+    assert sent(s) == [(mq.PUBCOMP, 5)]
 
 
 def test_oversize_publish_acknowledged_whatever_the_read_sizes():
-    for qos, ack in ((1, c.PUBACK), (2, c.PUBREC)):
+    for qos, ack in ((1, mq.PUBACK), (2, mq.PUBREC)):
         for step in (1, 2, 3, 5, 7):
             s = session(size=64)
             data = bytearray(300)
@@ -95,7 +96,7 @@ def test_one_event_at_a_time_and_views_stay_valid_until_handled():
     assert s.receive(0) == MESSAGE and bytes(s.msg) == b"two" and s.retained
     s.handled()
     assert s.receive(0) == 0
-    assert [p[0] for p in sent(s)] == [PUB, c.PUBACK, c.PUBACK]
+    assert [p[0] for p in sent(s)] == [PUB, mq.PUBACK, mq.PUBACK]
 
 
 def test_restore_splits_filters_across_packets_that_fit():
@@ -116,7 +117,7 @@ def test_restore_refusal_is_an_event_and_the_session_stays_up():
     grant(s)
     out = relink(s, False)
     s.rx.feed(bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
-    from states import REFUSED
+    from consts import REFUSED
     assert s.receive(0) == REFUSED and s.subs.refused == b"c"
     assert s.subs.nrefused == 2  # each refused filter counts
     assert s.state == CONNECTED
@@ -164,7 +165,7 @@ def test_a_stuck_qos2_message_does_not_block_qos1_publishing():
     for i in range(200):  # the broker never answers the QoS 2 message
         pid = s.publish(b"t", str(i).encode(), 1, False, 0)
         assert sent(s)[-1][6] == pid
-        feed(s, (c.PUBACK, pid))
+        feed(s, (mq.PUBACK, pid))
     assert len(s.store) == 1 and s.store.pid(s.store.next(-1)) == q2
 
 

@@ -6,6 +6,7 @@
 import sys
 
 from holdfast import codec as c
+import consts as mq
 from holdfast import v5more as v5
 from holdfast.errors import V5Error
 from support import raises
@@ -132,12 +133,12 @@ def test_publish_from_a_broker_with_subscription_ids():
 
 def test_acks_short_and_long_forms():
     cases = (
-        ((c.PUBACK, 7), b"\x40\x02\x00\x07"),
-        ((c.PUBACK, 7, 0x10), b"\x40\x03\x00\x07\x10"),
-        ((c.PUBREL, 7, 0x92), b"\x62\x03\x00\x07\x92"),
-        ((c.PUBREC, 7, 0x97, ((v5.REASON_STRING, b"full"),)),
+        ((mq.PUBACK, 7), b"\x40\x02\x00\x07"),
+        ((mq.PUBACK, 7, 0x10), b"\x40\x03\x00\x07\x10"),
+        ((mq.PUBREL, 7, 0x92), b"\x62\x03\x00\x07\x92"),
+        ((mq.PUBREC, 7, 0x97, ((v5.REASON_STRING, b"full"),)),
          b"\x50\x0b\x00\x07\x97\x07\x1f\x00\x04full"),
-        ((c.PUBCOMP, 7, 0, ((v5.USER_PROPERTY, (b"a", b"b")),)),
+        ((mq.PUBCOMP, 7, 0, ((v5.USER_PROPERTY, (b"a", b"b")),)),
          b"\x70\x0b\x00\x07\x00\x07\x26\x00\x01a\x00\x01b"),
     )
     for args, want in cases:
@@ -190,7 +191,7 @@ def test_suback_and_unsuback_reason_codes():
     r = dec(pkt(0x90, b"\x00\x0a\x05\x1f\x00\x02no\x01\x87"))
     assert (r.pid, bytes(r.payload), prop(r, v5.REASON_STRING)) == (10, b"\x01\x87", b"no")
     assert v5.words(0x87) == "not authorized (0x87)", v5.words(0x87)
-    assert v5.words(1, c.SUBACK) == "granted QoS 1 (0x01)", v5.words(1, c.SUBACK)
+    assert v5.words(1, mq.SUBACK) == "granted QoS 1 (0x01)", v5.words(1, mq.SUBACK)
     r = dec(b"\xb0\x05\x00\x0b\x00\x00\x11")
     assert (r.pid, bytes(r.payload)) == (11, b"\x00\x11")
     assert v5.words(0x11) == "no subscription existed (0x11)"
@@ -206,7 +207,7 @@ def test_disconnect_both_ways():
     assert r.code == 0x8B and v5.words(r.code) == "server shutting down (0x8b)"
     r = dec(b"\xe0\x0f\x9c\x0d\x1c\x00\x04srv2\x1f\x00\x03bye")
     assert (r.code, prop(r, v5.SERVER_REFERENCE), prop(r, v5.REASON_STRING)) == (0x9C, b"srv2", b"bye")
-    assert v5.words(0, c.DISCONNECT) == "normal disconnection (0x00)"
+    assert v5.words(0, mq.DISCONNECT) == "normal disconnection (0x00)"
 
 
 def test_connack_every_property():
@@ -242,16 +243,16 @@ def test_connack_every_property():
 def test_property_block_alone_round_trip():
     items = ((v5.SESSION_EXPIRY, 4294967295), (v5.RECEIVE_MAXIMUM, 65535),
              (v5.USER_PROPERTY, (b"", b"")), (v5.AUTH_DATA, b"\x00\xff"))
-    n = v5.props(BUF, items, c.CONNECT)
+    n = v5.props(BUF, items, mq.CONNECT)
     want = b"\x12\x11\xff\xff\xff\xff\x21\xff\xff\x26\x00\x00\x00\x00\x16\x00\x02\x00\xff"
     assert out(n) == want, out(n)
     r = c.Reader(32, 5)
     r.buf[:n] = want
-    assert v5.walk(r, 0, n, c.CONNECT) == n
+    assert v5.walk(r, 0, n, mq.CONNECT) == n
     assert (r.p0, r.p1) == (1, n)
     assert [prop(r, p) for p, _ in items if p != v5.USER_PROPERTY] == [4294967295, 65535, b"\x00\xff"]
     # A block of 128 bytes or more has a two-byte length.
-    n = v5.props(BUF, ((v5.USER_PROPERTY, (b"k", b"v" * 125)),), c.CONNECT)
+    n = v5.props(BUF, ((v5.USER_PROPERTY, (b"k", b"v" * 125)),), mq.CONNECT)
     assert out(4) == b"\x83\x01\x26\x00", out(4)
     assert n == 2 + 131, n
 
@@ -338,7 +339,7 @@ def test_bad_arguments_are_named_errors_and_write_nothing():
         assert BUF == bytearray(len(BUF)), "written before the check"
 
     bad("0x05 is not an MQTT 5 property identifier", v5.connect, BUF, b"c", props=((5, 1),))
-    bad("0x00 is not an MQTT 5 property identifier", v5.props, BUF, ((0, 1),), c.CONNECT)
+    bad("0x00 is not an MQTT 5 property identifier", v5.props, BUF, ((0, 1),), mq.CONNECT)
     bad("property 0x23 (topic alias) may not be in a CONNECT", v5.connect, BUF, b"c",
         props=((v5.TOPIC_ALIAS, 1),))
     bad("may not be in a will properties", v5.connect, BUF, b"c", will_topic=b"w",
@@ -352,7 +353,7 @@ def test_bad_arguments_are_named_errors_and_write_nothing():
     bad("4294967296 is outside 0..4294967295", v5.connect, BUF, b"c",
         props=((v5.SESSION_EXPIRY, 4294967296),))
     bad("string of 65536 bytes", v5.connect, BUF, b"c", props=((v5.AUTH_DATA, Long()),))
-    bad("string of 65536 bytes", v5.ack, BUF, c.PUBACK, 1, 0x80, ((v5.USER_PROPERTY, (b"k", Long())),))
+    bad("string of 65536 bytes", v5.ack, BUF, mq.PUBACK, 1, 0x80, ((v5.USER_PROPERTY, (b"k", Long())),))
     bad("for a broker to add", v5.publish, BUF, b"t", b"", props=((v5.SUBSCRIPTION_ID, 1),))
     bad("0x02 (message expiry interval) given twice", v5.publish, BUF, b"t", b"", expiry=5,
         props=((v5.MESSAGE_EXPIRY, 6),))
@@ -362,10 +363,10 @@ def test_bad_arguments_are_named_errors_and_write_nothing():
     bad("-1 is outside 0..4294967295", v5.publish, BUF, b"t", b"", expiry=-1)
     bad("empty topic", v5.publish, BUF, b"", b"x")
     bad("wildcard", v5.publish, BUF, b"a/#", b"x", alias=2)
-    bad("may not be in a PUBACK", v5.ack, BUF, c.PUBACK, 1, 0, ((v5.CONTENT_TYPE, b"x"),))
+    bad("may not be in a PUBACK", v5.ack, BUF, mq.PUBACK, 1, 0, ((v5.CONTENT_TYPE, b"x"),))
     bad("may not be in a DISCONNECT", v5.disconnect, BUF, 0, ((v5.RECEIVE_MAXIMUM, 1),))
     bad("does not fit", v5.publish, bytearray(8), b"topic", b"payload")
-    bad("does not fit", v5.props, bytearray(4), ((v5.SESSION_EXPIRY, 1),), c.CONNECT)
+    bad("does not fit", v5.props, bytearray(4), ((v5.SESSION_EXPIRY, 1),), mq.CONNECT)
 
 
 def test_every_reason_code_a_packet_may_carry_has_words():

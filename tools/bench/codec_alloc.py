@@ -28,7 +28,7 @@ def per_op(op):
 buf = bytearray(256)
 r = codec.Reader(256)
 puback = bytearray(4)
-codec.ack(puback, codec.PUBACK, 7)
+codec.ack(puback, 4, 7)  # PUBACK
 pub = bytearray(128)
 pub_len = codec.publish(pub, TOPIC, PAYLOAD, 1, False, False, 9)
 

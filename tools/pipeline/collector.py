@@ -53,6 +53,11 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from holdfast.reasons import refused
 
+# MQTT's packet types (the codec keeps them as private consts, to spare a
+# board's heap).
+CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 2, 3, 4, 5, 6, 7
+SUBACK, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 9, 11, 12, 13, 14
+SUBACK_FAILURE = 0x80
 
 DEFAULT_PREFIX = "holdfast"
 DEFAULT_CLIENT_ID = "holdfast-collector"
@@ -477,7 +482,7 @@ class Collector:
                 raise ConnectionError("nothing from the broker for %.0f s"
                                       % (now - link.heard))
             if now - link.said >= self.keepalive:
-                link.send(bytes(link.buf[:codec.empty(link.buf, codec.PINGREQ)]))
+                link.send(bytes(link.buf[:codec.empty(link.buf, PINGREQ)]))
 
     def _connect(self):
         link = None
@@ -492,7 +497,7 @@ class Collector:
                 if time.monotonic() > deadline:
                     raise ConnectionError("no CONNACK")
                 link.pump(0.1)
-            if r.type != codec.CONNACK:
+            if r.type != CONNACK:
                 raise MQTTProtocolError("packet type %d before CONNACK" % r.type)
         except (OSError, MQTTProtocolError) as e:
             if link is not None:
@@ -526,7 +531,7 @@ class Collector:
                 # DISCONNECT: the session stays on the broker (clean_session
                 # is False).
                 b = self._link.buf
-                self._link.send(bytes(b[:codec.empty(b, codec.DISCONNECT)]))
+                self._link.send(bytes(b[:codec.empty(b, DISCONNECT)]))
             except (OSError, MQTTProtocolError) as e:
                 self.log("at stop: %s" % e)
             self._link.close()
@@ -564,26 +569,26 @@ class Collector:
             except PacketTooLarge as e:
                 self._too_large(e)
                 continue
-            if t == codec.PUBLISH:
+            if t == PUBLISH:
                 self._publish(r)
-            elif t == codec.PUBREL:
+            elif t == PUBREL:
                 self._landed_q2.discard(r.pid)
                 if not self._fence_pid:
-                    self._acks.append((codec.PUBCOMP, r.pid))
-            elif t == codec.SUBACK:
+                    self._acks.append((PUBCOMP, r.pid))
+            elif t == SUBACK:
                 self._suback(r)
-            elif t == codec.UNSUBACK:
+            elif t == UNSUBACK:
                 if r.pid == self._fence_pid:
                     self._fence_pid = 0
             elif t == 0:
                 return False
-            elif t != codec.PINGRESP:
+            elif t != PINGRESP:
                 raise MQTTProtocolError("unexpected packet type %d from the broker" % t)
         return True
 
     def _suback(self, r):
         granted = r.payload[0]
-        if granted == codec.SUBACK_FAILURE:
+        if granted == SUBACK_FAILURE:
             raise CollectorError("broker refused the subscription to %s"
                                  % self.topic)
         if granted < self.sub_qos:
@@ -622,7 +627,7 @@ class Collector:
             key = QUARANTINE
         self._land(key, topic, qos, flags & 1, dup, int(rx * 1000), text, reason)
         if qos:
-            self._acks.append((codec.PUBACK if qos == 1 else codec.PUBREC, r.pid))
+            self._acks.append((PUBACK if qos == 1 else PUBREC, r.pid))
 
     def _land(self, key, topic, qos, retain, dup, rx_ms, text, reason):
         # The bytes json.dumps(record, separators=(",", ":")) gives, built
@@ -643,7 +648,7 @@ class Collector:
         """A copy of a QoS 2 message already landed: PUBREC (after the batch
         before it, in order), not landed again."""
         self._n["q2_redelivered"] += 1
-        self._acks.append((codec.PUBREC, pid))
+        self._acks.append((PUBREC, pid))
 
     def _too_large(self, e):
         if self._fence_pid:
@@ -653,7 +658,7 @@ class Collector:
                    "a PUBLISH of %d bytes, more than the collector's receive "
                    "buffer (%d bytes): skipped unread" % (e.length, RX_SIZE))
         if e.pid:
-            self._acks.append((codec.PUBACK if e.qos == 1 else codec.PUBREC, e.pid))
+            self._acks.append((PUBACK if e.qos == 1 else PUBREC, e.pid))
 
     def _lost(self, why):
         self._link.close()
@@ -691,7 +696,7 @@ class Collector:
         self._n["batches"] += 1
         self._batch = {}
         self._pending = 0
-        self._landed_q2.update(pid for t, pid in self._acks if t == codec.PUBREC)
+        self._landed_q2.update(pid for t, pid in self._acks if t == PUBREC)
         if ack:
             self._send_acks()
         else:
@@ -707,7 +712,7 @@ class Collector:
         for t, pid in acks:
             i = codec.ack(buf, t, pid, off=i)
         self._link.send(buf)
-        self._n["acked"] += sum(1 for t, _ in acks if t != codec.PUBCOMP)
+        self._n["acked"] += sum(1 for t, _ in acks if t != PUBCOMP)
 
     def _roll(self, now):
         current = time.strftime("%Y-%m-%d %H", time.gmtime())
