@@ -2,8 +2,8 @@
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
 # file, flash block); what put(), release(), done() and the held ids write;
-# copying a unit's live records forward; and the scan that rebuilds all of it
-# after a reboot. A backend only reads (_rd), appends a record to the unit it
+# copying a unit's live records forward. The scan that rebuilds all of it
+# after a reboot is outscan.py, loaded only while a store opens. A backend only reads (_rd), appends a record to the unit it
 # writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
@@ -50,31 +50,6 @@ _WRAP = const(1 << 28)  # bytes_written is counted in two small ints (no big int
 _FMT = "<BBHIHBBI"  # type flags blen seq pid released done crc
 _UFMT = "<4sBBHIII"  # magic version kind reserved seq base crc
 _MAGIC = b"hfOB"
-
-
-def unit_check(buf, kind):
-    """(version, seq, base) of a header in buf[0:20], or None if it is not one."""
-    if buf[0:4] != _MAGIC or buf[5] != kind:
-        return None
-    if crc32(memoryview(buf)[0:16]) != struct.unpack_from("<I", buf, 16)[0]:
-        return None
-    _, ver, _, _, seq, base, _ = struct.unpack_from(_UFMT, buf, 0)
-    return ver, seq, base
-
-
-def u32(b, i):
-    """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
-    return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
-
-
-def vote(b):
-    """A state byte is set when most of its bits are programmed (0): one
-    flipped bit cannot set or clear it."""
-    n = 0
-    while b:
-        n += b & 1
-        b >>= 1
-    return n < 4
 
 
 def _aligned(blen):
@@ -533,56 +508,7 @@ class Log(Held):
         self._n = k
         self._count = c
 
-    # -- recovery ----------------------------------------------------------------
-
-    def _rec_at(self, unit, p, end, blank):
-        """Checks the record at p: its aligned length, 0 for an erased header
-        (only when blank, i.e. on flash), -1 if it is not a whole valid record.
-        The header is left in self.buf[0:16] with its state bytes in
-        self._rel / self._done."""
-        b = self.buf
-        v = self._bufv
-        h = self._buf16
-        if self._rd(unit, p, h) < REC:
-            return -1
-        t = b[0]
-        if t == 255 and blank:
-            for i in range(1, REC):
-                if b[i] != 255:
-                    return -1
-            return 0
-        blen = b[2] | b[3] << 8
-        if t == T_MSG:
-            if blen < 4:
-                return -1
-        elif t == T_DONE or t == T_REL or t == _T_HOLD or t == _T_UNHOLD:
-            if blen:
-                return -1
-        else:
-            return -1
-        if p + REC + blen > end:
-            return -1
-        self._rel = b[10]
-        self._done = b[11]
-        crc = u32(b, 12)
-        b[10] = b[11] = 255
-        b[12] = b[13] = b[14] = b[15] = 0
-        c = crc32(h)
-        q = p + REC
-        left = blen
-        body = self._bufrest  # the rest of buf: no slice made per full chunk
-        room = len(body)
-        while left:
-            n = left if left < room else room
-            w = body if n == room else v[REC:REC + n]
-            if self._rd(unit, q, w) < n:
-                return -1
-            c = crc32(w, c)
-            q += n
-            left -= n
-        if c != crc:
-            return -1
-        return _aligned(blen)
+    # -- recovery (the rest is outscan.py) -----------------------------------------
 
     def _nonff(self, unit, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end."""
@@ -597,107 +523,7 @@ class Log(Held):
             p += n
         return end
 
-    def _scan(self, unit, start, end, blank, on):
-        """Calls on(unit, pos, type, flags, blen, seq, pid, rel, done) for each
-        valid record in [start, end), in order. A torn or damaged record is
-        skipped and counted once per damaged stretch: the scan resynchronises
-        on the next valid record at a 4-byte boundary. blank: the medium is
-        flash, where an erased (0xFF) stretch running to end means no more
-        data. Returns, on flash, where the next record may be programmed: end
-        if the unit holds any damage, because a torn record's header may claim
-        bytes that are still erased, and a record programmed there could
-        complete it; on files, the end of the last valid record."""
-        p = start
-        good = start
-        bad = False
-        damaged = False
-        while p + REC <= end:
-            n = self._rec_at(unit, p, end, blank)
-            if n > 0:
-                b = self.buf
-                on(unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
-                   b[8] | b[9] << 8, vote(self._rel), vote(self._done))
-                p += n
-                good = p
-                bad = False
-                continue
-            if n == 0:
-                q = self._nonff(unit, p, end)
-                if q >= end:
-                    return end if damaged else p
-                p = q & ~3
-            else:
-                p += 4
-            if not bad:
-                self.corrupt += 1
-                bad = damaged = True
-        if p < end and not bad and (not blank or self._nonff(unit, p, end) < end):
-            self.corrupt += 1  # a torn tail too short for a record header
-            damaged = True
-        if not blank:
-            return good
-        return end if damaged or p > end else p
-
-    def _found(self, unit, pos, t, flags, blen, seq, pid, rel, done):
-        """The scan's on(): a record, in log order. Later records of a key or
-        a held id supersede earlier ones. Each pending message goes straight
-        into the index; nothing else is kept per message, so booting takes
-        no more heap with a long backlog."""
-        if t == T_MSG:
-            if seq >= self.tail:
-                self.tail = seq + 1
-            i = self._find(seq)
-            if i >= 0:
-                self._superseded(self._unit[i], self._off[i])
-                if done:
-                    self._forget(i)
-            if not done:
-                d = 0
-                if flags & _F_EXP:
-                    self._rd(unit, pos + REC + blen - 4, self._dlb)
-                    d = u32(self._dlb, 0)
-                self._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
-        elif t == _T_HOLD or t == _T_UNHOLD:
-            holds = self._holds
-            for i in range(len(holds)):
-                if holds[i][1] == pid:
-                    h = holds.pop(i)
-                    self._superseded(h[2], h[3])
-                    break
-            if t == _T_HOLD and not done:
-                holds.append([seq, pid, unit, pos])
-        else:
-            i = self._find(seq)
-            if i >= 0:
-                if t == T_DONE:
-                    self._forget(i)
-                else:
-                    self._st[i] |= _F_REL
-
     def _superseded(self, unit, pos):
         """The scan found a later copy of the record at pos (a compaction cut
         short before the old copy went). Files: nothing to do, the old
         segment goes once nothing in it is live."""
-
-    def _opened(self):
-        """After the scan: the held ids it found go into the table. One
-        smaller than what the log holds (reopened with a smaller held) keeps
-        the newest, and counts the others in held_evicted."""
-        holds = self._holds
-        self._holds = None
-        while len(holds) > len(self._hpid):
-            j = 0
-            for k in range(1, len(holds)):
-                if holds[k][0] < holds[j][0]:
-                    j = k
-            holds.pop(j)
-            self.held_evicted += 1
-        for i in range(len(holds)):
-            n, pid, u, p = holds[i]
-            self._hpid[i] = pid
-            self._hord[i] = n
-            self._hunit[i] = u
-            self._hpos[i] = p
-            self._live[u] += REC
-            if n >= self._hnext:
-                self._hnext = n + 1

@@ -2,6 +2,7 @@
 # flash. The simulated chip refuses any program that would need an erase, so
 # every test also checks that the store only programs erased bytes.
 from holdfast.flashoutbox import FlashStore
+from holdfast import outscan
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import raises
@@ -37,12 +38,12 @@ def _undone(st):
     # messages and held ids (no stale copy left behind by a cut compaction).
     n = [0]
 
-    def on(b, p, t, flags, blen, seq, pid, rel, done):
+    def on(log, b, p, t, flags, blen, seq, pid, rel, done):
         n[0] += not done
 
     for b in range(st.n):
         if st._bst[b] == 2:
-            st._scan(b, 20, st.bs, True, on)
+            outscan.scan(st, b, 20, st.bs, True, on)
     return n[0]
 
 

@@ -1,0 +1,204 @@
+# Reading a persistent outbox back after a reboot: the scan of a unit's
+# records and what the log rebuilds from them (docs/outbox.md, recovery).
+# A store needs this once, when it opens: FileStore and FlashStore load it
+# then and unload it again (gone()), so its code does not stay on the heap.
+import struct
+import sys
+from .compat import const
+from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, _UFMT, _MAGIC
+
+# outlog's private constants (const() names with _ are not importable):
+_T_HOLD = const(0x48)
+_T_UNHOLD = const(0x58)
+_F_REL = const(4)
+_F_EXP = const(8)
+_S_PEND = const(16)
+
+
+def gone():
+    """Unloads this module: the last reference to its code goes with the
+    caller's."""
+    del sys.modules[__name__]
+    pkg, _, name = __name__.rpartition(".")
+    try:
+        delattr(sys.modules[pkg], name)
+    except (KeyError, AttributeError):
+        pass  # imported on its own, not as the package's attribute
+
+
+def u32(b, i):
+    """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
+    return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
+
+
+def unit_check(buf, kind):
+    """(version, seq, base) of a header in buf[0:20], or None if it is not one."""
+    if buf[0:4] != _MAGIC or buf[5] != kind:
+        return None
+    if crc32(memoryview(buf)[0:16]) != u32(buf, 16):
+        return None
+    _, ver, _, _, seq, base, _ = struct.unpack_from(_UFMT, buf, 0)
+    return ver, seq, base
+
+
+def _vote(b):
+    # A state byte is set when most of its bits are programmed (0): one
+    # flipped bit cannot set or clear it.
+    n = 0
+    while b:
+        n += b & 1
+        b >>= 1
+    return n < 4
+
+
+def _rec_at(log, unit, p, end, blank):
+    # The record at p: its aligned length, 0 for an erased header (only
+    # when blank, i.e. on flash), -1 if it is not a whole valid record. The
+    # header is left in log.buf[0:16], its state bytes returned in st.
+    b = log.buf
+    v = log._bufv
+    h = log._buf16
+    if log._rd(unit, p, h) < REC:
+        return -1, 0, 0
+    t = b[0]
+    if t == 255 and blank:
+        for i in range(1, REC):
+            if b[i] != 255:
+                return -1, 0, 0
+        return 0, 0, 0
+    blen = b[2] | b[3] << 8
+    if t == T_MSG:
+        if blen < 4:
+            return -1, 0, 0
+    elif t == T_DONE or t == T_REL or t == _T_HOLD or t == _T_UNHOLD:
+        if blen:
+            return -1, 0, 0
+    else:
+        return -1, 0, 0
+    if p + REC + blen > end:
+        return -1, 0, 0
+    rel = b[10]
+    done = b[11]
+    crc = u32(b, 12)
+    b[10] = b[11] = 255
+    b[12] = b[13] = b[14] = b[15] = 0
+    c = crc32(h)
+    q = p + REC
+    left = blen
+    body = log._bufrest  # the rest of buf: no slice made per full chunk
+    room = len(body)
+    while left:
+        n = left if left < room else room
+        w = body if n == room else v[REC:REC + n]
+        if log._rd(unit, q, w) < n:
+            return -1, 0, 0
+        c = crc32(w, c)
+        q += n
+        left -= n
+    if c != crc:
+        return -1, 0, 0
+    return (REC + blen + 3) & ~3, rel, done
+
+
+def scan(log, unit, start, end, blank, on):
+    """Calls on(log, unit, pos, type, flags, blen, seq, pid, rel, done) for
+    each valid record in [start, end), in order. A torn or damaged record is
+    skipped and counted (log.corrupt) once per damaged stretch: the scan
+    resynchronises on the next valid record at a 4-byte boundary. blank: the
+    medium is flash, where an erased (0xFF) stretch running to end means no
+    more data. Returns, on flash, where the next record may be programmed:
+    end if the unit holds any damage, because a torn record's header may
+    claim bytes that are still erased, and a record programmed there could
+    complete it; on files, the end of the last valid record."""
+    p = start
+    good = start
+    bad = False
+    damaged = False
+    while p + REC <= end:
+        n, rel, done = _rec_at(log, unit, p, end, blank)
+        if n > 0:
+            b = log.buf
+            on(log, unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
+               b[8] | b[9] << 8, _vote(rel), _vote(done))
+            p += n
+            good = p
+            bad = False
+            continue
+        if n == 0:
+            q = log._nonff(unit, p, end)
+            if q >= end:
+                return end if damaged else p
+            p = q & ~3
+        else:
+            p += 4
+        if not bad:
+            log.corrupt += 1
+            bad = damaged = True
+    if p < end and not bad and (not blank or log._nonff(unit, p, end) < end):
+        log.corrupt += 1  # a torn tail too short for a record header
+        damaged = True
+    if not blank:
+        return good
+    return end if damaged or p > end else p
+
+
+def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
+    """scan's on() that rebuilds the log: a record, in log order. Later
+    records of a key or a held id supersede earlier ones. Each pending
+    message goes straight into the index; nothing else is kept per message,
+    so booting takes no more heap with a long backlog. The held ids are
+    collected in log._holds (a list the caller makes, opened() empties)."""
+    if t == T_MSG:
+        if seq >= log.tail:
+            log.tail = seq + 1
+        i = log._find(seq)
+        if i >= 0:
+            log._superseded(log._unit[i], log._off[i])
+            if done:
+                log._forget(i)
+        if not done:
+            d = 0
+            if flags & _F_EXP:
+                log._rd(unit, pos + REC + blen - 4, log._dlb)
+                d = u32(log._dlb, 0)
+            log._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
+    elif t == _T_HOLD or t == _T_UNHOLD:
+        holds = log._holds
+        for i in range(len(holds)):
+            if holds[i][1] == pid:
+                h = holds.pop(i)
+                log._superseded(h[2], h[3])
+                break
+        if t == _T_HOLD and not done:
+            holds.append([seq, pid, unit, pos])
+    else:
+        i = log._find(seq)
+        if i >= 0:
+            if t == T_DONE:
+                log._forget(i)
+            else:
+                log._st[i] |= _F_REL
+
+
+def opened(log):
+    """After the scan: the held ids it found go into the table. One smaller
+    than what the log holds (reopened with a smaller held) keeps the newest,
+    and counts the others in held_evicted."""
+    holds = log._holds
+    log._holds = None
+    while len(holds) > len(log._hpid):
+        j = 0
+        for k in range(1, len(holds)):
+            if holds[k][0] < holds[j][0]:
+                j = k
+        holds.pop(j)
+        log.held_evicted += 1
+    for i in range(len(holds)):
+        n, pid, u, p = holds[i]
+        log._hpid[i] = pid
+        log._hord[i] = n
+        log._hunit[i] = u
+        log._hpos[i] = p
+        log._live[u] += REC
+        if n >= log._hnext:
+            log._hnext = n + 1
