@@ -121,7 +121,7 @@ class Log(Held):
         self._key = array("i", [0] * n)
         self._unit = array("i", [0] * n)
         self._off = array("i", [0] * n)
-        self._size = array("i", [0] * n)
+        self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
         self._pid = array("H", [0] * n)
         self._dl = array("I", [0] * n)
         self._th = array("H", [0] * n)
@@ -292,7 +292,12 @@ class Log(Held):
         if blen > 65535:
             raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
         n = _aligned(blen)
-        self._make_room(n)
+        # Room in the index, made by closing the gaps done() left when it is full.
+        if self.limit and self.bytes + n > self.limit:
+            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
+                             % (self.bytes, self.limit, n))
+        if self._n == self.slots and self._close_gaps() == self.slots:
+            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
         h[16] = 0x30 | qos << 1 | (1 if retain else 0) | (8 if self.mark else 0)
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
@@ -325,15 +330,6 @@ class Log(Held):
         i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND | _S_TH, deadline)
         self._th[i] = crc32(topic) & 0xFFFF
         return k
-
-    def _make_room(self, n):
-        """Room in the index for one more message of n record bytes, made by
-        closing the gaps done() left when it is full; OutboxFull if none."""
-        if self.limit and self.bytes + n > self.limit:
-            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
-                             % (self.bytes, self.limit, n))
-        if self._n == self.slots and self._close_gaps() == self.slots:
-            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
 
     def release(self, key):
         i = self._find(key)
@@ -440,7 +436,8 @@ class Log(Held):
                 self._tally(i, -1)
         else:
             if self._n == self.slots and self._close_gaps() == self.slots:
-                self._grow(self.slots + 8)  # the scan found more than slots
+                from .outscan import grow  # loaded: only the scan finds more than slots
+                grow(self, self.slots + 8)
             i = self._at(key)
             for j in range(self._n, i, -1):
                 self._copy_entry(j - 1, j)
@@ -494,19 +491,6 @@ class Log(Held):
         self._dl[j] = self._dl[i]
         self._th[j] = self._th[i]
         self._st[j] = self._st[i]
-
-    def _grow(self, n):
-        # More messages pending than slots: the store was written with more.
-        old = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        k = self._n
-        c = self._count
-        self._alloc(n)
-        new = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        for a in range(len(old)):
-            for i in range(k):
-                new[a][i] = old[a][i]
-        self._n = k
-        self._count = c
 
     # -- recovery (the rest is outscan.py) -----------------------------------------
 

@@ -202,3 +202,18 @@ def opened(log):
         log._live[u] += REC
         if n >= log._hnext:
             log._hnext = n + 1
+
+
+def grow(log, n):
+    """n entries in the index: the scan found more messages pending than
+    slots (the store was written with more)."""
+    old = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
+    k = log._n
+    c = log._count
+    log._alloc(n)
+    new = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
+    for a in range(len(old)):
+        for i in range(k):
+            new[a][i] = old[a][i]
+    log._n = k
+    log._count = c
