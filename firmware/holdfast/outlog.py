@@ -123,7 +123,7 @@ class Log(Held):
         self._off = array("i", [0] * n)
         self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
         self._pid = array("H", [0] * n)
-        self._dl = array("I", [0] * n)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
         self._th = array("H", [0] * n)
         self._st = bytearray(n)
         self._n = 0  # entries in use (some may be done)
@@ -191,7 +191,7 @@ class Log(Held):
 
     def deadline(self, key):
         i = self._find(key)
-        return self._dl[i] if i >= 0 else 0
+        return self._dl[i] if i >= 0 and self._dl else 0
 
     def find_topic(self, topic, after):
         """First pending key > after whose message has this topic, or -1."""
@@ -447,7 +447,10 @@ class Log(Held):
         self._off[i] = pos
         self._size[i] = blen
         self._pid[i] = pid
-        self._dl[i] = deadline
+        if deadline and not self._dl:
+            self._dl = array("I", [0] * self.slots)
+        if self._dl:
+            self._dl[i] = deadline
         self._th[i] = 0
         self._st[i] = state
         self._tally(i, 1)
@@ -488,7 +491,8 @@ class Log(Held):
         self._off[j] = self._off[i]
         self._size[j] = self._size[i]
         self._pid[j] = self._pid[i]
-        self._dl[j] = self._dl[i]
+        if self._dl:
+            self._dl[j] = self._dl[i]
         self._th[j] = self._th[i]
         self._st[j] = self._st[i]
 

@@ -4,6 +4,7 @@
 # then and unload it again (gone()), so its code does not stay on the heap.
 import struct
 import sys
+from array import array
 from .compat import const
 from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, _UFMT, _MAGIC
 
@@ -211,9 +212,12 @@ def grow(log, n):
     k = log._n
     c = log._count
     log._alloc(n)
+    if old[5]:
+        log._dl = array("I", [0] * n)
     new = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
     for a in range(len(old)):
-        for i in range(k):
-            new[a][i] = old[a][i]
+        if old[a]:
+            for i in range(k):
+                new[a][i] = old[a][i]
     log._n = k
     log._count = c
