@@ -11,7 +11,6 @@ from array import array
 from .compat import const
 from . import codec
 from .errors import OutboxFull
-from .held import Held
 
 
 def crc32_soft(data, crc=0):
@@ -37,8 +36,8 @@ REC = const(16)  # record header
 T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
 T_DONE = const(0x44)  # 'D' file log: message seq is done
 T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
-_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
-_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
+T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
 # Flags of a T_MSG record: bits 0-1 QoS, and
 _F_REL = const(4)  # written already released (a compaction copy)
 _F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
@@ -57,14 +56,15 @@ def _aligned(blen):
     return (REC + blen + 3) & ~3
 
 
-class Log(Held):
+class Log:
     """The MemoryStore interface over a log of records (docs/outbox.md).
 
     Pending messages sit in arrays sorted by key (puts append; a binary
     search finds a key): the unit and offset of the record, its body length,
     pid, deadline, topic hash, state. Up to `slots` messages may be pending,
-    however far apart their keys. Held inbound ids: the table of Held, plus
-    the unit and offset of each one's H record (unit -1: in RAM only); an H
+    however far apart their keys. Held inbound ids: _ids, an outheld.Logged
+    made with the first id held (a store that never holds one never loads
+    its code), with the unit and offset of each one's H record; an H
     record's seq is its hold number, so the oldest stays oldest across copies
     and reboots. _live[unit]: bytes of the live records in a unit (the
     subclass makes it, a dict or an array), 0 when it can go.
@@ -77,7 +77,7 @@ class Log(Held):
             0 for a compaction copy (made durable by _commit()). OutboxFull
             when there is no room.
         _mark(t, unit, pos, seq, pid) -> True once the record at pos is
-            recorded released (T_REL) or done (T_DONE, _T_UNHOLD; its live
+            recorded released (T_REL) or done (T_DONE, T_UNHOLD; its live
             bytes already taken off); False if there was no room.
     """
 
@@ -89,9 +89,12 @@ class Log(Held):
     five = False
 
     def __init__(self, slots, held, limit):
-        Held.__init__(self, held)
-        self._hunit = array("i", [0] * held)
-        self._hpos = array("i", [0] * held)
+        if held < 1:
+            from .held import Held
+            Held(held)  # raises ValueError with the words
+        self.held_max = held
+        self.held_evicted = 0
+        self._ids = None  # the held-id table, made by the first hold() (or the scan)
         self._alloc(slots)
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
@@ -346,32 +349,28 @@ class Log(Held):
             if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _log_hold(self, i, pid, order):
-        self._head(self._rhead, _T_HOLD, 0, order, pid)
-        try:
-            p = self._append(REC, self._rparts, _T_HOLD)
-        except OutboxFull:
-            self._hunit[i] = -1  # in RAM only: no room
-            self.unsaved += 1
-            return
-        u = self._hunit[i] = self._wunit
-        self._hpos[i] = p
-        self._live[u] += REC
+    def _table(self):
+        h = self._ids
+        if h is None:
+            from .outheld import Logged
+            h = self._ids = Logged(self, self.held_max)
+        return h
 
-    def _end_hold(self, i, strict):
-        pid = self._hpid[i]
-        self._hpid[i] = 0
-        u = self._hunit[i]
-        if u < 0:
-            return
-        self._live[u] -= REC
-        if self._mark(_T_UNHOLD, u, self._hpos[i], 0, pid):
-            return
-        if strict:
-            self._hpid[i] = pid
-            self._live[u] += REC
-            raise OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
-        self.unsaved += 1  # in RAM only: its H record lives until its unit goes
+    def held(self, pid):
+        return self._ids is not None and self._ids.held(pid)
+
+    def hold(self, pid):
+        h = self._table()
+        h.hold(pid)
+        self.held_evicted = h.held_evicted
+
+    def unhold(self, pid):
+        if self._ids is not None:
+            self._ids.unhold(pid)
+
+    def forget_held(self):
+        if self._ids is not None:
+            self._ids.forget_held()
 
     def _head(self, b, t, flags, seq, pid, body=None):
         """The header of a record in b (16 bytes) with its CRC; body: its
@@ -412,14 +411,15 @@ class Log(Held):
                         self._unit[i] = new
                         self._off[i] = p
                     p += _aligned(n)
-            for i in range(len(self._hpid)):
-                if self._hpid[i] and self._hunit[i] == old:
+            h = self._ids
+            for i in range(len(h._hpid) if h else 0):
+                if h._hpid[i] and h._hunit[i] == old:
                     if write:
-                        self._head(self._buf16, _T_HOLD, 0, self._hord[i], self._hpid[i])
+                        self._head(self._buf16, T_HOLD, 0, h._hord[i], h._hpid[i])
                         self._append(REC, parts, 0)
                     else:
-                        self._hunit[i] = new
-                        self._hpos[i] = p
+                        h._hunit[i] = new
+                        h._hpos[i] = p
                     p += REC
         self._live[new] += self._live[old]
         self._live[old] = 0

@@ -6,11 +6,9 @@ import struct
 import sys
 from array import array
 from .compat import const
-from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, _UFMT, _MAGIC
+from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
 # outlog's private constants (const() names with _ are not importable):
-_T_HOLD = const(0x48)
-_T_UNHOLD = const(0x58)
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
@@ -71,7 +69,7 @@ def _rec_at(log, unit, p, end, blank):
     if t == T_MSG:
         if blen < 4:
             return -1, 0, 0
-    elif t == T_DONE or t == T_REL or t == _T_HOLD or t == _T_UNHOLD:
+    elif t == T_DONE or t == T_REL or t == T_HOLD or t == T_UNHOLD:
         if blen:
             return -1, 0, 0
     else:
@@ -163,14 +161,14 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
                 log._rd(unit, pos + REC + blen - 4, log._dlb)
                 d = u32(log._dlb, 0)
             log._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
-    elif t == _T_HOLD or t == _T_UNHOLD:
+    elif t == T_HOLD or t == T_UNHOLD:
         holds = log._holds
         for i in range(len(holds)):
             if holds[i][1] == pid:
                 h = holds.pop(i)
                 log._superseded(h[2], h[3])
                 break
-        if t == _T_HOLD and not done:
+        if t == T_HOLD and not done:
             holds.append([seq, pid, unit, pos])
     else:
         i = log._find(seq)
@@ -187,22 +185,26 @@ def opened(log):
     and counts the others in held_evicted."""
     holds = log._holds
     log._holds = None
-    while len(holds) > len(log._hpid):
+    if not holds:
+        return  # the table is made with the first hold
+    h = log._table()
+    while len(holds) > len(h._hpid):
         j = 0
         for k in range(1, len(holds)):
             if holds[k][0] < holds[j][0]:
                 j = k
         holds.pop(j)
-        log.held_evicted += 1
+        h.held_evicted += 1
+    log.held_evicted = h.held_evicted
     for i in range(len(holds)):
         n, pid, u, p = holds[i]
-        log._hpid[i] = pid
-        log._hord[i] = n
-        log._hunit[i] = u
-        log._hpos[i] = p
+        h._hpid[i] = pid
+        h._hord[i] = n
+        h._hunit[i] = u
+        h._hpos[i] = p
         log._live[u] += REC
-        if n >= log._hnext:
-            log._hnext = n + 1
+        if n >= h._hnext:
+            h._hnext = n + 1
 
 
 def grow(log, n):

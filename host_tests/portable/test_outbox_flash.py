@@ -51,7 +51,7 @@ def _undone_is_pending(st, t):
     c = st.corrupt
     n = _undone(st)
     st.corrupt = c
-    held = len([p for p in st._hpid if p])
+    held = len([p for p in st._ids._hpid if p]) if st._ids else 0
     assert n == len(st) + held, (t, n, len(st), held)
 
 

@@ -136,19 +136,20 @@ def test_order_survives_compaction_copies_and_a_reopen():
         st.hold(1)
         st.unhold(9)
         st.hold(2)  # takes 9's entry, the first
-        assert st._hfind(2) < st._hfind(1), kind
+        h = st._ids  # the table, made by the first hold
+        assert h._hfind(2) < h._hfind(1), kind
         keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps their unit in use meanwhile
         _traffic(st, 10)  # more than a unit: 3 and 4 go into a newer one
         for pid in (3, 4):
             st.hold(pid)
         st.done(keep)
-        i = st._hfind(1)
-        where = (st._hunit[i], st._hpos[i])
+        i = h._hfind(1)
+        where = (h._hunit[i], h._hpos[i])
         for n in range(40):
             _traffic(st, 1)
-            if (st._hunit[i], st._hpos[i]) != where:
+            if (h._hunit[i], h._hpos[i]) != where:
                 break
-        assert (st._hunit[i], st._hpos[i]) != where, (kind, "no compaction copied the hold", where)
+        assert (h._hunit[i], h._hpos[i]) != where, (kind, "no compaction copied the hold", where)
         st = s.reopen(kind, st, held=4, **kw)
         assert _held(st, range(1, 10)) == [1, 2, 3, 4], kind
         _evicts_in_order(st, kind, [1, 2, 3, 4], 5)
