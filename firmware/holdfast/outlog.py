@@ -127,7 +127,7 @@ class Log:
         self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
         self._pid = array("H", [0] * n)
         self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-        self._th = array("H", [0] * n)
+        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
         self._st = bytearray(n)
         self._n = 0  # entries in use (some may be done)
         self._count = 0  # pending
@@ -200,6 +200,8 @@ class Log:
         """First pending key > after whose message has this topic, or -1."""
         topic = codec.to_bytes(topic)
         h = crc32(topic) & 0xFFFF
+        if not self._th:
+            self._th = array("H", [0] * self.slots)
         i = self._at(after + 1)
         st = self._st
         while i < self._n:
@@ -330,8 +332,10 @@ class Log:
             parts[1] = parts[3] = None  # the caller's objects
         k = self.tail
         self.tail = k + 1
-        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND | _S_TH, deadline)
-        self._th[i] = crc32(topic) & 0xFFFF
+        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
+        if self._th:  # find_topic() is in use: its hashes from now on
+            self._th[i] = crc32(topic) & 0xFFFF
+            self._st[i] |= _S_TH
         return k
 
     def release(self, key):
@@ -451,7 +455,6 @@ class Log:
             self._dl = array("I", [0] * self.slots)
         if self._dl:
             self._dl[i] = deadline
-        self._th[i] = 0
         self._st[i] = state
         self._tally(i, 1)
         self._ck = -1
@@ -493,7 +496,8 @@ class Log:
         self._pid[j] = self._pid[i]
         if self._dl:
             self._dl[j] = self._dl[i]
-        self._th[j] = self._th[i]
+        if self._th:
+            self._th[j] = self._th[i]
         self._st[j] = self._st[i]
 
     # -- recovery (the rest is outscan.py) -----------------------------------------

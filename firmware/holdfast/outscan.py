@@ -214,8 +214,10 @@ def grow(log, n):
     k = log._n
     c = log._count
     log._alloc(n)
-    if old[5]:
+    if old[5]:  # the arrays made on first use
         log._dl = array("I", [0] * n)
+    if old[6]:
+        log._th = array("H", [0] * n)
     new = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
     for a in range(len(old)):
         if old[a]:
