@@ -53,29 +53,29 @@ def _vote(b):
 def _rec_at(log, unit, p, end, blank):
     # The record at p: its aligned length, 0 for an erased header (only
     # when blank, i.e. on flash), -1 if it is not a whole valid record. The
-    # header is left in log.buf[0:16], its state bytes returned in st.
+    # header is left in log.buf[0:16], state bytes included.
     b = log.buf
     v = log._bufv
     h = log._buf16
     if log._rd(unit, p, h) < REC:
-        return -1, 0, 0
+        return -1
     t = b[0]
     if t == 255 and blank:
         for i in range(1, REC):
             if b[i] != 255:
-                return -1, 0, 0
-        return 0, 0, 0
+                return -1
+        return 0
     blen = b[2] | b[3] << 8
     if t == T_MSG:
         if blen < 4:
-            return -1, 0, 0
+            return -1
     elif t == T_DONE or t == T_REL or t == T_HOLD or t == T_UNHOLD:
         if blen:
-            return -1, 0, 0
+            return -1
     else:
-        return -1, 0, 0
+        return -1
     if p + REC + blen > end:
-        return -1, 0, 0
+        return -1
     rel = b[10]
     done = b[11]
     crc = u32(b, 12)
@@ -90,13 +90,15 @@ def _rec_at(log, unit, p, end, blank):
         n = left if left < room else room
         w = body if n == room else v[REC:REC + n]
         if log._rd(unit, q, w) < n:
-            return -1, 0, 0
+            return -1
         c = crc32(w, c)
         q += n
         left -= n
     if c != crc:
-        return -1, 0, 0
-    return (REC + blen + 3) & ~3, rel, done
+        return -1
+    b[10] = rel
+    b[11] = done
+    return (REC + blen + 3) & ~3
 
 
 def scan(log, unit, start, end, blank, on):
@@ -114,11 +116,11 @@ def scan(log, unit, start, end, blank, on):
     bad = False
     damaged = False
     while p + REC <= end:
-        n, rel, done = _rec_at(log, unit, p, end, blank)
+        n = _rec_at(log, unit, p, end, blank)
         if n > 0:
             b = log.buf
             on(log, unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
-               b[8] | b[9] << 8, _vote(rel), _vote(done))
+               b[8] | b[9] << 8, _vote(b[10]), _vote(b[11]))
             p += n
             good = p
             bad = False
