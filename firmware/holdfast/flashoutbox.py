@@ -55,6 +55,16 @@ class FlashStore(Log):
         self._nseq = 1
         self._open()
 
+    def sync(self):
+        """Makes what was written durable: it is, once programmed."""
+        return True
+
+    def _commit(self, *now):
+        """A record is durable once programmed: nothing to commit, nor to
+        do as time passes (tick)."""
+
+    tick = _commit
+
     # -- device access -----------------------------------------------------
 
     def _rd(self, blk, pos, mv):

@@ -70,7 +70,9 @@ class Log:
     subclass makes it, a dict or an array), 0 when it can go.
 
     A subclass provides _live, _wunit / _wpos (the unit being written, -1
-    for none, and where its next record goes) and
+    for none, and where its next record goes), the store's tick(now) and
+    sync() and
+        _commit() makes the records appended so far durable
         _rd(unit, pos, mv) -> bytes read into mv
         _append(n, parts, t) -> offset in _wunit of a record of n bytes (4
             aligned) made of the buffers in parts (None: none); t its type,
@@ -259,16 +261,6 @@ class Log:
 
     def last(self):
         return self.tail - 1
-
-    def tick(self, now):
-        """Time passes (ms): a store that groups its commits may commit now."""
-
-    def sync(self):
-        """Makes what was written durable; True if it is."""
-        return True
-
-    def _commit(self):
-        """Makes the records appended so far durable (flash: they are)."""
 
     @property
     def bytes_written(self):
