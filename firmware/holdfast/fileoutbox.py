@@ -292,17 +292,6 @@ class FileStore(Log):
                 raise
             raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
 
-    def _spend(self):
-        """Frees the reserve for an acknowledgement; False if it is gone."""
-        if not self._kept:
-            return False
-        self._kept = False
-        try:
-            self.fs.remove(self.dir + "/reserve")
-        except OSError:
-            return False
-        return True
-
     def _full(self, e, what):
         return OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
                           % (what, e, len(self)))
@@ -347,7 +336,14 @@ class FileStore(Log):
                 self._failed(e)
                 if _errno(e) != _ENOSPC:
                     raise
-                if attempt or not (self._reclaim(True) if t == T_MSG else self._spend()):
+                room = not attempt and (self._reclaim(True) if t == T_MSG else self._kept)
+                if room and t != T_MSG:  # spend the reserve: it is kept for this record
+                    self._kept = False
+                    try:
+                        self.fs.remove(self.dir + "/reserve")
+                    except OSError:
+                        room = False
+                if not room:
                     raise self._full(e, "a %d-byte record" % n)
 
     def _mark(self, t, seg, pos, seq, pid):

@@ -328,6 +328,7 @@ def full_then_usable(st, reopen):
     for k in keys:
         st.done(k)
     assert len(st) == 0
+    assert st.unsaved == 0, ("an acknowledgement found no room (FileStore: the reserve)", st.unsaved)
     more = fill(st)
     assert len(more) >= 2, (keys, more)
     st.close()
