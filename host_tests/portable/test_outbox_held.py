@@ -199,3 +199,30 @@ def test_a_full_flash_ring_keeps_a_hold_in_ram_and_counts_it():
     for k in keys:  # the ring still drains, and then takes messages again
         st.done(k)
     st.done(st.put(b"t", b"f" * 40, 1, False, 1))
+
+
+def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_scan_code():
+    # What a sensor that only publishes does not carry on its heap: the
+    # held-id table (and its code), and the boot scan once the store is open.
+    import sys
+    s = Stores()
+    for kind in ("file", "flash"):
+        st = s.fresh(kind)
+        for i in range(5):
+            st.done(st.put(b"t", b"x", 1, False, i + 1))
+        keep = st.put(b"t", b"y", 1, False, 9)
+        assert not st.held(3) and st._ids is None, kind
+        st.forget_held()
+        st.unhold(3)
+        st = s.reopen(kind, st)
+        assert len(st) == 1, kind
+        assert st._ids is None, (kind, "a table made with no id held")
+        assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
+        st.hold(7)
+        assert st._ids is not None and st.held(7), kind
+        st = s.reopen(kind, st)  # the scan finds the hold and makes the table
+        assert st.held(7) and len(st) == 1 and st.next(-1) == keep, kind
+        assert "holdfast.outscan" not in sys.modules, kind
+        if kind == "file":
+            st.close()
+    s.done()
