@@ -102,7 +102,8 @@ class Log:
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
         h = self._mhead = bytearray(23)  # record header + PUBLISH fixed header + topic length
-        self._mheads = [memoryview(h)[0:n] for n in (20, 21, 22, 23)]  # by the length's bytes
+        v = memoryview(h)
+        self._mheads = (v[0:20], v[0:21], v[0:22], v[0:23])  # by the length's bytes
         self._pidb = bytearray(2)
         self._dlb = bytearray(4)  # a deadline
         self._mparts = [None] * 5  # what put() appends: heads, topic, _pidb, payload, _dlb
