@@ -144,6 +144,20 @@ class FlashStore(Log):
         sc.opened(self)
         sc.gone()
 
+    def _nonff(self, blk, p, end):
+        """Offset of the first byte in [p, end) that is not 0xFF, or end
+        (erased flash reads 0xFF)."""
+        v = self._bufv
+        b = self.buf
+        while p < end:
+            n = min(len(b), end - p)
+            self._rd(blk, p, v if n == len(b) else v[0:n])
+            for i in range(n):
+                if b[i] != 255:
+                    return p + i
+            p += n
+        return end
+
     def _superseded(self, blk, pos):
         # Marked done, so it cannot come back once its newer copy is gone.
         self._prog(blk, pos + 11, self._zero)

@@ -492,23 +492,3 @@ class Log:
         if self._th:
             self._th[j] = self._th[i]
         self._st[j] = self._st[i]
-
-    # -- recovery (the rest is outscan.py) -----------------------------------------
-
-    def _nonff(self, unit, p, end):
-        """Offset of the first byte in [p, end) that is not 0xFF, or end."""
-        v = self._bufv
-        b = self.buf
-        while p < end:
-            n = min(len(b), end - p)
-            self._rd(unit, p, v if n == len(b) else v[0:n])
-            for i in range(n):
-                if b[i] != 255:
-                    return p + i
-            p += n
-        return end
-
-    def _superseded(self, unit, pos):
-        """The scan found a later copy of the record at pos (a compaction cut
-        short before the old copy went). Files: nothing to do, the old
-        segment goes once nothing in it is live."""

@@ -6,7 +6,7 @@ import struct
 import sys
 from array import array
 from .compat import const
-from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
+from .outlog import crc32, REC, UNIT, VERSION, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
 # outlog's private constants (const() names with _ are not importable):
 _F_REL = const(4)
@@ -154,7 +154,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
             log.tail = seq + 1
         i = log._find(seq)
         if i >= 0:
-            log._superseded(log._unit[i], log._off[i])
+            _superseded(log, log._unit[i], log._off[i])
             if done:
                 log._forget(i)
         if not done:
@@ -168,7 +168,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
         for i in range(len(holds)):
             if holds[i][1] == pid:
                 h = holds.pop(i)
-                log._superseded(h[2], h[3])
+                _superseded(log, h[2], h[3])
                 break
         if t == T_HOLD and not done:
             holds.append([seq, pid, unit, pos])
@@ -179,6 +179,16 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
                 log._forget(i)
             else:
                 log._st[i] |= _F_REL
+
+
+def _superseded(log, unit, pos):
+    # A later copy of the record at pos was found: a compaction was cut
+    # short before the old copy went. Flash marks the old one done
+    # (FlashStore._superseded); a file's old segment goes once nothing in
+    # it is live.
+    f = getattr(log, "_superseded", None)
+    if f:
+        f(unit, pos)
 
 
 def opened(log):
@@ -227,3 +237,67 @@ def grow(log, n):
                 new[a][i] = old[a][i]
     log._n = k
     log._count = c
+
+
+def files(st, kind):
+    """Opens FileStore st (segments of kind): reads every segment back,
+    deletes those a power cut left without a header, leaves alone those it
+    cannot read or of a newer format (counted), goes on appending to the
+    newest if it ended cleanly, then unloads this module."""
+    nums = []
+    try:
+        names = st.fs.listdir(st.dir)
+    except OSError as err:
+        from .fileoutbox import _errno
+        raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
+                      % st.dir)
+    for name in names:
+        if len(name) == 12 and name.endswith(".hfo"):
+            try:
+                nums.append(int(name[:8], 16))
+            except ValueError:
+                pass
+    nums.sort()
+    st._holds = []
+    end = 0
+    clean = False
+    for n in nums:
+        if n >= st._nseg:
+            st._nseg = n + 1
+        f = st._fopen(st._path(n), "rb")
+        st._rf = f
+        st._rseg = n
+        size = f.seek(0, 2)
+        f.seek(0)
+        got = f.readinto(st._unithead) or 0
+        if got < UNIT:
+            # Created, header not (all) written: a power cut at creation.
+            # It can hold no record.
+            st._close_reader()
+            st._remove(n)
+            continue
+        u = unit_check(st.buf, kind)
+        if u is None:
+            st.corrupt += 1  # unreadable header: left alone
+            st._close_reader()
+            continue
+        if u[0] > VERSION:
+            st.foreign += 1  # a newer format: left alone for it
+            st._close_reader()
+            continue
+        if u[2] > st.tail:
+            st.tail = u[2]
+        st._segs.append(n)
+        st._live[n] = 0
+        end = scan(st, n, UNIT, size, False, found)
+        clean = end == size
+        st._close_reader()
+    opened(st)
+    gone()
+    # Keep appending to the newest segment if it ended cleanly.
+    if st._segs and clean and end < st.segment_bytes and st._segs[-1] == nums[-1]:
+        n = st._segs[-1]
+        st._f = st._fopen(st._path(n), "a+b")
+        st._wunit = n
+        st._wpos = st._csize = end
+    st._reclaim()
