@@ -1,7 +1,8 @@
-# Reading a persistent outbox back after a reboot: the scan of a unit's
-# records and what the log rebuilds from them (docs/outbox.md, recovery).
-# A store needs this once, when it opens: FileStore and FlashStore load it
-# then and unload it again (gone()), so its code does not stay on the heap.
+# Reading a persistent outbox back after a reboot: how each backend opens
+# (files, blocks), the scan of a unit's records and what the log rebuilds
+# from them (docs/outbox.md, recovery). A store needs this once, when it
+# opens: FileStore and FlashStore load it then and unload it again (gone()),
+# so its code does not stay on the heap.
 import struct
 import sys
 from array import array
@@ -12,6 +13,9 @@ from .outlog import crc32, REC, UNIT, VERSION, T_MSG, T_DONE, T_REL, T_HOLD, T_U
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
+# flashoutbox's block states:
+_B_USED = const(2)
+_B_FOREIGN = const(3)
 
 
 def gone():
@@ -301,3 +305,48 @@ def files(st, kind):
         st._wunit = n
         st._wpos = st._csize = end
     st._reclaim()
+
+
+def blocks(st, kind):
+    """Opens FlashStore st (blocks of kind): reads every block back, the
+    oldest first, then unloads this module."""
+    bs = st.bs
+    used = []
+    salvage = []
+    for b in range(st.n):
+        st._rd(b, 0, st._unithead)
+        u = unit_check(st.buf, kind)
+        if u is None:
+            if st._nonff(b, 0, UNIT) < UNIT:
+                salvage.append(b)  # torn header or erase, or damage
+            continue
+        if u[0] > VERSION:
+            st._bst[b] = _B_FOREIGN
+            st.foreign += 1
+            continue
+        st._bst[b] = _B_USED
+        used.append((u[1], b, u[2]))
+    # A block whose header is damaged but holds valid records is read as
+    # the oldest part of the log.
+    for b in salvage:
+        live = []  # the block's records not done (the last of on()'s arguments)
+        c = st.corrupt
+        scan(st, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
+        st.corrupt = c
+        if live:
+            st.corrupt += 1
+            st._bst[b] = _B_USED
+            used.append((-1, b, 0))
+    used.sort()
+    st._holds = []
+    for seq, b, base in used:
+        if base > st.tail:
+            st.tail = base
+        if seq >= st._nseq:
+            st._nseq = seq + 1
+        wp = scan(st, b, UNIT, bs, True, found)
+        if seq >= 0:
+            st._wunit = b
+            st._wpos = wp
+    opened(st)
+    gone()

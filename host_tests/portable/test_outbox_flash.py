@@ -187,3 +187,23 @@ def test_wear_spreads_over_all_blocks():
     used = [c for c in counts if c]
     assert len(used) >= 5 and max(used) - min(used) <= 2, counts
     assert w.pending(st) == [old]
+
+
+def test_a_block_of_a_newer_format_is_left_alone():
+    # A block whose header says a later holdfast wrote it is counted in
+    # foreign and never erased nor written, however often the ring wraps.
+    import struct
+    from holdfast.outlog import crc32
+    dev = Flash(5, 256, 1)
+    h = bytearray(struct.pack("<4sBBHIII", b"hfOB", 9, 0x42, 0, 7, 0, 0))
+    struct.pack_into("<I", h, 16, crc32(h[0:16]))
+    dev.mem[2 * 256:2 * 256 + 20] = h
+    before = bytes(dev.mem[2 * 256:3 * 256])
+    st = FlashStore(dev)
+    assert st.foreign == 1, st.foreign
+    for i in range(200):  # several times round the other blocks
+        st.done(st.put(b"t", b"p" * 30, 1, False, i % 60000 + 1))
+    assert bytes(dev.mem[2 * 256:3 * 256]) == before, "the newer block was written"
+    assert dev.erased > 4, dev.erased
+    st = FlashStore(dev)
+    assert st.foreign == 1 and st.corrupt == 0, (st.foreign, st.corrupt)
