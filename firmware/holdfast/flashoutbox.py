@@ -6,7 +6,7 @@
 from array import array
 from .compat import const
 from .errors import OutboxFull
-from .outlog import Log, UNIT, T_REL
+from .outlog import Log, VERSION, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states
@@ -14,7 +14,6 @@ _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased)
 _BLANK = const(1)  # erased by us
 _USED = const(2)  # valid header: part of the log
 _FOREIGN = const(3)  # a newer format: left alone
-# (outscan.blocks sets _USED and _FOREIGN: keep its copies the same)
 
 
 class FlashStore(Log):
@@ -54,8 +53,7 @@ class FlashStore(Log):
         self._wunit = -1  # block being written
         self._wpos = self.bs  # where its next record goes
         self._nseq = 1
-        from . import outscan  # the boot scan: unloaded again once open
-        outscan.blocks(self, _KIND)
+        self._open()
 
     def sync(self):
         """Makes what was written durable: it is, once programmed."""
@@ -100,6 +98,51 @@ class FlashStore(Log):
         self.dev.ioctl(6, self.start + blk)
         self._bst[blk] = _BLANK
         self._live[blk] = 0
+
+    # -- recovery ----------------------------------------------------------------
+
+    def _open(self):
+        from . import outscan as sc
+        bs = self.bs
+        used = []
+        salvage = []
+        for b in range(self.n):
+            self._rd(b, 0, self._unithead)
+            u = sc.unit_check(self.buf, _KIND)
+            if u is None:
+                if self._nonff(b, 0, UNIT) < UNIT:
+                    salvage.append(b)  # torn header or erase, or damage
+                continue
+            if u[0] > VERSION:
+                self._bst[b] = _FOREIGN
+                self.foreign += 1
+                continue
+            self._bst[b] = _USED
+            used.append((u[1], b, u[2]))
+        # A block whose header is damaged but holds valid records is read as
+        # the oldest part of the log.
+        for b in salvage:
+            live = []  # the block's records not done (the last of on()'s arguments)
+            c = self.corrupt
+            sc.scan(self, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
+            self.corrupt = c
+            if live:
+                self.corrupt += 1
+                self._bst[b] = _USED
+                used.append((-1, b, 0))
+        used.sort()
+        self._holds = []
+        for seq, b, base in used:
+            if base > self.tail:
+                self.tail = base
+            if seq >= self._nseq:
+                self._nseq = seq + 1
+            wp = sc.scan(self, b, UNIT, bs, True, sc.found)
+            if seq >= 0:
+                self._wunit = b
+                self._wpos = wp
+        sc.opened(self)
+        sc.gone()
 
     def _nonff(self, blk, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end

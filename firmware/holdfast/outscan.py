@@ -1,21 +1,17 @@
-# Reading a persistent outbox back after a reboot: how each backend opens
-# (files, blocks), the scan of a unit's records and what the log rebuilds
-# from them (docs/outbox.md, recovery). A store needs this once, when it
-# opens: FileStore and FlashStore load it then and unload it again (gone()),
-# so its code does not stay on the heap.
+# Reading a persistent outbox back after a reboot: the scan of a unit's
+# records and what the log rebuilds from them (docs/outbox.md, recovery).
+# A store needs this once, when it opens: FileStore and FlashStore load it
+# then and unload it again (gone()), so its code does not stay on the heap.
 import struct
 import sys
 from array import array
 from .compat import const
-from .outlog import crc32, REC, UNIT, VERSION, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
+from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
 # outlog's private constants (const() names with _ are not importable):
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
-# flashoutbox's block states:
-_B_USED = const(2)
-_B_FOREIGN = const(3)
 
 
 def gone():
@@ -241,112 +237,3 @@ def grow(log, n):
                 new[a][i] = old[a][i]
     log._n = k
     log._count = c
-
-
-def files(st, kind):
-    """Opens FileStore st (segments of kind): reads every segment back,
-    deletes those a power cut left without a header, leaves alone those it
-    cannot read or of a newer format (counted), goes on appending to the
-    newest if it ended cleanly, then unloads this module."""
-    nums = []
-    try:
-        names = st.fs.listdir(st.dir)
-    except OSError as err:
-        from .fileoutbox import _errno
-        raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
-                      % st.dir)
-    for name in names:
-        if len(name) == 12 and name.endswith(".hfo"):
-            try:
-                nums.append(int(name[:8], 16))
-            except ValueError:
-                pass
-    nums.sort()
-    st._holds = []
-    end = 0
-    clean = False
-    for n in nums:
-        if n >= st._nseg:
-            st._nseg = n + 1
-        f = st._fopen(st._path(n), "rb")
-        st._rf = f
-        st._rseg = n
-        size = f.seek(0, 2)
-        f.seek(0)
-        got = f.readinto(st._unithead) or 0
-        if got < UNIT:
-            # Created, header not (all) written: a power cut at creation.
-            # It can hold no record.
-            st._close_reader()
-            st._remove(n)
-            continue
-        u = unit_check(st.buf, kind)
-        if u is None:
-            st.corrupt += 1  # unreadable header: left alone
-            st._close_reader()
-            continue
-        if u[0] > VERSION:
-            st.foreign += 1  # a newer format: left alone for it
-            st._close_reader()
-            continue
-        if u[2] > st.tail:
-            st.tail = u[2]
-        st._segs.append(n)
-        st._live[n] = 0
-        end = scan(st, n, UNIT, size, False, found)
-        clean = end == size
-        st._close_reader()
-    opened(st)
-    gone()
-    # Keep appending to the newest segment if it ended cleanly.
-    if st._segs and clean and end < st.segment_bytes and st._segs[-1] == nums[-1]:
-        n = st._segs[-1]
-        st._f = st._fopen(st._path(n), "a+b")
-        st._wunit = n
-        st._wpos = st._csize = end
-    st._reclaim()
-
-
-def blocks(st, kind):
-    """Opens FlashStore st (blocks of kind): reads every block back, the
-    oldest first, then unloads this module."""
-    bs = st.bs
-    used = []
-    salvage = []
-    for b in range(st.n):
-        st._rd(b, 0, st._unithead)
-        u = unit_check(st.buf, kind)
-        if u is None:
-            if st._nonff(b, 0, UNIT) < UNIT:
-                salvage.append(b)  # torn header or erase, or damage
-            continue
-        if u[0] > VERSION:
-            st._bst[b] = _B_FOREIGN
-            st.foreign += 1
-            continue
-        st._bst[b] = _B_USED
-        used.append((u[1], b, u[2]))
-    # A block whose header is damaged but holds valid records is read as
-    # the oldest part of the log.
-    for b in salvage:
-        live = []  # the block's records not done (the last of on()'s arguments)
-        c = st.corrupt
-        scan(st, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
-        st.corrupt = c
-        if live:
-            st.corrupt += 1
-            st._bst[b] = _B_USED
-            used.append((-1, b, 0))
-    used.sort()
-    st._holds = []
-    for seq, b, base in used:
-        if base > st.tail:
-            st.tail = base
-        if seq >= st._nseq:
-            st._nseq = seq + 1
-        wp = scan(st, b, UNIT, bs, True, found)
-        if seq >= 0:
-            st._wunit = b
-            st._wpos = wp
-    opened(st)
-    gone()
