@@ -205,6 +205,7 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
     # What a sensor that only publishes does not carry on its heap: the
     # held-id table (and its code), and the boot scan once the store is open.
     import sys
+    import holdfast
     s = Stores()
     for kind in ("file", "flash"):
         st = s.fresh(kind)
@@ -218,6 +219,7 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
         assert len(st) == 1, kind
         assert st._ids is None, (kind, "a table made with no id held")
         assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
+        assert "outscan" not in holdfast.__dict__, (kind, "the package still holds the scan")
         st.hold(7)
         assert st._ids is not None and st.held(7), kind
         st = s.reopen(kind, st)  # the scan finds the hold and makes the table
