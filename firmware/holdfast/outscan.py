@@ -17,7 +17,7 @@ _S_PEND = const(16)
 def gone():
     """Unloads this module: the last reference to its code goes with the
     caller's."""
-    del sys.modules[__name__]
+    sys.modules.pop(__name__, None)
     pkg, _, name = __name__.rpartition(".")
     try:
         delattr(sys.modules[pkg], name)
