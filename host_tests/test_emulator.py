@@ -21,8 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 HEAP = "256k"
 # The heap the app needs for 500 readings with the flash outbox: it runs in
-# 104k, not in 102k (docs/boards.md); this test holds it, with 4 KB of margin.
-SMALL_HEAP = "100k"
+# 84k, not in 80k (make bench, section board; docs/boards.md); this test
+# holds it, with 8 KB of margin (the app before the outbox's cuts needed 96k).
+SMALL_HEAP = "92k"
 SECRET = "pw-never-printed-42"
 
 

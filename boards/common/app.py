@@ -159,12 +159,15 @@ def main(board):
     dev = cfg["device"] or board.NAME + "-" + board.unique_id()
     qos = cfg["qos"]
     topic = "%s/%s/telemetry" % (cfg["prefix"], dev)
-    # The larger buffers first, while the heap is still in one piece.
-    store = open_outbox(cfg)
-    seq = Seq(store, qos)
-    gc.collect()
+    # The client's code before the state: made after all the code, the
+    # buffers find room among the holes that loading code leaves, and the
+    # outbox's recovery code, dropped once it has opened, leaves more (with
+    # the outbox opened first the app needed a 4 KB larger heap).
     from holdfast import MQTTClient, MQTTError, OutboxFull
 
+    gc.collect()
+    store = open_outbox(cfg)
+    seq = Seq(store, qos)
     gc.collect()
     ssl_params = None
     if cfg["tls"] and cfg["ca"]:

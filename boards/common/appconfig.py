@@ -35,7 +35,7 @@ _KEYS = {  # type: dict
     "keepalive": (int, 60),
     "clean_session": (bool, False),
     "outbox_dir": (str, "/outbox"),
-    "outbox_slots": (int, 128),  # readings the outbox holds unacknowledged (25 bytes of RAM each)
+    "outbox_slots": (int, 128),  # readings the outbox holds unacknowledged (17 bytes of RAM each)
     "outbox_group": (int, 1),  # commit the outbox every N readings (a power cut loses up to N-1)
     "when_full": (str, "refuse"),  # outbox full: "refuse" new readings or "drop_oldest"
     "expiry_s": (int, 0),  # readings still unsent after this many seconds are dropped (0: never)

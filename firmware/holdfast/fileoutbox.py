@@ -4,7 +4,7 @@
 import os
 from .compat import const, ticks_ms, ticks_diff
 from .errors import OutboxFull
-from .outlog import Log, unit_check, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL
+from .outlog import Log, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
@@ -153,6 +153,7 @@ class FileStore(Log):
                 except ValueError:
                     pass
         nums.sort()
+        from . import outscan as sc
         self._holds = []
         end = 0
         clean = False
@@ -171,7 +172,7 @@ class FileStore(Log):
                 self._close_reader()
                 self._remove(n)
                 continue
-            u = unit_check(self.buf, _KIND)
+            u = sc.unit_check(self.buf, _KIND)
             if u is None:
                 self.corrupt += 1  # unreadable header: left alone
                 self._close_reader()
@@ -184,10 +185,11 @@ class FileStore(Log):
                 self.tail = u[2]
             self._segs.append(n)
             self._live[n] = 0
-            end = self._scan(n, UNIT, size, False, self._found)
+            end = sc.scan(self, n, UNIT, size, False, sc.found)
             clean = end == size
             self._close_reader()
-        self._opened()
+        sc.opened(self)
+        sc.gone()
         # Keep appending to the newest segment if it ended cleanly.
         if self._segs and clean and end < self.segment_bytes and self._segs[-1] == nums[-1]:
             n = self._segs[-1]
@@ -290,17 +292,6 @@ class FileStore(Log):
                 raise
             raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
 
-    def _spend(self):
-        """Frees the reserve for an acknowledgement; False if it is gone."""
-        if not self._kept:
-            return False
-        self._kept = False
-        try:
-            self.fs.remove(self.dir + "/reserve")
-        except OSError:
-            return False
-        return True
-
     def _full(self, e, what):
         return OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
                           % (what, e, len(self)))
@@ -345,7 +336,14 @@ class FileStore(Log):
                 self._failed(e)
                 if _errno(e) != _ENOSPC:
                     raise
-                if attempt or not (self._reclaim(True) if t == T_MSG else self._spend()):
+                room = not attempt and (self._reclaim(True) if t == T_MSG else self._kept)
+                if room and t != T_MSG:  # spend the reserve: it is kept for this record
+                    self._kept = False
+                    try:
+                        self.fs.remove(self.dir + "/reserve")
+                    except OSError:
+                        room = False
+                if not room:
                     raise self._full(e, "a %d-byte record" % n)
 
     def _mark(self, t, seg, pos, seq, pid):

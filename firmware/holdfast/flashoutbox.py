@@ -6,7 +6,7 @@
 from array import array
 from .compat import const
 from .errors import OutboxFull
-from .outlog import Log, unit_check, VERSION, UNIT, T_REL
+from .outlog import Log, VERSION, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states
@@ -55,6 +55,16 @@ class FlashStore(Log):
         self._nseq = 1
         self._open()
 
+    def sync(self):
+        """Makes what was written durable: it is, once programmed."""
+        return True
+
+    def _commit(self, *now):
+        """A record is durable once programmed: nothing to commit, nor to
+        do as time passes (tick)."""
+
+    tick = _commit
+
     # -- device access -----------------------------------------------------
 
     def _rd(self, blk, pos, mv):
@@ -92,12 +102,13 @@ class FlashStore(Log):
     # -- recovery ----------------------------------------------------------------
 
     def _open(self):
+        from . import outscan as sc
         bs = self.bs
         used = []
         salvage = []
         for b in range(self.n):
             self._rd(b, 0, self._unithead)
-            u = unit_check(self.buf, _KIND)
+            u = sc.unit_check(self.buf, _KIND)
             if u is None:
                 if self._nonff(b, 0, UNIT) < UNIT:
                     salvage.append(b)  # torn header or erase, or damage
@@ -111,11 +122,11 @@ class FlashStore(Log):
         # A block whose header is damaged but holds valid records is read as
         # the oldest part of the log.
         for b in salvage:
-            self._any = False
+            live = []  # the block's records not done (the last of on()'s arguments)
             c = self.corrupt
-            self._scan(b, UNIT, bs, True, self._probe)
+            sc.scan(self, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
             self.corrupt = c
-            if self._any:
+            if live:
                 self.corrupt += 1
                 self._bst[b] = _USED
                 used.append((-1, b, 0))
@@ -126,15 +137,26 @@ class FlashStore(Log):
                 self.tail = base
             if seq >= self._nseq:
                 self._nseq = seq + 1
-            wp = self._scan(b, UNIT, bs, True, self._found)
+            wp = sc.scan(self, b, UNIT, bs, True, sc.found)
             if seq >= 0:
                 self._wunit = b
                 self._wpos = wp
-        self._opened()
+        sc.opened(self)
+        sc.gone()
 
-    def _probe(self, blk, pos, t, flags, blen, seq, pid, rel, done):
-        if not done:
-            self._any = True
+    def _nonff(self, blk, p, end):
+        """Offset of the first byte in [p, end) that is not 0xFF, or end
+        (erased flash reads 0xFF)."""
+        v = self._bufv
+        b = self.buf
+        while p < end:
+            n = min(len(b), end - p)
+            self._rd(blk, p, v if n == len(b) else v[0:n])
+            for i in range(n):
+                if b[i] != 255:
+                    return p + i
+            p += n
+        return end
 
     def _superseded(self, blk, pos):
         # Marked done, so it cannot come back once its newer copy is gone.
@@ -190,7 +212,7 @@ class FlashStore(Log):
                 self._erase(v)
                 return
         held = 0
-        for p in self._hpid:
+        for p in self._ids._hpid if self._ids else ():
             if p:
                 held += 1
         raise OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"

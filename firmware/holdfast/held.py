@@ -1,7 +1,8 @@
 # The inbound QoS 2 ids a store holds between PUBREC and PUBREL. Only a
 # client that receives QoS 2 messages needs them: MemoryStore makes its table
 # with the first id it holds, so a publish-only client never loads this
-# module; the persistent stores (outlog.Log) are a Held and record each id.
+# module; the persistent stores (outlog.Log) make an outheld.Logged the same
+# way, which records each id in the log.
 from array import array
 
 

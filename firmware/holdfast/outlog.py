@@ -2,8 +2,8 @@
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
 # file, flash block); what put(), release(), done() and the held ids write;
-# copying a unit's live records forward; and the scan that rebuilds all of it
-# after a reboot. A backend only reads (_rd), appends a record to the unit it
+# copying a unit's live records forward. The scan that rebuilds all of it
+# after a reboot is outscan.py, loaded only while a store opens. A backend only reads (_rd), appends a record to the unit it
 # writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
@@ -11,7 +11,6 @@ from array import array
 from .compat import const
 from . import codec
 from .errors import OutboxFull
-from .held import Held
 
 
 def crc32_soft(data, crc=0):
@@ -37,8 +36,8 @@ REC = const(16)  # record header
 T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
 T_DONE = const(0x44)  # 'D' file log: message seq is done
 T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
-_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
-_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
+T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
 # Flags of a T_MSG record: bits 0-1 QoS, and
 _F_REL = const(4)  # written already released (a compaction copy)
 _F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
@@ -52,57 +51,35 @@ _UFMT = "<4sBBHIII"  # magic version kind reserved seq base crc
 _MAGIC = b"hfOB"
 
 
-def unit_check(buf, kind):
-    """(version, seq, base) of a header in buf[0:20], or None if it is not one."""
-    if buf[0:4] != _MAGIC or buf[5] != kind:
-        return None
-    if crc32(memoryview(buf)[0:16]) != struct.unpack_from("<I", buf, 16)[0]:
-        return None
-    _, ver, _, _, seq, base, _ = struct.unpack_from(_UFMT, buf, 0)
-    return ver, seq, base
-
-
-def u32(b, i):
-    """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
-    return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
-
-
-def vote(b):
-    """A state byte is set when most of its bits are programmed (0): one
-    flipped bit cannot set or clear it."""
-    n = 0
-    while b:
-        n += b & 1
-        b >>= 1
-    return n < 4
-
-
 def _aligned(blen):
     # Bytes a record with a body of blen bytes takes in its unit.
     return (REC + blen + 3) & ~3
 
 
-class Log(Held):
+class Log:
     """The MemoryStore interface over a log of records (docs/outbox.md).
 
     Pending messages sit in arrays sorted by key (puts append; a binary
     search finds a key): the unit and offset of the record, its body length,
     pid, deadline, topic hash, state. Up to `slots` messages may be pending,
-    however far apart their keys. Held inbound ids: the table of Held, plus
-    the unit and offset of each one's H record (unit -1: in RAM only); an H
+    however far apart their keys. Held inbound ids: _ids, an outheld.Logged
+    made with the first id held (a store that never holds one never loads
+    its code), with the unit and offset of each one's H record; an H
     record's seq is its hold number, so the oldest stays oldest across copies
     and reboots. _live[unit]: bytes of the live records in a unit (the
     subclass makes it, a dict or an array), 0 when it can go.
 
     A subclass provides _live, _wunit / _wpos (the unit being written, -1
-    for none, and where its next record goes) and
+    for none, and where its next record goes), the store's tick(now) and
+    sync() and
+        _commit() makes the records appended so far durable
         _rd(unit, pos, mv) -> bytes read into mv
         _append(n, parts, t) -> offset in _wunit of a record of n bytes (4
             aligned) made of the buffers in parts (None: none); t its type,
             0 for a compaction copy (made durable by _commit()). OutboxFull
             when there is no room.
         _mark(t, unit, pos, seq, pid) -> True once the record at pos is
-            recorded released (T_REL) or done (T_DONE, _T_UNHOLD; its live
+            recorded released (T_REL) or done (T_DONE, T_UNHOLD; its live
             bytes already taken off); False if there was no room.
     """
 
@@ -114,15 +91,19 @@ class Log(Held):
     five = False
 
     def __init__(self, slots, held, limit):
-        Held.__init__(self, held)
-        self._hunit = array("i", [0] * held)
-        self._hpos = array("i", [0] * held)
+        if held < 1:
+            from .held import Held
+            Held(held)  # raises ValueError with the words
+        self.held_max = held
+        self.held_evicted = 0
+        self._ids = None  # the held-id table, made by the first hold() (or the scan)
         self._alloc(slots)
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
         h = self._mhead = bytearray(23)  # record header + PUBLISH fixed header + topic length
-        self._mheads = [memoryview(h)[0:n] for n in (20, 21, 22, 23)]  # by the length's bytes
+        v = memoryview(h)
+        self._mheads = (v[0:20], v[0:21], v[0:22], v[0:23])  # by the length's bytes
         self._pidb = bytearray(2)
         self._dlb = bytearray(4)  # a deadline
         self._mparts = [None] * 5  # what put() appends: heads, topic, _pidb, payload, _dlb
@@ -146,10 +127,10 @@ class Log(Held):
         self._key = array("i", [0] * n)
         self._unit = array("i", [0] * n)
         self._off = array("i", [0] * n)
-        self._size = array("i", [0] * n)
+        self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
         self._pid = array("H", [0] * n)
-        self._dl = array("I", [0] * n)
-        self._th = array("H", [0] * n)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
+        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
         self._st = bytearray(n)
         self._n = 0  # entries in use (some may be done)
         self._count = 0  # pending
@@ -216,12 +197,14 @@ class Log(Held):
 
     def deadline(self, key):
         i = self._find(key)
-        return self._dl[i] if i >= 0 else 0
+        return self._dl[i] if i >= 0 and self._dl else 0
 
     def find_topic(self, topic, after):
         """First pending key > after whose message has this topic, or -1."""
         topic = codec.to_bytes(topic)
         h = crc32(topic) & 0xFFFF
+        if not self._th:
+            self._th = array("H", [0] * self.slots)
         i = self._at(after + 1)
         st = self._st
         while i < self._n:
@@ -280,16 +263,6 @@ class Log(Held):
     def last(self):
         return self.tail - 1
 
-    def tick(self, now):
-        """Time passes (ms): a store that groups its commits may commit now."""
-
-    def sync(self):
-        """Makes what was written durable; True if it is."""
-        return True
-
-    def _commit(self):
-        """Makes the records appended so far durable (flash: they are)."""
-
     @property
     def bytes_written(self):
         return self._bwh * _WRAP + self._bw
@@ -317,7 +290,12 @@ class Log(Held):
         if blen > 65535:
             raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
         n = _aligned(blen)
-        self._make_room(n)
+        # Room in the index, made by closing the gaps done() left when it is full.
+        if self.limit and self.bytes + n > self.limit:
+            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
+                             % (self.bytes, self.limit, n))
+        if self._n == self.slots and self._close_gaps() == self.slots:
+            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
         h[16] = 0x30 | qos << 1 | (1 if retain else 0) | (8 if self.mark else 0)
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
@@ -347,18 +325,11 @@ class Log(Held):
             parts[1] = parts[3] = None  # the caller's objects
         k = self.tail
         self.tail = k + 1
-        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND | _S_TH, deadline)
-        self._th[i] = crc32(topic) & 0xFFFF
+        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
+        if self._th:  # find_topic() is in use: its hashes from now on
+            self._th[i] = crc32(topic) & 0xFFFF
+            self._st[i] |= _S_TH
         return k
-
-    def _make_room(self, n):
-        """Room in the index for one more message of n record bytes, made by
-        closing the gaps done() left when it is full; OutboxFull if none."""
-        if self.limit and self.bytes + n > self.limit:
-            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
-                             % (self.bytes, self.limit, n))
-        if self._n == self.slots and self._close_gaps() == self.slots:
-            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
 
     def release(self, key):
         i = self._find(key)
@@ -375,32 +346,28 @@ class Log(Held):
             if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _log_hold(self, i, pid, order):
-        self._head(self._rhead, _T_HOLD, 0, order, pid)
-        try:
-            p = self._append(REC, self._rparts, _T_HOLD)
-        except OutboxFull:
-            self._hunit[i] = -1  # in RAM only: no room
-            self.unsaved += 1
-            return
-        u = self._hunit[i] = self._wunit
-        self._hpos[i] = p
-        self._live[u] += REC
+    def _table(self):
+        h = self._ids
+        if h is None:
+            from .outheld import Logged
+            h = self._ids = Logged(self, self.held_max)
+        return h
 
-    def _end_hold(self, i, strict):
-        pid = self._hpid[i]
-        self._hpid[i] = 0
-        u = self._hunit[i]
-        if u < 0:
-            return
-        self._live[u] -= REC
-        if self._mark(_T_UNHOLD, u, self._hpos[i], 0, pid):
-            return
-        if strict:
-            self._hpid[i] = pid
-            self._live[u] += REC
-            raise OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
-        self.unsaved += 1  # in RAM only: its H record lives until its unit goes
+    def held(self, pid):
+        return self._ids is not None and self._ids.held(pid)
+
+    def hold(self, pid):
+        h = self._table()
+        h.hold(pid)
+        self.held_evicted = h.held_evicted
+
+    def unhold(self, pid):
+        if self._ids is not None:
+            self._ids.unhold(pid)
+
+    def forget_held(self):
+        if self._ids is not None:
+            self._ids.forget_held()
 
     def _head(self, b, t, flags, seq, pid, body=None):
         """The header of a record in b (16 bytes) with its CRC; body: its
@@ -441,14 +408,15 @@ class Log(Held):
                         self._unit[i] = new
                         self._off[i] = p
                     p += _aligned(n)
-            for i in range(len(self._hpid)):
-                if self._hpid[i] and self._hunit[i] == old:
+            h = self._ids
+            for i in range(len(h._hpid) if h else 0):
+                if h._hpid[i] and h._hunit[i] == old:
                     if write:
-                        self._head(self._buf16, _T_HOLD, 0, self._hord[i], self._hpid[i])
+                        self._head(self._buf16, T_HOLD, 0, h._hord[i], h._hpid[i])
                         self._append(REC, parts, 0)
                     else:
-                        self._hunit[i] = new
-                        self._hpos[i] = p
+                        h._hunit[i] = new
+                        h._hpos[i] = p
                     p += REC
         self._live[new] += self._live[old]
         self._live[old] = 0
@@ -465,7 +433,8 @@ class Log(Held):
                 self._tally(i, -1)
         else:
             if self._n == self.slots and self._close_gaps() == self.slots:
-                self._grow(self.slots + 8)  # the scan found more than slots
+                from .outscan import grow  # loaded: only the scan finds more than slots
+                grow(self, self.slots + 8)
             i = self._at(key)
             for j in range(self._n, i, -1):
                 self._copy_entry(j - 1, j)
@@ -475,8 +444,10 @@ class Log(Held):
         self._off[i] = pos
         self._size[i] = blen
         self._pid[i] = pid
-        self._dl[i] = deadline
-        self._th[i] = 0
+        if deadline and not self._dl:
+            self._dl = array("I", [0] * self.slots)
+        if self._dl:
+            self._dl[i] = deadline
         self._st[i] = state
         self._tally(i, 1)
         self._ck = -1
@@ -516,188 +487,8 @@ class Log(Held):
         self._off[j] = self._off[i]
         self._size[j] = self._size[i]
         self._pid[j] = self._pid[i]
-        self._dl[j] = self._dl[i]
-        self._th[j] = self._th[i]
+        if self._dl:
+            self._dl[j] = self._dl[i]
+        if self._th:
+            self._th[j] = self._th[i]
         self._st[j] = self._st[i]
-
-    def _grow(self, n):
-        # More messages pending than slots: the store was written with more.
-        old = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        k = self._n
-        c = self._count
-        self._alloc(n)
-        new = (self._key, self._unit, self._off, self._size, self._pid, self._dl, self._th, self._st)
-        for a in range(len(old)):
-            for i in range(k):
-                new[a][i] = old[a][i]
-        self._n = k
-        self._count = c
-
-    # -- recovery ----------------------------------------------------------------
-
-    def _rec_at(self, unit, p, end, blank):
-        """Checks the record at p: its aligned length, 0 for an erased header
-        (only when blank, i.e. on flash), -1 if it is not a whole valid record.
-        The header is left in self.buf[0:16] with its state bytes in
-        self._rel / self._done."""
-        b = self.buf
-        v = self._bufv
-        h = self._buf16
-        if self._rd(unit, p, h) < REC:
-            return -1
-        t = b[0]
-        if t == 255 and blank:
-            for i in range(1, REC):
-                if b[i] != 255:
-                    return -1
-            return 0
-        blen = b[2] | b[3] << 8
-        if t == T_MSG:
-            if blen < 4:
-                return -1
-        elif t == T_DONE or t == T_REL or t == _T_HOLD or t == _T_UNHOLD:
-            if blen:
-                return -1
-        else:
-            return -1
-        if p + REC + blen > end:
-            return -1
-        self._rel = b[10]
-        self._done = b[11]
-        crc = u32(b, 12)
-        b[10] = b[11] = 255
-        b[12] = b[13] = b[14] = b[15] = 0
-        c = crc32(h)
-        q = p + REC
-        left = blen
-        body = self._bufrest  # the rest of buf: no slice made per full chunk
-        room = len(body)
-        while left:
-            n = left if left < room else room
-            w = body if n == room else v[REC:REC + n]
-            if self._rd(unit, q, w) < n:
-                return -1
-            c = crc32(w, c)
-            q += n
-            left -= n
-        if c != crc:
-            return -1
-        return _aligned(blen)
-
-    def _nonff(self, unit, p, end):
-        """Offset of the first byte in [p, end) that is not 0xFF, or end."""
-        v = self._bufv
-        b = self.buf
-        while p < end:
-            n = min(len(b), end - p)
-            self._rd(unit, p, v if n == len(b) else v[0:n])
-            for i in range(n):
-                if b[i] != 255:
-                    return p + i
-            p += n
-        return end
-
-    def _scan(self, unit, start, end, blank, on):
-        """Calls on(unit, pos, type, flags, blen, seq, pid, rel, done) for each
-        valid record in [start, end), in order. A torn or damaged record is
-        skipped and counted once per damaged stretch: the scan resynchronises
-        on the next valid record at a 4-byte boundary. blank: the medium is
-        flash, where an erased (0xFF) stretch running to end means no more
-        data. Returns, on flash, where the next record may be programmed: end
-        if the unit holds any damage, because a torn record's header may claim
-        bytes that are still erased, and a record programmed there could
-        complete it; on files, the end of the last valid record."""
-        p = start
-        good = start
-        bad = False
-        damaged = False
-        while p + REC <= end:
-            n = self._rec_at(unit, p, end, blank)
-            if n > 0:
-                b = self.buf
-                on(unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
-                   b[8] | b[9] << 8, vote(self._rel), vote(self._done))
-                p += n
-                good = p
-                bad = False
-                continue
-            if n == 0:
-                q = self._nonff(unit, p, end)
-                if q >= end:
-                    return end if damaged else p
-                p = q & ~3
-            else:
-                p += 4
-            if not bad:
-                self.corrupt += 1
-                bad = damaged = True
-        if p < end and not bad and (not blank or self._nonff(unit, p, end) < end):
-            self.corrupt += 1  # a torn tail too short for a record header
-            damaged = True
-        if not blank:
-            return good
-        return end if damaged or p > end else p
-
-    def _found(self, unit, pos, t, flags, blen, seq, pid, rel, done):
-        """The scan's on(): a record, in log order. Later records of a key or
-        a held id supersede earlier ones. Each pending message goes straight
-        into the index; nothing else is kept per message, so booting takes
-        no more heap with a long backlog."""
-        if t == T_MSG:
-            if seq >= self.tail:
-                self.tail = seq + 1
-            i = self._find(seq)
-            if i >= 0:
-                self._superseded(self._unit[i], self._off[i])
-                if done:
-                    self._forget(i)
-            if not done:
-                d = 0
-                if flags & _F_EXP:
-                    self._rd(unit, pos + REC + blen - 4, self._dlb)
-                    d = u32(self._dlb, 0)
-                self._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
-        elif t == _T_HOLD or t == _T_UNHOLD:
-            holds = self._holds
-            for i in range(len(holds)):
-                if holds[i][1] == pid:
-                    h = holds.pop(i)
-                    self._superseded(h[2], h[3])
-                    break
-            if t == _T_HOLD and not done:
-                holds.append([seq, pid, unit, pos])
-        else:
-            i = self._find(seq)
-            if i >= 0:
-                if t == T_DONE:
-                    self._forget(i)
-                else:
-                    self._st[i] |= _F_REL
-
-    def _superseded(self, unit, pos):
-        """The scan found a later copy of the record at pos (a compaction cut
-        short before the old copy went). Files: nothing to do, the old
-        segment goes once nothing in it is live."""
-
-    def _opened(self):
-        """After the scan: the held ids it found go into the table. One
-        smaller than what the log holds (reopened with a smaller held) keeps
-        the newest, and counts the others in held_evicted."""
-        holds = self._holds
-        self._holds = None
-        while len(holds) > len(self._hpid):
-            j = 0
-            for k in range(1, len(holds)):
-                if holds[k][0] < holds[j][0]:
-                    j = k
-            holds.pop(j)
-            self.held_evicted += 1
-        for i in range(len(holds)):
-            n, pid, u, p = holds[i]
-            self._hpid[i] = pid
-            self._hord[i] = n
-            self._hunit[i] = u
-            self._hpos[i] = p
-            self._live[u] += REC
-            if n >= self._hnext:
-                self._hnext = n + 1

@@ -328,6 +328,7 @@ def full_then_usable(st, reopen):
     for k in keys:
         st.done(k)
     assert len(st) == 0
+    assert st.unsaved == 0, ("an acknowledgement found no room (FileStore: the reserve)", st.unsaved)
     more = fill(st)
     assert len(more) >= 2, (keys, more)
     st.close()
@@ -337,13 +338,14 @@ def full_then_usable(st, reopen):
 
 
 def backlog_out_of_order(st, n=60, every=5):
-    """Puts n messages (pid = key + 1) and acknowledges all but every
-    `every`-th, so the store copies the survivors forward past newer ones.
-    Returns the survivors' keys; fails unless some copy now sits in a later
-    unit than a newer survivor (what the boot scan must put back in order)."""
+    """Puts n messages (pid = key + 1, every other survivor with a
+    deadline, _deadline(key)) and acknowledges all but every `every`-th, so
+    the store copies the survivors forward past newer ones. Returns the
+    survivors' keys; fails unless some copy now sits in a later unit than a
+    newer survivor (what the boot scan must put back in order)."""
     keep = []
     for i in range(n):
-        k = st.put(b"t", b"p" * 30, 1, False, i + 1)
+        k = st.put(b"t", b"p" * 30, 1, False, i + 1, _deadline(i, every))
         if i % every:
             st.done(k)
         else:
@@ -353,9 +355,15 @@ def backlog_out_of_order(st, n=60, every=5):
     return keep
 
 
-def check_backlog(st, keep, tag):
-    """A store reopened with fewer slots than keep holds them all, in key order."""
+def _deadline(key, every):
+    return 1000 + key if key % (2 * every) == 0 else 0
+
+
+def check_backlog(st, keep, tag, every=5):
+    """A store reopened with fewer slots than keep holds them all, in key
+    order, with their ids and deadlines."""
     assert pending(st) == keep, (tag, pending(st), keep)
     assert [st.pid(k) for k in keep] == [k + 1 for k in keep], tag
+    assert [st.deadline(k) for k in keep] == [_deadline(k, every) for k in keep], tag
     assert st.slots >= len(keep), (tag, st.slots)
     after(st, tag)

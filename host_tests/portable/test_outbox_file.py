@@ -172,3 +172,11 @@ def test_missing_parent_directory_is_named():
     e = raises(OSError, FileStore, top + "/no/such/ob")
     assert "outbox directory" in str(e) and "/no/such/ob" in str(e), str(e)
     rmtree(top)
+
+
+def test_a_directory_that_cannot_be_made_is_named_in_the_error():
+    top, d = _new()
+    e = raises(OSError, FileStore, top + "/missing/parent/ob")
+    assert "missing/parent/ob" in str(e) and "cannot be made or read" in str(e), e
+    assert e.args[0] > 0, e.args  # the errno the filesystem gave
+    rmtree(top)

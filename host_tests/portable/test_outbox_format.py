@@ -7,6 +7,7 @@ import os
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
+from holdfast import outscan
 from flashsim import Flash
 from support import tmpdir, rmtree
 import outbox_images as img
@@ -27,12 +28,12 @@ def _flags(st, units, ends, blank):
     """The flags of the message records in the image."""
     flags = []
 
-    def on(u, p, t, f, blen, seq, pid, rel, done):
+    def on(log, u, p, t, f, blen, seq, pid, rel, done):
         if t == 0x4D:
             flags.append(f)
 
     for i in range(len(units)):
-        st._scan(units[i], 20, ends[i], blank, on)
+        outscan.scan(st, units[i], 20, ends[i], blank, on)
     return flags
 
 

@@ -136,19 +136,20 @@ def test_order_survives_compaction_copies_and_a_reopen():
         st.hold(1)
         st.unhold(9)
         st.hold(2)  # takes 9's entry, the first
-        assert st._hfind(2) < st._hfind(1), kind
+        h = st._ids  # the table, made by the first hold
+        assert h._hfind(2) < h._hfind(1), kind
         keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps their unit in use meanwhile
         _traffic(st, 10)  # more than a unit: 3 and 4 go into a newer one
         for pid in (3, 4):
             st.hold(pid)
         st.done(keep)
-        i = st._hfind(1)
-        where = (st._hunit[i], st._hpos[i])
+        i = h._hfind(1)
+        where = (h._hunit[i], h._hpos[i])
         for n in range(40):
             _traffic(st, 1)
-            if (st._hunit[i], st._hpos[i]) != where:
+            if (h._hunit[i], h._hpos[i]) != where:
                 break
-        assert (st._hunit[i], st._hpos[i]) != where, (kind, "no compaction copied the hold", where)
+        assert (h._hunit[i], h._hpos[i]) != where, (kind, "no compaction copied the hold", where)
         st = s.reopen(kind, st, held=4, **kw)
         assert _held(st, range(1, 10)) == [1, 2, 3, 4], kind
         _evicts_in_order(st, kind, [1, 2, 3, 4], 5)
@@ -198,3 +199,32 @@ def test_a_full_flash_ring_keeps_a_hold_in_ram_and_counts_it():
     for k in keys:  # the ring still drains, and then takes messages again
         st.done(k)
     st.done(st.put(b"t", b"f" * 40, 1, False, 1))
+
+
+def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_scan_code():
+    # What a sensor that only publishes does not carry on its heap: the
+    # held-id table (and its code), and the boot scan once the store is open.
+    import sys
+    import holdfast
+    s = Stores()
+    for kind in ("file", "flash"):
+        st = s.fresh(kind)
+        for i in range(5):
+            st.done(st.put(b"t", b"x", 1, False, i + 1))
+        keep = st.put(b"t", b"y", 1, False, 9)
+        assert not st.held(3) and st._ids is None, kind
+        st.forget_held()
+        st.unhold(3)
+        st = s.reopen(kind, st)
+        assert len(st) == 1, kind
+        assert st._ids is None, (kind, "a table made with no id held")
+        assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
+        assert "outscan" not in holdfast.__dict__, (kind, "the package still holds the scan")
+        st.hold(7)
+        assert st._ids is not None and st.held(7), kind
+        st = s.reopen(kind, st)  # the scan finds the hold and makes the table
+        assert st.held(7) and len(st) == 1 and st.next(-1) == keep, kind
+        assert "holdfast.outscan" not in sys.modules, kind
+        if kind == "file":
+            st.close()
+    s.done()

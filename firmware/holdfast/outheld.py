@@ -1,0 +1,48 @@
+# The inbound QoS 2 ids of a persistent outbox (outlog.Log): the table of
+# held.Held, each hold and its end a record in the log. Loaded with the
+# first id a store holds, or when the scan finds one: a store that only
+# publishes never carries this code nor the table.
+from array import array
+from .errors import OutboxFull
+from .held import Held
+from .outlog import REC, T_HOLD, T_UNHOLD
+
+
+class Logged(Held):
+    """Held ids of log; _hunit / _hpos: the unit and offset of each one's
+    H record (unit -1: in RAM only, there was no room to write it)."""
+
+    def __init__(self, log, n):
+        Held.__init__(self, n)
+        self.log = log
+        self._hunit = array("i", [0] * n)
+        self._hpos = array("i", [0] * n)
+
+    def _log_hold(self, i, pid, order):
+        log = self.log
+        log._head(log._rhead, T_HOLD, 0, order, pid)
+        try:
+            p = log._append(REC, log._rparts, T_HOLD)
+        except OutboxFull:
+            self._hunit[i] = -1  # in RAM only: no room
+            log.unsaved += 1
+            return
+        u = self._hunit[i] = log._wunit
+        self._hpos[i] = p
+        log._live[u] += REC
+
+    def _end_hold(self, i, strict):
+        log = self.log
+        pid = self._hpid[i]
+        self._hpid[i] = 0
+        u = self._hunit[i]
+        if u < 0:
+            return
+        log._live[u] -= REC
+        if log._mark(T_UNHOLD, u, self._hpos[i], 0, pid):
+            return
+        if strict:
+            self._hpid[i] = pid
+            log._live[u] += REC
+            raise OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
+        log.unsaved += 1  # in RAM only: its H record lives until its unit goes
