@@ -113,3 +113,34 @@ def test_the_rarer_errors_keep_their_documented_names(runtime):
     r = json.loads(lines[-1][7:])
     assert r == {"tls_alone": False, "same": [True] * 5, "tls": True, "bases": [True] * 4,
                  "unknown": "AttributeError"}, r
+
+
+FILESTORE = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+from holdfast import MQTTClient
+from holdfast.fileoutbox import FileStore
+c = MQTTClient("lazy-file", %(host)r, %(port)d, keepalive=30, outbox=FileStore(%(dir)r))
+c.connect()
+pid = c.publish(b"lazy/f", b"reading", False, 1)
+c.flush()
+mods = sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+print("RESULT " + json.dumps({"pid": pid, "pending": c.pending(), "mods": mods}))
+c.disconnect()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquitto, tmp_path):
+    # store.py (MemoryStore, about 5 KB as .mpy on the heap) loads only for
+    # the default outbox; the boot scan leaves with the open.
+    code = FILESTORE % {"fw": os.path.join(ROOT, "firmware"), "host": mosquitto.host,
+                        "port": mosquitto.port, "dir": str(tmp_path / "ob")}
+    p = subprocess.run([RUNTIMES[runtime], "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    r = json.loads(lines[-1][7:])
+    assert r["pid"] and r["pending"] == 0, r
+    assert {"fileoutbox", "outlog", "session", "client"} <= set(r["mods"]), r["mods"]
+    assert "store" not in r["mods"] and "outscan" not in r["mods"], r["mods"]

@@ -21,7 +21,6 @@ from array import array
 from .compat import ticks_diff, const
 from . import codec
 from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
-from .store import MemoryStore
 
 # MQTT's packet types (codec.py), private consts here: compared on every
 # packet, and a const costs neither a lookup nor a name on the heap.
@@ -124,7 +123,10 @@ class Session:
         # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
         # not MemoryStore()'s 4; and it holds two of the largest messages
         # the send buffer carries. Longer outages, and reboots: FileStore.
-        self.store = store if store is not None else MemoryStore(max(2048, 2 * size), 16)
+        if store is None:  # store.py loads only then: a FileStore never needs it
+            from .store import MemoryStore
+            store = MemoryStore(max(2048, 2 * size), 16)
+        self.store = store
         self.window = window
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)
