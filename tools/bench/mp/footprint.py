@@ -144,6 +144,7 @@ def holdfast(cfg, host, port, n, o, report):
     if cfg == "async":
         import asyncio  # noqa: F401  (as a user of AsyncClient does)
         from holdfast.aclient import AsyncClient
+        import holdfast.store  # noqa: F401  (the default outbox's code, as above)
         code = (yield) - base
         c = AsyncClient(b"fp-async", host, port)
         yield c.connect()
@@ -169,6 +170,8 @@ def holdfast(cfg, host, port, n, o, report):
         import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
         kw["ssl"] = True
         kw["ssl_params"] = {"cafile": o["ca"]}
+    if "outbox" not in kw:
+        import holdfast.store  # noqa: F401  (the default outbox's code: else it loads in the constructor, as state)
     code = (yield) - base
     c = MQTTClient(b"fp-" + cfg, host, port, **kw)
     c.connect()
