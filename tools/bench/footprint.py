@@ -161,7 +161,7 @@ class Runner:
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         heap = ["-X", "heapsize=%dk" % kb] if kb else []
-        args = self.args(cfg, ports, d) + ([] if kb else ["count=1"])
+        args = self.args(cfg, ports, d) + (["split=0"] if kb else ["count=1"])
         if mode == "mpy":
             env = dict(os.environ, MICROPYPATH=":".join(
                 [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))

@@ -1,7 +1,7 @@
 # The footprint probe of `make bench` (tools/bench/footprint.py runs it), one
 # configuration per process, library and probe precompiled (.mpy):
 #
-#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1]
+#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1 | split=0]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), lean (the same with size=256, window=4 and a
@@ -98,6 +98,10 @@ _NOT_COUNTED = ("lib_", "cpy_fix", "asyncio", "footprint")
 
 
 COUNT = [False]  # count=1: the walk allocates, so smallest-heap runs leave it out
+# split=0 (smallest-heap runs): import as a user does. Otherwise what the
+# client's constructor would load (the default outbox, v5.py, tls.py) is
+# imported before the code reading, so it counts as code, not as state.
+SPLIT = [True]
 
 
 def count_objects(before):
@@ -144,7 +148,8 @@ def holdfast(cfg, host, port, n, o, report):
     if cfg == "async":
         import asyncio  # noqa: F401  (as a user of AsyncClient does)
         from holdfast.aclient import AsyncClient
-        import holdfast.store  # noqa: F401  (the default outbox's code, as above)
+        if SPLIT[0]:
+            import holdfast.store  # noqa: F401  (the default outbox's code, as below)
         code = (yield) - base
         c = AsyncClient(b"fp-async", host, port)
         yield c.connect()
@@ -164,13 +169,15 @@ def holdfast(cfg, host, port, n, o, report):
         from holdfast.flashoutbox import FlashStore
         kw["outbox"] = FlashStore(dev)
     elif cfg == "pub5":
-        import holdfast.v5  # noqa: F401  (else it loads in the constructor, as state)
+        if SPLIT[0]:
+            import holdfast.v5  # noqa: F401  (else it loads in the constructor, as state)
         kw["level"] = 5
     elif cfg == "tls":
-        import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
+        if SPLIT[0]:
+            import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
         kw["ssl"] = True
         kw["ssl_params"] = {"cafile": o["ca"]}
-    if "outbox" not in kw:
+    if "outbox" not in kw and SPLIT[0]:
         import holdfast.store  # noqa: F401  (the default outbox's code: else it loads in the constructor, as state)
     code = (yield) - base
     c = MQTTClient(b"fp-" + cfg, host, port, **kw)
@@ -264,6 +271,7 @@ def run(a):
         k, _, v = kv.partition("=")
         o[k] = v
     COUNT[0] = o.get("count") == "1"
+    SPLIT[0] = o.get("split") != "0"
 
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
