@@ -243,3 +243,18 @@ def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():
         del msgs, got
         gc.collect()  # the parser take() builds needs 4 KB in one piece
         assert [p[1] for p in sock.take() if p[0] == mq.PUBACK] == list(range(1, 61))
+
+
+def test_a_qos1_publish_waits_for_room_in_the_window():
+    # window=1: the second publish() waits (reading) until the first one's
+    # PUBACK frees the window, and its message is on the wire when it
+    # returns; without the wait it would sit in the outbox until the next
+    # check_msg().
+    with Rig([CONNACK, None, None, wire((mq.PUBACK, 1))]) as rig:
+        cl = rig.client(window=1)
+        cl.connect()
+        assert cl.publish(b"t", b"first", False, 1) == 1
+        assert [p[6] for p in rig.socks[0].take() if p[0] == mq.PUBLISH] == [1]
+        assert cl.publish(b"t", b"second", False, 1) == 2
+        assert cl.pending() == 1  # the first acknowledged, the second in flight
+        assert [(p[2], p[6]) for p in rig.socks[0].take() if p[0] == mq.PUBLISH] == [(b"second", 2)]
