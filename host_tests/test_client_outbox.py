@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-import holdfast.client
 import holdfast.front
 from holdfast import MQTTClient
 from holdfast.fileoutbox import FileStore
@@ -40,10 +39,7 @@ def test_check_msg_commits_after_group_ms(tmp_path):
 
 def test_check_msg_drops_expired_messages_offline(tmp_path, monkeypatch):
     clock = [1000]
-    # The wall clock: publish() sets deadlines by it (client.py), the
-    # housekeeping drops by it (front.py).
     monkeypatch.setattr(holdfast.front, "wall", lambda: clock[0])
-    monkeypatch.setattr(holdfast.client, "wall", lambda: clock[0])
     st = FileStore(str(tmp_path / "ob"))
     c = _offline(st)
     c.publish("t", "short", qos=1, expiry=10)

@@ -2,7 +2,7 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, wall, const
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
@@ -99,7 +99,7 @@ class AsyncClient(Front):
             return None
         if not self._busy and not self._ready(_WINDOW, 0):
             await self._until(_WINDOW, 0, self.timeout_ms)
-        pid = s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest)
         self._write()
         return pid
 

@@ -1,6 +1,6 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, wall, const
+from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
@@ -112,7 +112,7 @@ class MQTTClient(Front):
             return None
         if not self._busy and not self._ready(_WINDOW, 0):
             self._wait(_WINDOW, 0, None, True)
-        pid = s.publish(topic, msg, qos, retain, now, wall() + expiry if expiry else 0, latest)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid

@@ -80,8 +80,8 @@ class Front:
         S = Session
         if level == 5:  # MQTT 5 loads only here
             from .v5 import Session5 as S
-        self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0, views,
-                   when_full == "drop_oldest", timeout_ms)
+        self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0,
+                         views, when_full == "drop_oldest", timeout_ms)
         self.session.user = user
         self.session.password = password
         self.sock = None
@@ -209,6 +209,12 @@ class Front:
             self.last_error = MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
         return True
+
+    def _queue(self, topic, msg, retain, qos, expiry, latest):
+        # A QoS 1/2 message into the session; expiry in seconds from now, by
+        # the wall clock outbox deadlines are kept in (one place for both shells).
+        return self.session.publish(topic, msg, qos, retain, ticks_ms(),
+                                    wall() + expiry if expiry else 0, latest)
 
     def _request(self, topic, qos, handler, opts=None):
         # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
