@@ -225,7 +225,8 @@ class Front:
         topic = to_bytes(topic)
         if opts:
             qos = self._five(self.session.v5, 35).more().sub_options(qos, **opts)
-        return self.session.unsubscribe(topic) if qos < 0 else self.session.subscribe(topic, qos, handler)
+        from .subs import request
+        return request(self.session, topic, qos, handler)
 
     def _reply(self, e, arrived):
         # After the wait for its ack: the granted QoS, or why there is none.
@@ -243,8 +244,11 @@ class Front:
         s = self.session
         now = ticks_ms()
         s.store.tick(now)
-        if s.next_expiry:
-            s.expire(wall())
+        if s.next_expiry:  # a deadline is due: policy.py drops what has passed it
+            w = wall()
+            if w >= s.next_expiry:
+                from .policy import expire
+                expire(s, w)
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
             self.backoff = 0
 

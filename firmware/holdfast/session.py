@@ -15,8 +15,9 @@
 # for outgoing messages, the outbox's held ids for inbound QoS 2 messages,
 # and Subs' filters and pending unsubscribes for SUBSCRIBE/UNSUBSCRIBE.
 # _connack() reconciles all of them with the broker's session in one place.
-# The subscribe side (subs.py), inbound messages (inbound.py) and the drop
-# policies (policy.py) load on first use.
+# The subscribe side (subs.py, whose request() queues a SUBSCRIBE or an
+# UNSUBSCRIBE), inbound messages (inbound.py) and the drop policies
+# (policy.py) load on first use.
 from array import array
 from .compat import ticks_diff, const
 from . import codec
@@ -381,15 +382,6 @@ class Session:
             self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
-    def expire(self, wall):
-        """Drops the messages whose deadline has passed (wall: seconds, the
-        clock the deadlines were set by). Cheap when none is due."""
-        if self.next_expiry and wall >= self.next_expiry:
-            from .policy import expire
-            expire(self, wall)
-            if self.next_expiry:
-                self._deadlines = 1
-
     def _track(self, key, pid, state, now):
         for i in range(self.window):
             if not self._state[i]:
@@ -447,38 +439,6 @@ class Session:
         self.done_pid = self._pid[i]
         self._fill(now)
         return _DELIVERED
-
-    # -- subscriptions -----------------------------------------------------------
-
-    def subscribe(self, flt, qos, handler=None):
-        """Registers filter flt (with handler(topic, msg, retained) for the
-        messages it matches, from now on) and queues its SUBSCRIBE, now or
-        once there is room. Returns its entry in subs: [filter, qos, handler,
-        pid, granted]; granted is set by its SUBACK (0x80: refused, and the
-        filter is gone). ValueError if it can never fit the send buffer."""
-        if self.subs is None:
-            from .subs import Subs
-            self.subs = Subs()
-        self.fits(10 + len(flt))  # MQTT 5: one byte more
-        codec._check_qos(qos & 3 if self.v5 else qos)  # both before the filter is registered
-        codec.filters().check_filter(flt, 0, len(flt))
-        e = self.subs.add(flt, qos, handler)
-        self._rx_full()
-        self._fill(self.last_tx)
-        return e
-
-    def unsubscribe(self, flt):
-        """Forgets filter flt (its handler gets nothing more) and queues
-        UNSUBSCRIBE. Returns its entry [filter, -1, None, pid, answer]:
-        answer is 0 once UNSUBACK came (or a new session made it moot)."""
-        if self.subs is None:
-            from .subs import Subs
-            self.subs = Subs()
-        self.fits(8 + len(flt))
-        codec.filters().check_filter(flt, 0, len(flt))
-        e = self.subs.remove(flt)
-        self._fill(self.last_tx)
-        return e
 
     # -- input -----------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 # The subscribe side of a session: the filters the application asked for
 # and their SUBSCRIBE/UNSUBSCRIBE requests, keyed by packet id; the matching
-# of inbound topics against them. Loaded on the first subscribe(): a sensor
-# that only publishes never carries it.
+# of inbound topics against them; request(), the session's subscribe verb.
+# Loaded on the first subscribe(): a sensor that only publishes never
+# carries it.
 from array import array
 from .compat import const
 from . import codec
@@ -44,6 +45,31 @@ def match(f, t):
         i += 1
         j += 1
     return j == nt
+
+
+def request(s, flt, qos, handler=None):
+    """Session s's verb for the subscribe side: registers filter flt (with
+    handler(topic, msg, retained) for the messages it matches, from now on)
+    and queues its SUBSCRIBE; with qos -1 forgets it (its handler gets
+    nothing more) and queues its UNSUBSCRIBE. Queued now or once there is
+    room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
+    answer is set by the SUBACK (0x80: refused, and the filter is gone) or
+    is 0 once the UNSUBACK came (or a new session made it moot). ValueError
+    if it can never fit the send buffer, or for a bad filter or QoS: checked
+    before anything is registered."""
+    if s.subs is None:
+        s.subs = Subs()
+    s.fits((8 if qos < 0 else 10) + len(flt))  # MQTT 5 subscribes with one byte more
+    if qos >= 0:
+        codec._check_qos(qos & 3 if s.v5 else qos)
+    codec.filters().check_filter(flt, 0, len(flt))
+    if qos < 0:
+        e = s.subs.remove(flt)
+    else:
+        e = s.subs.add(flt, qos, handler)
+        s._rx_full()
+    s._fill(s.last_tx)
+    return e
 
 
 class Subs:

@@ -12,6 +12,7 @@ from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import tmpdir, rmtree, raises
+from holdfast.policy import expire
 
 T = b"sensors/t"
 # A record here: 16-byte header + PUBLISH (2 + 2 + 9 topic + 2 pid + 8 payload)
@@ -177,18 +178,18 @@ def test_expired_messages_are_dropped_offline_and_after_a_reboot():
         s.publish(T, _msg(0), 1, False, 0, 1000)
         s.publish(T, _msg(1), 1, False, 0)  # no deadline
         s.publish(T, _msg(2), 1, False, 0, 2000)
-        s.expire(999)
+        expire(s, 999)
         assert len(st) == 3 and s.expired == 0
-        s.expire(1000)
+        expire(s, 1000)
         assert _payloads(st) == [_msg(1), _msg(2)] and s.expired == 1, (kind, _payloads(st))
         assert s.next_expiry == 2000
         if kind in PERSISTENT:
             st = b.reopen(kind, st)
             s = Session(b"dev", store=st)
             assert st.deadline(st.next(st.next(-1))) == 2000, kind
-            s.expire(1500)
+            expire(s, 1500)
             assert len(st) == 2 and s.expired == 0
-        s.expire(2000)
+        expire(s, 2000)
         assert _payloads(st) == [_msg(1)], (kind, _payloads(st))
         assert s.expired == (1 if kind in PERSISTENT else 2), (kind, s.expired)
     b.done()
@@ -204,7 +205,7 @@ def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
         s.publish(T, _msg(1), 1, False, 0, 10)
         s.publish(T, _msg(2), 1, False, 0, 50)
         s.tx_start = s.tx_end = 0
-        s.expire(20)
+        expire(s, 20)
         assert _payloads(st) == [_msg(0), _msg(2)] and s.expired == 1, (kind, _payloads(st))
         pid = st.pid(st.next(-1))
         s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))

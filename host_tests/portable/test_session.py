@@ -2,7 +2,7 @@
 import consts as mq
 from holdfast.session import Session
 from consts import CONNECTED
-from holdfast.subs import match
+from holdfast.subs import match, request
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
 from holdfast.store import MemoryStore
 from fakebroker import session, sent, feed, grant
@@ -259,7 +259,7 @@ def test_keepalive_pings_when_nothing_was_sent_or_heard_and_detects_dead_link():
 def subscribed(s, *filters):
     """Subscribes (filter, qos, handler) each and lets the broker grant them."""
     for f, q, h in filters:
-        s.subscribe(f, q, h)
+        request(s, f, q, h)
     grant(s)
 
 
@@ -296,7 +296,7 @@ def test_resubscribes_when_broker_has_no_session():
 
 def test_suback_result_is_recorded_in_the_request_and_a_refused_filter_goes():
     s = session()
-    e = s.subscribe(b"a", 2)
+    e = request(s, b"a", 2)
     pid = e[3]
     assert sent(s) == [(mq.SUBSCRIBE, pid, ((b"a", 2),))]
     assert e[4] == -1  # no answer yet

@@ -7,6 +7,7 @@ from holdfast.session import Session
 from consts import MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
+from holdfast.subs import request
 from fakebroker import session, sent, feed, grant
 from drain import drain
 from support import raises
@@ -103,7 +104,7 @@ def test_restore_splits_filters_across_packets_that_fit():
     s = session(size=128)
     filters = [("sensor/%02d/command/set" % i).encode() for i in range(20)]
     for f in filters:
-        s.subscribe(f, 1)
+        request(s, f, 1)
     assert grant(s) == filters
     restored = grant(s, relink(s, False))
     assert restored == filters, restored
@@ -113,7 +114,7 @@ def test_restore_splits_filters_across_packets_that_fit():
 def test_restore_refusal_is_an_event_and_the_session_stays_up():
     s = session()
     for f in (b"a", b"b", b"c"):
-        s.subscribe(f, 1)
+        request(s, f, 1)
     grant(s)
     out = relink(s, False)
     s.rx.feed(bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
@@ -126,7 +127,7 @@ def test_restore_refusal_is_an_event_and_the_session_stays_up():
 
 def test_subscribe_refuses_a_filter_that_could_not_be_restored():
     s = session(size=64)
-    e = raises(ValueError, s.subscribe, b"f" * 50, 1)
+    e = raises(ValueError, request, s, b"f" * 50, 1)
     assert "takes packets of up to 48 bytes" in str(e), str(e)
     assert sent(s) == []
 

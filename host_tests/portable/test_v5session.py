@@ -8,6 +8,7 @@ import sys
 import time
 
 from holdfast import v5more as v5
+from holdfast.subs import request
 from support import raises
 
 
@@ -178,7 +179,7 @@ def test_one_subscription_identifier_a_subscribe():
     s = v5.Session5(b"subs", True, 0, 5, 256, 4)
     for flt, o in ((b"a", v5.sub_options(1, no_local=True, sub_id=5)), (b"b", v5.sub_options(0, sub_id=5)),
                    (b"c", v5.sub_options(2, retain_handling=1)), (b"d", 1)):
-        s.subscribe(flt, o)  # before the link: queued
+        request(s, flt, o)  # before the link: queued
     s.start(0)
     s.sent(s.tx_end, 0)
     s.rx.feed(b"\x20\x03\x00\x00\x00")
