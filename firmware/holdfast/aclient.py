@@ -109,7 +109,7 @@ class AsyncClient(Front):
         return self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
-        e = self._request(topic, -1, None)
+        e = self._request(topic, None, None)
         self._write()
         self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
 

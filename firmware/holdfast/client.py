@@ -127,7 +127,7 @@ class MQTTClient(Front):
 
     def unsubscribe(self, topic):
         self._service()
-        e = self._request(topic, -1, None)
+        e = self._request(topic, None, None)
         self._reply(e, self._wait(_REPLIED, e, None))
 
     def check_msg(self):

@@ -217,7 +217,7 @@ class Front:
                                     wall() + expiry if expiry else 0, latest)
 
     def _request(self, topic, qos, handler, opts=None):
-        # A SUBSCRIBE (qos -1: an UNSUBSCRIBE) queued; its entry in subs.
+        # A SUBSCRIBE (qos None: an UNSUBSCRIBE) queued; its entry in subs.
         # opts: MQTT 5's subscription options, in the QoS the entry keeps
         # (v5more.sub_options).
         self._idle()

@@ -50,7 +50,7 @@ def match(f, t):
 def request(s, flt, qos, handler=None):
     """Session s's verb for the subscribe side: registers filter flt (with
     handler(topic, msg, retained) for the messages it matches, from now on)
-    and queues its SUBSCRIBE; with qos -1 forgets it (its handler gets
+    and queues its SUBSCRIBE; with qos None forgets it (its handler gets
     nothing more) and queues its UNSUBSCRIBE. Queued now or once there is
     room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
     answer is set by the SUBACK (0x80: refused, and the filter is gone) or
@@ -59,11 +59,11 @@ def request(s, flt, qos, handler=None):
     before anything is registered."""
     if s.subs is None:
         s.subs = Subs()
-    s.fits((8 if qos < 0 else 10) + len(flt))  # MQTT 5 subscribes with one byte more
-    if qos >= 0:
+    s.fits((8 if qos is None else 10) + len(flt))  # MQTT 5 subscribes with one byte more
+    if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
     codec.filters().check_filter(flt, 0, len(flt))
-    if qos < 0:
+    if qos is None:
         e = s.subs.remove(flt)
     else:
         e = s.subs.add(flt, qos, handler)

@@ -219,6 +219,20 @@ def test_subscription_refused_by_the_broker_is_a_named_error():
         assert cl.session.subs.list == []  # not routed to, not restored on reconnect
 
 
+def test_a_subscribe_with_a_bad_qos_is_refused_and_sends_nothing():
+    # -1 is no QoS: refused like 3, never taken for an UNSUBSCRIBE.
+    with Rig([CONNACK, wire((mq.SUBACK, 1, (1,)))]) as rig:
+        cl = rig.client()
+        cl.connect()
+        rig.socks[0].take()
+        assert cl.subscribe(b"kept", 1) == 1
+        for bad in (-1, 3):
+            e = raises(ValueError, cl.subscribe, b"kept", bad)
+            assert repr(bad) in str(e), str(e)
+        assert [e[0] for e in cl.session.subs.list] == [b"kept"] and cl.session.subs.gone == []
+        assert [p[0] for p in rig.socks[0].take()] == [mq.SUBSCRIBE]
+
+
 def test_full_receive_buffer_and_blocked_send_is_not_the_end_of_the_stream():
     # The socket takes no bytes, so acknowledgements pile up in tx until the
     # engine stops taking packets and rx fills: nothing to read into, which is

@@ -93,7 +93,7 @@ def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
     s = session(clean=False)
     request(s, b"a", 1)
     grant(s)
-    g = request(s, b"a", -1)
+    g = request(s, b"a", None)
     out = sent(s)
     assert out == [(mq.UNSUBSCRIBE, g[3], (b"a",))] and g[4] == -1
     out = relink(s, True)  # the broker kept the session: ask again
@@ -101,7 +101,7 @@ def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
     feed(s, (mq.UNSUBACK, g[3]))
     assert g[4] == 0 and s.subs.gone == []
     # A new session has nothing to unsubscribe from.
-    g = request(s, b"b", -1)
+    g = request(s, b"b", None)
     sent(s)
     assert relink(s, False) == [] and g[4] == 0
 
@@ -266,7 +266,7 @@ def test_an_invalid_filter_is_refused_before_it_is_registered_and_named():
     for bad in (b"a/#/b", b"a+", b""):
         e = raises(ValueError, request, s, bad, 1)
         assert bad == b"" or repr(bad) in str(e), str(e)
-        raises(ValueError, request, s, bad, -1)
+        raises(ValueError, request, s, bad, None)
     raises(ValueError, request, s, b"ok", 3)
     assert s.subs.list == [] and s.subs.gone == [] and sent(s) == []
     relink(s, False)  # nothing left behind to trip over
