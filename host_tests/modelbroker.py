@@ -211,8 +211,9 @@ class Socket:
 
 
 class Net:
-    """The in-memory network and fake clock the client is given: open_socket,
-    Connector and Poller stand in for holdfast.net's; ticks_ms and sleep for
+    """The in-memory network and fake clock the client is given: open_socket
+    and Connector stand in for holdfast.net's, wait() for the client's wait
+    on its socket (MQTTClient._io_wait); ticks_ms and sleep for
     the clock. Every look at the clock moves it 1 ms, so every wait ends; a
     poll with nothing to read lets the broker run and then lets the time
     pass, as a real wait would."""
@@ -292,8 +293,15 @@ class Net:
     def connector(self, host, port):
         return Dial(self, host, port)
 
-    def poller(self, sock):
-        return Poller(self, sock)
+    def wait(self, sock, ms, out=False):
+        """What MQTTClient._io_wait does on sock: the broker runs, then time
+        passes if sock is not ready."""
+        self.op()
+        self.broker.run()
+        if sock.readable() or out and sock.writable():
+            return True
+        self.advance(max(0, ms))
+        return sock.readable() or out and sock.writable()
 
 
 class Dial:
@@ -313,20 +321,6 @@ class Dial:
 
     def close(self):
         pass
-
-
-class Poller:
-    def __init__(self, net, sock):
-        self.net = net
-        self.sock = sock
-
-    def wait(self, ms, out=False):
-        self.net.op()
-        self.net.broker.run()
-        if self.sock.readable() or out and self.sock.writable():
-            return True
-        self.net.advance(max(0, ms))
-        return self.sock.readable() or out and self.sock.writable()
 
 
 # -- the broker ----------------------------------------------------------------

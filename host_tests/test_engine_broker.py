@@ -68,7 +68,7 @@ def test_a_qos2_message_past_pubrec_arrives_after_the_broker_lost_its_session(br
     for _ in range(1000):
         if s.store.released(key):
             break
-        pub.poller.wait(20, False)
+        pub._io_wait(20)
         n = net.read_into(pub.sock, s.rx.tail())
         if n > 0:
             s.rx.filled(n)

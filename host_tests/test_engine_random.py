@@ -62,15 +62,17 @@ def outbox(flows):
 
 class Patched:
     """Puts the model network and clock in place of holdfast's sockets,
-    poller, ticks_ms and sleep, in every holdfast module that holds them
-    (also the ones loaded during the run), and takes them out again."""
+    ticks_ms and sleep, in every holdfast module that holds them (also the
+    ones loaded during the run), and of the client's wait on its socket;
+    and takes them out again."""
 
-    NAMES = ("open_socket", "Connector", "Poller", "ticks_ms", "sleep_ms")
+    NAMES = ("open_socket", "Connector", "ticks_ms", "sleep_ms")
 
     def __init__(self, net):
         self.fakes = {"open_socket": net.open_socket, "Connector": net.connector,
-                      "Poller": net.poller, "ticks_ms": net.ticks_ms, "sleep_ms": net.sleep_ms}
+                      "ticks_ms": net.ticks_ms, "sleep_ms": net.sleep_ms}
         self.orig = {}
+        self.io_wait = lambda client, ms, out=False: net.wait(client.sock, ms, out)
 
     @staticmethod
     def _modules():
@@ -78,6 +80,8 @@ class Patched:
                 if m is not None and (n == "holdfast" or n.startswith("holdfast."))]
 
     def __enter__(self):
+        self.orig_io_wait = MQTTClient._io_wait
+        MQTTClient._io_wait = self.io_wait
         for m in self._modules():
             for name in self.NAMES:
                 if name in vars(m):
@@ -86,6 +90,7 @@ class Patched:
         return self
 
     def __exit__(self, *a):
+        MQTTClient._io_wait = self.orig_io_wait
         fakes = set(id(f) for f in self.fakes.values())
         for m in self._modules():
             for name in self.NAMES:

@@ -1,6 +1,7 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
+import select
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
@@ -35,7 +36,8 @@ class MQTTClient(Front):
 
     # What only the blocking shell keeps, as class attributes: no
     # __init__ of its own (Front's takes the arguments above).
-    poller = None  # net.Poller of the link
+    _poll = None  # select.poll() on the link's socket, made by the first _io_wait()
+    _mask = 0  # what it waits for
     _dialing = None  # net.Connector of a reconnect under way
     _dialed_at = 0
     _ticked = 0
@@ -75,7 +77,7 @@ class MQTTClient(Front):
                     # writable and still take nothing. Past it the link
                     # closes with DISCONNECT unsent, as after a link error.
                     left = ticks_diff(deadline, ticks_ms())
-                    if left <= 0 or not self.poller.wait(left, True):
+                    if left <= 0 or not self._io_wait(left, True):
                         break
             except OSError:
                 pass
@@ -160,7 +162,7 @@ class MQTTClient(Front):
                 if left <= 0:
                     return
                 if self.sock:
-                    self.poller.wait(left, self.session.tx_end > self.session.tx_start)
+                    self._io_wait(left, self.session.tx_end > self.session.tx_start)
                 else:
                     sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
@@ -179,13 +181,12 @@ class MQTTClient(Front):
     # -- I/O shell -------------------------------------------------------------
 
     def _linked(self, now):
-        self.poller = net.Poller(self.sock)
         self.session.start(now)
         self._pump(now, False)
 
     def _close(self, state=-1):
         Front._close(self, state)
-        self.poller = None
+        self._poll = None
         if self._dialing is not None:
             self._dialing.close()
             self._dialing = None
@@ -271,9 +272,28 @@ class MQTTClient(Front):
             if left <= 0:
                 return False
             if self.sock is not None:
-                self.poller.wait(min(left, 100), self.session.tx_end > self.session.tx_start)
+                self._io_wait(min(left, 100), self.session.tx_end > self.session.tx_start)
             else:
                 sleep_ms(min(left, 50))
+
+    def _io_wait(self, ms, out=False):
+        # Waits up to ms for the link's socket to be readable (or writable,
+        # with out): True once it is. One poll object per link, its mask
+        # changed only when it must: no allocation per wait on MicroPython.
+        p = self._poll
+        if p is None:
+            p = self._poll = select.poll()
+            p.register(self.sock, select.POLLIN)
+            self._mask = select.POLLIN
+        mask = select.POLLIN | (select.POLLOUT if out else 0)
+        if mask != self._mask:
+            p.modify(self.sock, mask)
+            self._mask = mask
+        if net.MP:
+            for _ in p.ipoll(ms):
+                return True
+            return False
+        return bool(p.poll(ms))
 
     def _report(self, x):
         # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another

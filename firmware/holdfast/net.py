@@ -6,7 +6,7 @@ import select
 from .compat import const
 from .codec import why
 
-_MP = hasattr(socket.socket, "readinto")
+MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
 _IPPROTO_TCP = const(6)
 _TCP_NODELAY = const(1)
 _WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
@@ -113,7 +113,7 @@ def read_into(sock, buf):
     """Reads what is available into buf (never empty): the count, 0 if
     nothing yet, -1 at the end of the stream (the peer closed it)."""
     try:
-        n = sock.readinto(buf) if _MP else sock.recv_into(buf)
+        n = sock.readinto(buf) if MP else sock.recv_into(buf)
     except OSError as e:
         if _blocked(e):
             return 0
@@ -132,7 +132,7 @@ def flush(sock, session):
     end = start + session.offered if session.offered else session.tx_end
     try:
         tx = session.tx
-        n = (sock.write(tx, start, end - start) if _MP else sock.send(memoryview(tx)[start:end])) or 0
+        n = (sock.write(tx, start, end - start) if MP else sock.send(memoryview(tx)[start:end])) or 0
     except OSError as e:
         if not _blocked(e):
             raise
@@ -140,23 +140,3 @@ def flush(sock, session):
     session.offered = end - start - n
     return n
 
-
-class Poller:
-    """select.poll on one socket, without allocating per wait on MicroPython."""
-
-    def __init__(self, sock):
-        self.p = select.poll()
-        self.sock = sock
-        self.mask = select.POLLIN
-        self.p.register(sock, self.mask)
-
-    def wait(self, ms, out=False):
-        mask = select.POLLIN | (select.POLLOUT if out else 0)
-        if mask != self.mask:
-            self.p.modify(self.sock, mask)
-            self.mask = mask
-        if _MP:
-            for _ in self.p.ipoll(ms):
-                return True
-            return False
-        return bool(self.p.poll(ms))

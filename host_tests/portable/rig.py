@@ -3,7 +3,7 @@
 from holdfast import client as hc
 from holdfast import front
 import consts as mq
-from fakebroker import ScriptedSocket, NoPoller, wire
+from fakebroker import ScriptedSocket, no_wait, wire
 
 CONNACK = wire((mq.CONNACK, False, 0))
 
@@ -30,7 +30,7 @@ class Dial:
 
 
 class Rig:
-    """Patches the client's socket opener, poller and clock for one test."""
+    """Patches the client's socket opener, its wait on the socket and the clock for one test."""
 
     def __init__(self, *scripts, write_limit=None):
         self.scripts = list(scripts)
@@ -50,11 +50,11 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
+        self.saved = (hc.net.open_socket, hc.net.Connector, hc.MQTTClient._io_wait, hc.ticks_ms,
                       hc.sleep_ms, front.ticks_ms)
         hc.net.open_socket = self.opener
         hc.net.Connector = Dial
-        hc.net.Poller = NoPoller
+        hc.MQTTClient._io_wait = no_wait
         hc.ticks_ms = front.ticks_ms = self.clock
         hc.sleep_ms = self.sleep
         return self
@@ -63,7 +63,7 @@ class Rig:
         self.now += ms
 
     def __exit__(self, *a):
-        (hc.net.open_socket, hc.net.Connector, hc.net.Poller, hc.ticks_ms,
+        (hc.net.open_socket, hc.net.Connector, hc.MQTTClient._io_wait, hc.ticks_ms,
          hc.sleep_ms, front.ticks_ms) = self.saved
         Dial.pending = 0
 

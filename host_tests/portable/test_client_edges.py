@@ -93,7 +93,7 @@ def test_a_qos0_message_waits_for_room_and_is_sent():
         def later(*a):
             rig.socks[0].write_limit = None  # the socket drains while we wait
             return True
-        cl.poller.wait = later
+        cl._io_wait = later
         cl.publish(b"t", b"b" * 150)
         cl.check_msg()
         got = [p[2] for p in rig.socks[0].take() if p[0] == mq.PUBLISH]

@@ -39,8 +39,14 @@ ROWS = [
      "opts": {"size": "128", "window": "1", "obsize": "128", "obslots": "1", "obheld": "1"},
      "only": ["heap", "minheap"]},
 ]
-DEFAULT_SIZE = 1024  # holdfast's constructor defaults, for the heap allowance
-DEFAULT_RING = 4096
+# What holdfast's constructor defaults preallocate, for the heap allowance:
+# the send buffer (size), the receive buffer until messages can arrive
+# (session.py's _RX_ACKS; size bytes once something is subscribed) and the
+# default outbox's ring (MemoryStore(max(2048, 2 * size), 16)).
+DEFAULT_SIZE = 1024
+DEFAULT_RX = 64
+DEFAULT_RING = 2048
+DEFAULT_BUFFERS = DEFAULT_SIZE + DEFAULT_RX + DEFAULT_RING
 
 # Whether the library does it (static: from reading each library's source).
 FEATURES = {

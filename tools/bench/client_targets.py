@@ -1,7 +1,7 @@
 """holdfast against its targets in the client section, and what limits it
 there, computed from the run's figures."""
 
-from bench.client_rows import DEFAULT_RING, DEFAULT_SIZE, DEFAULT_WINDOW, PIPELINE_NOTE, med, val
+from bench.client_rows import DEFAULT_BUFFERS, DEFAULT_WINDOW, PIPELINE_NOTE, med, val
 from bench.fmt import fmt_bytes, fmt_rate
 
 
@@ -44,7 +44,7 @@ def make_targets(by, main_rows):
 
     us = by.get("umqtt_simple")
     h, u = val(hf, "heap", "total"), val(us, "heap", "total")
-    allowance = 2 * DEFAULT_SIZE + DEFAULT_RING
+    allowance = DEFAULT_BUFFERS
     if h is not None and u is not None:
         add("heap after connect (code + state)", "%s B vs umqtt.simple %s B + %s B buffers = %s B"
             % (fmt_bytes(h), fmt_bytes(u), fmt_bytes(allowance), fmt_bytes(u + allowance)),
@@ -125,12 +125,13 @@ def limits(by, main_rows, rtt_ms):
     h = hf["res"].get("heap")
     u = us["res"].get("heap") if us else None
     if isinstance(h, dict) and "code" in h and isinstance(u, dict) and "code" in u:
-        bufs = 2 * DEFAULT_SIZE + DEFAULT_RING
+        bufs = DEFAULT_BUFFERS
         out.append("- Heap after connect: holdfast's modules loaded from .mpy take %s B of RAM "
                    "(umqtt.simple's: %s B); its connected state %s B, of which %s B are the "
-                   "preallocated rx, tx and outbox ring and %s B the bookkeeping around them "
-                   "(Session and MemoryStore objects and slot arrays, the Reader, the client, the "
-                   "poller) against umqtt.simple's %s B of state."
+                   "preallocated tx, rx (64 bytes until something is subscribed) and outbox ring and "
+                   "%s B the bookkeeping around them (the Session and MemoryStore objects and their "
+                   "slot arrays, the Reader, the client, the socket and its poll object) against "
+                   "umqtt.simple's %s B of state."
                    % (fmt_bytes(h["code"]), fmt_bytes(u["code"]), fmt_bytes(h["state"]),
                       fmt_bytes(bufs), fmt_bytes(h["state"] - bufs), fmt_bytes(u["state"])))
     lean = by.get("holdfast_lean")
