@@ -106,7 +106,7 @@ footprint.main(%r)
 
 
 class Runner:
-    def __init__(self, ctx, n):
+    def __init__(self, ctx, n, peers=("umqtt_simple", "mqtt_async")):
         self.ctx, self.n = ctx, n
         b = os.path.join(ctx.build, "footprint")
         shutil.rmtree(b, ignore_errors=True)
@@ -123,7 +123,7 @@ class Runner:
         self.dirs["fw3"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
                                             os.path.join(b, "fw3"), _library(ctx.root), opt=3)
         self.peers = {}
-        for name in ("umqtt_simple", "mqtt_async"):
+        for name in peers:
             try:
                 p = bench_peers.fetch(name, log=ctx.log)
                 self.peers[name] = (mpy.compile_tree(
