@@ -13,9 +13,9 @@ its peers in the same run (the probe is tools/bench/mp/footprint.py):
   the same .mpy files against mosquitto, when it has been built: pointers and
   GC blocks as on an ESP32 or an RP2040, and a heap that does not grow, so
   it has a smallest heap where the WebAssembly port has none;
-- 32-bit WebAssembly (.mpy): MicroPython's WebAssembly port in Node (32-bit pointers and
-  16-byte GC blocks, as on an ESP32 or an RP2040), against an in-memory
-  broker (tools/runtimes/wasm), holdfast and the peers alike. Its
+- 32-bit WebAssembly (.mpy): MicroPython's WebAssembly port in Node (32-bit
+  pointers and 16-byte GC blocks, as on an ESP32 or an RP2040), against an
+  in-memory broker (tools/runtimes/wasm), holdfast and the peers alike. Its
   gc.collect() only asks for a collection, which runs once control is back
   in JavaScript, so the probe reads the heap from there (see
   tools/runtimes/mpwasm.mjs); what its build freezes over the built-in
@@ -24,9 +24,10 @@ its peers in the same run (the probe is tools/bench/mp/footprint.py):
 Per configuration and mode, each in its own process: heap taken by the import
 (code), heap held after import + connect (code + state), and, for copied
 .mpy on the unix port (64-bit and 32-bit), the smallest -X heapsize for
-connect + N acknowledged publishes. The probe also counts what the library's modules create
-(functions, methods, classes, exception classes, module-level names). Then
-the issue's targets, with the ratio and by how much each is missed.
+connect + N acknowledged publishes. The probe also counts what the library's
+modules create (functions, methods, classes, exception classes, module-level
+names). Then the issue's targets, with the ratio and by how much each is
+missed.
 """
 
 import json
