@@ -1,9 +1,15 @@
 """The footprint bench's own logic (tools/bench/footprint.py and its probe
-mp/footprint.py): the object walk under MicroPython, and the targets table."""
+mp/footprint.py): the object walk under MicroPython, the targets table, and
+the optional 32-bit unix column (measured when `make firmware32` has built
+its port; the test that runs it says so when it skips)."""
 
 import json
 import os
+import shutil
 import subprocess
+import types
+
+import pytest
 
 from bench import footprint
 
@@ -172,3 +178,94 @@ def test_mpwasm_reads_the_heap_after_a_real_collection(tmp_path):
     assert in_call >= 50 * 100, steps
     talk = [x for x in p.stdout.splitlines() if x.startswith("TALK ")]
     assert talk == ["TALK (b' \\x02\\x00\\x00', 'timeout', b'')"], p.stdout + p.stderr
+
+
+def test_optional_builds_absent_leave_their_columns_out_with_a_line_each():
+    modes, left = footprint.modes_of(None, None)
+    assert [m for m, _ in modes] == ["mpy", "rom", "wasm"], modes
+    assert len(left) == 2, left
+    assert "the frozen column is left out" in left[0], left
+    assert "build/firmware/unix32/micropython is absent" in left[1], left
+    assert "make firmware32 MPY_DIR=" in left[1] and "32-bit unix column is left out" in left[1]
+    modes, left = footprint.modes_of(None, {"exe": "x", "micropython": "v1"})
+    assert [m for m, _ in modes] == ["mpy", "rom", "m32", "wasm"] and len(left) == 1, (modes, left)
+
+
+def test_m32_build_is_found_only_with_its_executable(tmp_path, monkeypatch):
+    monkeypatch.setattr(footprint, "M32", str(tmp_path))
+    assert footprint.m32_build() is None  # an empty directory: a build that failed or never ran
+    (tmp_path / "micropython.version").write_text("v1.29.0-preview-731-g1c3c201149\n")
+    exe = tmp_path / "micropython"
+    exe.write_text("#!/bin/sh\n")
+    assert footprint.m32_build() is None  # not executable
+    exe.chmod(0o755)
+    assert footprint.m32_build() == {"exe": str(exe),
+                                     "micropython": "v1.29.0-preview-731-g1c3c201149"}
+
+
+_CONFIGS = [(c[0], c[1], True, True) for c in footprint.CONFIGS
+            if c[0] in ("pub", "tls", "umqtt_simple", "mqtt_async")]
+
+
+def _report(rows, m32):
+    ok = {"code": 1024, "total": 2048}
+    for r in rows.values():
+        r.setdefault("mpy", dict(ok))
+        r.setdefault("wasm", dict(ok))
+    return footprint.report(rows, _CONFIGS, {"error": "not run"}, 20, {}, None, True, m32)[
+        "markdown"]
+
+
+def test_report_renders_the_32bit_unix_column_with_its_smallest_heap():
+    kb = 1024
+    rows = {"pub": {"m32": {"code": 29 * kb, "total": 34 * kb, "minheap": 47}},
+            "tls": {"m32": {"na": "built without ssl (MICROPY_PY_SSL=0)"}},
+            "umqtt_simple": {"m32": {"code": 4 * kb, "total": 5 * kb, "minheap": 14}},
+            "mqtt_async": {"m32": {"code": 16 * kb, "total": 19 * kb, "minheap": 30}}}
+    md = _report(rows, {"exe": "x", "micropython": "v1.29"}).splitlines()
+    head = [x for x in md if x.startswith("| configuration | .mpy")][0].split(" | ")
+    i = head.index("32-bit unix (.mpy): code")
+    assert head[i + 1:i + 4] == ["after connect", "smallest heap",
+                                 "32-bit WebAssembly (.mpy): code"], head
+    cells = {x.split(" | ")[0][2:]: x.split(" | ") for x in md if x.startswith("| ")}
+    pub = cells[_CONFIGS[0][1]]
+    assert pub[i:i + 3] == ["29.0 KB", "34.0 KB", "47k"], pub
+    assert cells[_CONFIGS[1][1]][i:i + 3] == ["n/a", "n/a", "-"], cells
+    note = [x for x in md if x.startswith("- 32-bit unix:")]
+    assert note and "MicroPython v1.29 built with gcc -m32" in note[0], md
+    assert "holdfast publish-only 47k, umqtt.simple 14k, mqtt_async 30k" in note[0], note
+    target = [x for x in md if x.startswith("| 32-bit .mpy publish-only")][0]
+    assert "19.0 KB on the 32-bit unix port, this run" in target, target
+
+
+def test_report_without_the_32bit_unix_build_says_so():
+    md = _report({"pub": {}, "tls": {},
+                  "umqtt_simple": {}, "mqtt_async": {}}, None)
+    assert "32-bit unix (.mpy)" not in md
+    assert "- 32-bit unix: not measured in this run (`make firmware32 MPY_DIR=" in md, md
+
+
+def test_32bit_unix_port_holds_less_than_the_64bit_one(tmp_path, mosquitto):
+    """The bench's own runs (Runner.unix and Runner.smallest) of the
+    publish-only client on both unix ports, against mosquitto."""
+    if footprint.m32_build() is None:
+        pytest.skip("the 32-bit unix build is absent (%s/micropython: make firmware32 "
+                    "MPY_DIR=<MicroPython source> builds it)" % os.path.relpath(footprint.M32,
+                                                                                ROOT))
+    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
+    r = footprint.Runner(ctx, 5, peers=())
+    ports = (mosquitto.port, 0)
+    got = {}
+    try:
+        for mode in ("mpy", "m32"):
+            res, ok, last, took = r.unix("pub", ports, mode)
+            assert ok and res, (mode, last)
+            got[mode] = res["total"], r.smallest("pub", ports, took, mode)
+    finally:
+        shutil.rmtree(r.tmp, ignore_errors=True)
+    (held64, heap64), (held32, heap32) = got["mpy"], got["m32"]
+    # Pointers and GC blocks half the size (bytecode is the same): the 32-bit
+    # port holds about three quarters of what the 64-bit one does (34 against
+    # 45 KB at 5a5d07c), and needs a smaller heap.
+    assert held32 < 0.85 * held64, got
+    assert heap64 is not None and heap32 is not None and heap32 < heap64, got

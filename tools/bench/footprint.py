@@ -8,9 +8,14 @@ its peers in the same run (the probe is tools/bench/mp/footprint.py):
   `make deploy ROMFS=1` does on a board with a ROMFS partition;
 - frozen: a unix port built with holdfast, the probe and the peers frozen in
   (`make firmware MPY_DIR=...`, build/firmware/unix), when it has been built;
-- 32-bit .mpy: MicroPython's WebAssembly port in Node (32-bit pointers and
-  16-byte GC blocks, as on an ESP32 or an RP2040), against an in-memory
-  broker (tools/runtimes/wasm), holdfast and the peers alike. Its
+- 32-bit unix (.mpy): the unix port built 32-bit (`make firmware32
+  MPY_DIR=...`, build/firmware/unix32, nothing of holdfast frozen) importing
+  the same .mpy files against mosquitto, when it has been built: pointers and
+  GC blocks as on an ESP32 or an RP2040, and a heap that does not grow, so
+  it has a smallest heap where the WebAssembly port has none;
+- 32-bit WebAssembly (.mpy): MicroPython's WebAssembly port in Node (32-bit
+  pointers and 16-byte GC blocks, as on an ESP32 or an RP2040), against an
+  in-memory broker (tools/runtimes/wasm), holdfast and the peers alike. Its
   gc.collect() only asks for a collection, which runs once control is back
   in JavaScript, so the probe reads the heap from there (see
   tools/runtimes/mpwasm.mjs); what its build freezes over the built-in
@@ -18,10 +23,11 @@ its peers in the same run (the probe is tools/bench/mp/footprint.py):
 
 Per configuration and mode, each in its own process: heap taken by the import
 (code), heap held after import + connect (code + state), and, for copied
-.mpy on the unix port, the smallest -X heapsize for connect + N acknowledged
-publishes. The probe also counts what the library's modules create
-(functions, methods, classes, exception classes, module-level names). Then
-the issue's targets, with the ratio and by how much each is missed.
+.mpy on the unix port (64-bit and 32-bit), the smallest -X heapsize for
+connect + N acknowledged publishes. The probe also counts what the library's
+modules create (functions, methods, classes, exception classes, module-level
+names). Then the issue's targets, with the ratio and by how much each is
+missed.
 """
 
 import json
@@ -36,11 +42,13 @@ from board.deploy import build_romfs
 from fleet.mosquitto import Mosquitto, free_port
 from runtimes import mpyc
 
-TITLE = "Footprint per configuration: .mpy copied, ROMFS in place, frozen, 32-bit"
+TITLE = ("Footprint per configuration: .mpy copied, ROMFS in place, frozen, "
+         "32-bit (unix, WebAssembly)")
 HERE = os.path.dirname(os.path.abspath(__file__))
 MP_SRC = os.path.join(HERE, "mp")
 WASM_SHIM = os.path.join(os.path.dirname(HERE), "runtimes", "wasm")
 FROZEN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "firmware", "unix")
+M32 = FROZEN + "32"
 
 # (id, label, runs on the WebAssembly port, runs with --quick)
 CONFIGS = [
@@ -58,7 +66,11 @@ CONFIGS = [
     ("mqtt_async", "mqtt_async (peer, micropython-mqtt)", True, True),
 ]
 MODES = [("mpy", ".mpy copied"), ("rom", "ROMFS in place"), ("frozen", "frozen"),
-         ("wasm", "32-bit .mpy")]
+         ("m32", "32-bit unix (.mpy)"), ("wasm", "32-bit WebAssembly (.mpy)")]
+# The modes with a smallest heap (the unix port's -X heapsize), and the
+# configurations that get one in a --quick run.
+MINHEAP_MODES = ("mpy", "m32")
+MINHEAP_QUICK = ("pub", "lean", "umqtt_simple", "mqtt_async")
 PEER_LIBS = {"umqtt_simple": "umqtt_simple", "umqtt_simple_tls": "umqtt_simple",
              "mqtt_async": "mqtt_async"}
 TLS_CFGS = ("tls", "umqtt_simple_tls")
@@ -73,8 +85,9 @@ COST = {"functions": 52, "methods": 54, "classes": 212, "exceptions": 212, "name
         "modules": 128}
 COUNTED = ("modules", "functions", "methods", "classes", "exceptions", "names")
 # Issue 18's targets. The 32-bit one compares with mqtt_async on the same
-# WebAssembly port in the same run; MQTT_ASYNC_32 is the issue's figure from
-# a unix port built with -m32 (a note beside it).
+# WebAssembly port in the same run; beside it, mqtt_async on the 32-bit unix
+# port of this run, or when that is not built MQTT_ASYNC_32, the issue's
+# figure from one.
 T_ROM, T_FROZEN, T_MINHEAP, T_TLS = 16 * 1024, 12 * 1024, 44, 5 * 1024
 MQTT_ASYNC_32 = int(18.5 * 1024)
 HEAP_LO, HEAP_HI = 8, 256
@@ -94,7 +107,7 @@ footprint.main(%r)
 
 
 class Runner:
-    def __init__(self, ctx, n):
+    def __init__(self, ctx, n, peers=("umqtt_simple", "mqtt_async")):
         self.ctx, self.n = ctx, n
         b = os.path.join(ctx.build, "footprint")
         shutil.rmtree(b, ignore_errors=True)
@@ -111,7 +124,7 @@ class Runner:
         self.dirs["fw3"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
                                             os.path.join(b, "fw3"), _library(ctx.root), opt=3)
         self.peers = {}
-        for name in ("umqtt_simple", "mqtt_async"):
+        for name in peers:
             try:
                 p = bench_peers.fetch(name, log=ctx.log)
                 self.peers[name] = (mpy.compile_tree(
@@ -122,6 +135,7 @@ class Runner:
         self.imgdir = os.path.join(b, "romfs")
         self.exe = mpy.micropython_exe()
         self.frozen = frozen_build(ctx.root)
+        self.m32 = m32_build()
         self.tmp = tempfile.mkdtemp(prefix="hf-fp-")
         self.ca, self.tls_conf = _pki(self.tmp)
 
@@ -162,10 +176,11 @@ class Runner:
         os.makedirs(d)
         heap = ["-X", "heapsize=%dk" % kb] if kb else []
         args = self.args(cfg, ports, d) + (["split=0"] if kb else ["count=1"])
-        if mode == "mpy":
+        if mode in ("mpy", "m32"):
             env = dict(os.environ, MICROPYPATH=":".join(
                 [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))
-            cmd = [self.exe] + heap + ["-m", "footprint"] + args
+            exe = self.m32["exe"] if mode == "m32" else self.exe
+            cmd = [exe] + heap + ["-m", "footprint"] + args
         elif mode == "rom":
             env = dict(os.environ, MICROPYPATH=".frozen")
             cmd = [self.exe] + heap + ["-c", _ROM_BOOT % (self.image(cfg), args)]
@@ -184,13 +199,13 @@ class Runner:
                                         "dir=/tmp"])
         return _run(cmd, None, self.ctx.root, 120)
 
-    def smallest(self, cfg, ports, took):
+    def smallest(self, cfg, ports, took, mode="mpy"):
         """Smallest heap (KB) in which connect + n publishes completes. A run
         that takes ten times as long as with a large heap (at least 10 s)
         counts as failing: a client that retries after a MemoryError (mqtt_async
         does) would otherwise run until the timeout."""
         cap = max(10.0, 10 * took)
-        return mpyc.smallest_kb(lambda kb: self.unix(cfg, ports, kb=kb, timeout=cap)[1],
+        return mpyc.smallest_kb(lambda kb: self.unix(cfg, ports, mode, kb=kb, timeout=cap)[1],
                                 HEAP_LO, HEAP_HI, 1)
 
 
@@ -202,19 +217,34 @@ def _library(root):
             if f.endswith(".py") and f != "broker.py"]
 
 
+def _built(d, keys):
+    """{"exe", and each key: what d/<key>.version says} of the unix port a
+    make recipe built in d; None if it has not been built."""
+    exe = os.path.join(d, "micropython")
+    if not os.access(exe, os.X_OK):
+        return None
+    info = {"exe": exe}
+    for key in keys:
+        try:
+            with open(os.path.join(d, key + ".version")) as f:
+                info[key] = f.read().strip()
+        except OSError:
+            info[key] = "?"
+    return info
+
+
+def m32_build():
+    """The 32-bit unix port `make firmware32` built: {"exe", "micropython"};
+    None if it has not been built."""
+    return _built(M32, ("micropython",))
+
+
 def frozen_build(root):
     """The unix port `make firmware` built: {"exe", "holdfast", "micropython",
     "stale"}; None if it has not been built."""
-    exe = os.path.join(FROZEN, "micropython")
-    if not os.access(exe, os.X_OK):
+    info = _built(FROZEN, ("holdfast", "micropython"))
+    if info is None:
         return None
-    info = {"exe": exe, "holdfast": "?", "micropython": "?", "stale": False}
-    for key in ("holdfast", "micropython"):
-        try:
-            with open(os.path.join(FROZEN, key + ".version")) as f:
-                info[key] = f.read().strip()
-        except OSError:
-            pass
     rev = info["holdfast"].split()[0]
     # Stale when the library or the probe differs from what was frozen.
     diff = subprocess.run(["git", "diff", "--quiet", rev, "--", "firmware/holdfast",
@@ -275,13 +305,27 @@ def _cell(r, mode, cfg, key="total"):
     return kb(x[key])
 
 
+LEFT_OUT = {"frozen": "no frozen build (make firmware MPY_DIR=...): the frozen column is left out",
+            "m32": "no 32-bit unix build (build/firmware/unix32/micropython is absent; make "
+                   "firmware32 MPY_DIR=... builds it): the 32-bit unix column is left out"}
+
+
+def modes_of(frozen, m32):
+    """The MODES measured when the optional builds are as given (None: not
+    built), and a line for each column left out."""
+    built = {"frozen": frozen, "m32": m32}
+    return ([x for x in MODES if built.get(x[0], True) is not None],
+            [LEFT_OUT[m] for m, _ in MODES if m in built and built[m] is None])
+
+
 def run(ctx):
     quick = ctx.quick
     n = 20 if quick else 200
     ctx.log("compiling the probe, holdfast (-O0 and -O3) and the peers")
     r = Runner(ctx, n)
-    if r.frozen is None:
-        ctx.log("no frozen build (make firmware MPY_DIR=...): the frozen column is left out")
+    modes, left = modes_of(r.frozen, r.m32)
+    for line in left:
+        ctx.log(line)
     tls_port = free_port()
     broker = Mosquitto(extra_conf=r.tls_conf.format(port=tls_port))
     broker.start()
@@ -291,15 +335,13 @@ def run(ctx):
     try:
         for cfg, label, on_wasm, _ in configs:
             row = rows[cfg] = {"label": label}
-            for mode, _ in MODES:
+            for mode, _ in modes:
                 if mode == "wasm":
                     if not on_wasm:
                         row[mode] = {"na": NOT_ON_WASM[cfg]}
                         continue
                     run_ = lambda: r.wasm(cfg)
-                elif mode == "frozen" and r.frozen is None:
-                    continue
-                elif mode == "frozen" and cfg in TLS_CFGS:
+                elif mode in ("frozen", "m32") and cfg in TLS_CFGS:
                     row[mode] = {"na": "built without ssl (MICROPY_PY_SSL=0)"}
                     continue
                 else:
@@ -310,16 +352,16 @@ def run(ctx):
                 except RuntimeError as e:
                     row[mode] = {"error": str(e)}
                     continue
-                if mode == "mpy" and ok and (not quick or cfg in ("pub", "lean")):
-                    row[mode]["minheap"] = r.smallest(cfg, ports, took)
+                if mode in MINHEAP_MODES and ok and (not quick or cfg in MINHEAP_QUICK):
+                    row[mode]["minheap"] = r.smallest(cfg, ports, took, mode)
             ctx.log("%s: %s" % (cfg, "; ".join("%s %s" % (m, _brief(row.get(m)))
-                                                for m, _ in MODES if m in row)))
+                                                for m, _ in modes if m in row)))
         res, ok, last, _ = r.unix("pub", ports, fw="fw3")
         o3 = res if ok else {"error": last}
     finally:
         broker.close()
         shutil.rmtree(r.tmp, ignore_errors=True)
-    return report(rows, configs, o3, n, r.peers, r.frozen, quick)
+    return report(rows, configs, o3, n, r.peers, r.frozen, quick, r.m32)
 
 
 def _brief(x):
@@ -332,6 +374,16 @@ def _brief(x):
     return "code %s, after connect %s%s" % (
         kb(x["code"]), kb(x["total"]),
         ", smallest heap %sk" % x["minheap"] if x.get("minheap") else "")
+
+
+def _m32_heaps(rows):
+    """The smallest heaps on the 32-bit unix port, holdfast's publish-only
+    beside the peers', as a sentence ("" when none was measured)."""
+    got = [(label, _ok(rows.get(cfg), "m32")) for cfg, label in (
+        ("pub", "holdfast publish-only"), ("umqtt_simple", "umqtt.simple"),
+        ("mqtt_async", "mqtt_async"))]
+    got = ["%s %dk" % (label, x["minheap"]) for label, x in got if x and x.get("minheap")]
+    return " Smallest heap, 32-bit: %s." % ", ".join(got) if got else ""
 
 
 def _ok(row, mode):
@@ -370,11 +422,13 @@ def targets_of(rows, frozen):
     add("publish-only, frozen: heap after connect", x and x["total"], T_FROZEN, "<= 12 KB",
         note if x else "not built (make firmware MPY_DIR=...)")
     add("publish-only, smallest heap (.mpy, unix)", p and p.get("minheap"), T_MINHEAP, "<= 44k")
-    w, mw = _ok(pub, "wasm"), _ok(ma, "wasm")
+    w, mw, m3 = _ok(pub, "wasm"), _ok(ma, "wasm"), _ok(ma, "m32")
     add("32-bit .mpy publish-only: heap after connect <= mqtt_async's",
         w and w["total"], mw and mw["total"],
-        "<= %s (mqtt_async, this run, same port; %s recorded on a 32-bit unix port)" % (
-            kb(mw["total"]) if mw else "?", kb(MQTT_ASYNC_32)))
+        "<= %s (mqtt_async, this run, same port; %s)" % (
+            kb(mw["total"]) if mw else "?",
+            "%s on the 32-bit unix port, this run" % kb(m3["total"]) if m3 else
+            "%s recorded on a 32-bit unix port" % kb(MQTT_ASYNC_32)))
     t, u, ut = _ok(rows.get("tls"), "mpy"), _ok(us, "mpy"), _ok(rows.get("umqtt_simple_tls"), "mpy")
     add("TLS over plain, GC heap (.mpy)", t and p and t["total"] - p["total"], T_TLS,
         "<= 5 KB (umqtt.simple this run: %s)" % (
@@ -425,12 +479,12 @@ def wire_bytes():
     return tuple(out)
 
 
-def report(rows, configs, o3, n, peers, frozen, quick):
-    modes = [(m, label) for m, label in MODES if m != "frozen" or frozen is not None]
+def report(rows, configs, o3, n, peers, frozen, quick, m32=None):
+    modes = modes_of(frozen, m32)[0]
     head = ["configuration"]
     for m, label in modes:
         head += ["%s: code" % label, "after connect"]
-        if m == "mpy":
+        if m in MINHEAP_MODES:
             head.append("smallest heap")
     md = ["| %s |" % " | ".join(head), "| %s |" % " | ".join(["---"] * len(head))]
     for cfg, label, _, _ in configs:
@@ -438,7 +492,7 @@ def report(rows, configs, o3, n, peers, frozen, quick):
         cells = [label]
         for m, _ in modes:
             cells += [_cell(row, m, cfg, "code"), _cell(row, m, cfg)]
-            if m == "mpy":
+            if m in MINHEAP_MODES:
                 x = _ok(row, m)
                 cells.append("%dk" % x["minheap"] if x and x.get("minheap") else "-")
         md.append("| %s |" % " | ".join(cells))
@@ -487,7 +541,7 @@ def report(rows, configs, o3, n, peers, frozen, quick):
               "after connect: also the client's state (buffers, outbox ring, slot tables); "
               "smallest heap: -X heapsize bisected in 1 KB steps (%dk..%dk) for import, connect "
               "and %d acknowledged publishes%s." % (
-                  HEAP_LO, HEAP_HI, n, " (--quick: publish-only only)"
+                  HEAP_LO, HEAP_HI, n, " (--quick: publish-only, lean and the two peers)"
                   if quick else ""))
     md.append("- ROMFS: the image (`mpremote romfs build` of the probe and the library's .mpy) "
               "is read into a bytes object and mounted with `vfs.VfsRom` before the first "
@@ -504,7 +558,15 @@ def report(rows, configs, o3, n, peers, frozen, quick):
         md.append("- frozen: not measured in this run (`make firmware MPY_DIR=<MicroPython "
                   "source>` builds the unix port it needs; docs/footprint.md has recorded "
                   "figures).")
-    md.append("- 32-bit: MicroPython %s's WebAssembly port (pyscript variant) in Node "
+    if m32 is not None:
+        md.append("- 32-bit unix: build/firmware/unix32/micropython (`make firmware32`), "
+                  "MicroPython %s built with gcc -m32, nothing of holdfast frozen, without ssl "
+                  "(no TLS rows): the same .mpy files and mosquitto as the 64-bit column.%s" % (
+                      m32["micropython"], _m32_heaps(rows)))
+    else:
+        md.append("- 32-bit unix: not measured in this run (`make firmware32 MPY_DIR=<MicroPython "
+                  "source>` builds the port it needs; docs/footprint.md has recorded figures).")
+    md.append("- 32-bit WebAssembly: MicroPython %s's WebAssembly port (pyscript variant) in Node "
               "(tools/runtimes/mpwasm.mjs), 16-byte GC blocks, against an in-memory broker "
               "(tools/runtimes/wasm; asyncio streams over it for mqtt_async). The port's "
               "gc.collect() only asks for a collection, which runs once control is back in "
@@ -517,5 +579,5 @@ def report(rows, configs, o3, n, peers, frozen, quick):
     bench_targets = [{"name": t["name"], "value": t["value"], "goal": t["goal"],
                       "pass": t["passed"]} for t in targets]
     return {"markdown": "\n".join(md),
-            "data": {"rows": rows, "o3": o3, "frozen": frozen, "targets": targets},
+            "data": {"rows": rows, "o3": o3, "frozen": frozen, "m32": m32, "targets": targets},
             "targets": bench_targets}
