@@ -230,3 +230,31 @@ def test_typecheck():
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0, out
     assert out.count("Success: no issues found") == 3, out
+
+
+def test_a_board_provisioned_with_romfs_runs_the_app_from_the_image(tmp_path, mosquitto):
+    # fleet.provision(romfs=True), what the bench measures the app's heap with
+    # under ROMFS: no .mpy on the flash, the image beside main.py, readings out.
+    import threading
+    import paho.mqtt.client as mqtt
+    from board.emulator import Emulator
+    from fleet.fleet import provision
+
+    flash = tmp_path / "flash"
+    provision(str(flash), {"broker": mosquitto.host, "port": mosquitto.port, "interval_ms": 50,
+                           "qos": 1, "device": "rom-dev"}, romfs=True)
+    files = sorted(os.path.relpath(os.path.join(d, f), str(flash))
+                   for d, _, fs in os.walk(str(flash)) for f in fs)
+    assert files == ["config.json", "main.py", "romfs.img"], files
+    got = threading.Event()
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-rom-app-%d" % os.getpid())
+    sub.on_message = lambda c, u, m: got.set()
+    sub.connect(mosquitto.host, mosquitto.port)
+    sub.subscribe("holdfast/rom-dev/telemetry", 1)
+    sub.loop_start()
+    try:
+        with Emulator(str(flash), run=True) as emu:
+            assert got.wait(60), emu.console_text()[-2000:]
+    finally:
+        sub.loop_stop()
+        sub.disconnect()

@@ -37,16 +37,22 @@ FAULTS = ("latency", "reset", "partition", "broker", "power")
 DRAINED = re.compile(r"holdfast: drained, last s=(-?\d+)")
 
 
-def provision(flash, config):
-    """Writes what `make deploy BOARD=unix` would put on a board into flash."""
+def provision(flash, config, romfs=False):
+    """Writes what `make deploy BOARD=unix` (romfs: with ROMFS=1) would put
+    on a board into flash."""
     os.makedirs(flash, exist_ok=True)
     files = deploy.plan("unix")
     with tempfile.TemporaryDirectory() as tmp:
-        for dst, data in deploy.compile_all(files, tmp).items():
+        data = deploy.compile_all(files, tmp)
+        if romfs:  # the .mpy files go into the image the board mounts at /rom
+            rom = [d for d in data if d.endswith(".mpy")]
+            data[deploy.EMULATED_ROMFS] = deploy.build_romfs({d: data.pop(d) for d in rom},
+                                                             os.path.join(tmp, "romfs"))
+        for dst, blob in data.items():
             path = os.path.join(flash, dst.lstrip("/"))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
-                f.write(data)
+                f.write(blob)
     with open(os.path.join(flash, "config.json"), "w") as f:
         json.dump(config, f)
 
