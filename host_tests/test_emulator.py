@@ -13,6 +13,7 @@ import threading
 import time
 
 import paho.mqtt.client as mqtt
+import paho.mqtt.publish as mqtt_publish
 import pytest
 
 from board.emulator import Emulator
@@ -298,3 +299,72 @@ def test_app_in_small_heap(board, readings, mosquitto, tmp_path):
     assert "no flash outbox" not in text, text[-2000:]
     seen = set(r["s"] for _, r in items)
     assert seen >= set(range(500)), sorted(set(range(500)) - seen)[:10]
+
+
+def _command(broker, uid, payload):
+    """A command to the board, as an operator's tool sends it (QoS 1)."""
+    mqtt_publish.single("holdfast/unix-%s/cmd" % uid, payload, qos=1,
+                        hostname=broker.host, port=broker.port)
+
+
+def test_commands_change_the_interval(board, readings, mosquitto, tmp_path):
+    """A board taking one reading per hour starts to report every 10 ms on a
+    command; bad commands are named on the console, ignored, and lose nothing."""
+    board.start()
+    uid = _follow(readings, tmp_path)
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
+    board.kill()
+    board.start(run=True)
+    board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)
+    # A bad interval first: named, and the hour stays (checked below: one
+    # reading per hour cannot make the 30 that follow the good command).
+    _command(mosquitto, uid, b'{"interval_ms": 5}')
+    board.wait_console(r"holdfast: command: 'interval_ms' must be an int of at least 10")
+    _command(mosquitto, uid, b'{"interval_ms": 10}')
+    board.wait_console(r"holdfast: command: interval_ms 10 from the next reading on")
+    items = readings.wait(lambda it: len(it) >= 30, what="30 readings after the command")
+    bad = [
+        (b"interval_ms=10", "not JSON"),
+        (b"[10]", "not a JSON object"),
+        (b'{"interval": 10}', "unknown key 'interval'"),
+        (b'{"interval_ms": "10"}', "'interval_ms' must be an int"),
+        (b'{"interval_ms": 10.5}', "'interval_ms' must be an int"),
+        (b"{}", "no 'interval_ms'"),
+        (b'{"interval_ms": 10, "pad": "%s"}' % (b"x" * 400), "over 320 bytes with its topic"),
+    ]
+    for payload, words in bad:
+        _command(mosquitto, uid, payload)
+        board.wait_console(r"holdfast: command: " + re.escape(words))
+    n = len(items)
+    items = readings.wait(lambda it: len(it) >= n + 30, what="readings after the bad commands")
+    text = board.console_text()
+    assert "Traceback" not in text and text.count(" boot ") == 1, text[-2000:]
+    seen = sorted(set(r["s"] for _, r in items))
+    assert seen == list(range(len(seen))), seen  # nothing lost on the way
+
+
+def test_command_sent_while_off_is_applied_at_boot(board, readings, mosquitto, tmp_path):
+    """The broker keeps the board's session (clean_session false): a command
+    sent while the board is off arrives right after it connects, before the
+    app subscribes again, and is applied all the same."""
+    board.start()
+    uid = _follow(readings, tmp_path)
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
+    board.kill()
+    board.start(run=True)
+    board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)
+    board.kill()
+    _command(mosquitto, uid, b'{"interval_ms": 10}')
+    board.start(run=True)
+    board.wait_console(r"holdfast: command: interval_ms 10 from the next reading on", timeout=30)
+    readings.wait(lambda it: len(_by_boot(it).get(2, ())) >= 30, what="30 readings of boot 2")
+    # Turned off: no subscription. The app says "broker connected" in the
+    # same turn of its loop as it would have subscribed, after that.
+    board.kill()
+    with open(tmp_path / "flash" / "config.json", "w") as f:
+        json.dump({"broker": mosquitto.host, "port": mosquitto.port, "interval_ms": 10,
+                   "commands": False}, f)
+    board.start(run=True)
+    readings.wait(lambda it: len(_by_boot(it).get(3, ())) >= 5, what="5 readings of boot 3")
+    board.wait_console(r"holdfast: broker connected")
+    assert "commands on" not in board.console_text(), board.console_text()[-2000:]
