@@ -52,7 +52,9 @@ def test_templates(board, tmp_path):
     ({"broker": "h", "tls": 1}, "'tls' must be of type bool"),
     ({"broker": "h", "qos": True}, "'qos' must be of type int"),
     ({"broker": "h", "qos": 3}, "'qos' must be 0, 1 or 2"),
-    ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be at least 10"),
+    ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be an int of at least 10"),
+    ({"broker": "h", "interval_ms": 518400001}, "and at most 518400000 (6 days)"),
+    ({"broker": "h", "commands": "yes"}, "'commands' must be of type bool"),
     ({"broker": "h", "brokr": "x"}, "unknown key 'brokr'"),
     ({"broker": "h", "password": "hunter2"}, "'password' needs a 'user'"),
     ({"broker": "h", "tls": True}, "'tls' needs 'ca'"),
@@ -75,6 +77,42 @@ def test_defaults(tmp_path):
     cfg = appconfig.load(_write(tmp_path, {"broker": "b"}))
     assert cfg["prefix"] == "holdfast" and cfg["qos"] == 1 and cfg["port"] == 0
     assert cfg["outbox_dir"] == "/outbox" and "led" not in cfg  # board default LED
+    assert cfg["commands"] is True
+    assert appconfig.load(_write(tmp_path, {"broker": "b", "interval_ms": 518400000}))["interval_ms"] == 518400000
+
+
+@pytest.mark.parametrize("m, interval", [
+    (b'{"interval_ms": 10}', 10),
+    (b'{"interval_ms": 518400000}', 518400000),
+    (b' {"interval_ms" : 60000}\n', 60000),
+])
+def test_commands(m, interval):
+    assert app.command(m) == interval
+
+
+@pytest.mark.parametrize("m, words", [
+    (b"", "not JSON"),
+    (b"interval_ms=10", "not JSON"),
+    (b'{"interval_ms": 10', "not JSON"),
+    (b'"\xff"', "not JSON"),
+    (b"10", "not a JSON object"),
+    (b'[{"interval_ms": 10}]', "not a JSON object"),
+    (b"null", "not a JSON object"),
+    (b"{}", "no 'interval_ms'"),
+    (b'{"interval_ms": 10, "qos": 0}', "unknown key 'qos'"),
+    (b'{"Interval_ms": 10}', "unknown key 'Interval_ms'"),
+    (b'{"interval_ms": "10"}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": 10.0}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": true}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": null}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": 9}', "of at least 10"),
+    (b'{"interval_ms": -100}', "of at least 10"),
+    (b'{"interval_ms": 518400001}', "at most 518400000"),
+])
+def test_bad_commands_are_named(m, words):
+    with pytest.raises(ValueError) as e:
+        app.command(m)
+    assert words in str(e.value)
 
 
 class FakeStore:
@@ -172,6 +210,16 @@ try:
     appconfig.load(%(bad)r)
 except appconfig.ConfigError as e:
     print('config:', e)
+assert app.command(b'{"interval_ms": 10}') == 10
+for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
+                 (b'[10]', 'not a JSON object'), (b'{"x": 1}', "unknown key 'x'"),
+                 (b'{"interval_ms": true}', 'must be an int'), (b'{"interval_ms": 1.5e3}', 'must be an int'),
+                 (b'{"interval_ms": 518400001}', 'at most 518400000')):
+    try:
+        app.command(m)
+        raise AssertionError(m)
+    except ValueError as e:
+        assert words in str(e), (m, e)
 print('micropython ok', q.boot)
 """
 

@@ -119,7 +119,7 @@ class Seq:
 def check_interval(v):
     """v if it is a valid interval_ms (config.json's or a command's), else
     ValueError naming the key."""
-    if not isinstance(v, int) or isinstance(v, bool) or not 10 <= v <= _MAX_INTERVAL:
+    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
         raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
                          % _MAX_INTERVAL)
     return v
