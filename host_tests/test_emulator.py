@@ -282,14 +282,17 @@ def _snapshot(d):
 
 
 def test_app_in_small_heap(board, readings, mosquitto, tmp_path):
-    """The heap figure in docs/boards.md: 500 readings with the flash outbox."""
+    """The heap figure in docs/boards.md: 500 readings with the flash outbox,
+    commands subscribed (a command sets the interval that makes them)."""
     board.start()
-    _follow(readings, tmp_path)
-    deploy(board, _config(tmp_path, mosquitto, interval_ms=10))
+    uid = _follow(readings, tmp_path)
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
     board.kill()
     board.heap = SMALL_HEAP
     board.start(run=True)
     try:
+        board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)
+        _command(mosquitto, uid, b'{"interval_ms": 10}')
         items = readings.wait(lambda it: any(r["s"] >= 499 for _, r in it), timeout=120,
                               what="reading 499")
     except AssertionError as e:
