@@ -25,7 +25,6 @@ def _runs_in(kb, broker, n, timeout=90):
     configured for one reading an hour: the 10 ms interval comes as a
     command, so the heap holds the subscription and the command's path too."""
     import paho.mqtt.client as paho
-    import paho.mqtt.publish as paho_publish
 
     dev = "heap-%d" % kb
     seen = set()
@@ -53,7 +52,7 @@ def _runs_in(kb, broker, n, timeout=90):
             if time.monotonic() > deadline or not emu.running or "MemoryError" in emu.console_text():
                 return False
             time.sleep(0.1)
-        paho_publish.single(cmd, b'{"interval_ms": 10}', qos=1, hostname=broker.host, port=broker.port)
+        sub.publish(cmd, b'{"interval_ms": 10}', qos=1).wait_for_publish(10)
         while not done.wait(0.5):
             if time.monotonic() > deadline or not emu.running or "MemoryError" in emu.console_text():
                 return False
