@@ -255,16 +255,16 @@ def main(board):
                 delay = min(delay * 2, 60000)
                 retry_at = ticks_add(ticks_ms(), delay)
         if cmd and started and client.isconnected():
-            # Once: holdfast subscribes again itself on every later link.
+            # Once: connected, the request is queued whatever comes of it,
+            # and the client sends it again on every later link that needs
+            # it (after a timeout too); refused (the broker's ACL), it is
+            # gone until the next boot.
             try:
                 client.subscribe(cmd, 1)
                 log("commands on", cmd)
-                cmd = None
-            except OSError as e:  # no SUBACK in time, or the link went: ask again
+            except (OSError, MQTTError) as e:
                 log("commands:", e)
-            except MQTTError as e:  # refused (the broker's ACL): none this boot
-                log("commands:", e)
-                cmd = None
+            cmd = None
         while cmds:
             try:
                 m = cmds.pop(0)
