@@ -212,7 +212,7 @@ def main(board):
                         when_full=cfg["when_full"])
     expiry = cfg["expiry_s"]
     read = sensor(board, cfg)
-    cmds = []  # commands received, applied by the loop below
+    cmds = []  # type: list  # commands received, applied by the loop below
     cmd = None  # the command topic, until subscribed
     if cfg["commands"]:
         cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
