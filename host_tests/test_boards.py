@@ -190,6 +190,27 @@ def test_payload_matches_the_contract():
     assert json.loads(app._payload("x", 1, 2, 0, None, 3))["t"] is None
 
 
+def test_commands_are_noted_then_applied_in_order(capsys):
+    """The callback only notes (4 at most, then says some were ignored);
+    the loop applies them in order, each named on the console."""
+    del app._cmds[:]
+    for m in (b'{"interval_ms": 50}', b"oops", b'{"interval_ms": 70}', b'{"interval_ms": 90}',
+              b'{"interval_ms": 110}', b"{}"):
+        app.on_cmd(b"holdfast/d/cmd", m)
+    assert len(app._cmds) == 4
+    assert app.take_commands(1000) == 70
+    assert capsys.readouterr().out.splitlines() == [
+        "holdfast: command: interval_ms 50 from the next reading on",
+        "holdfast: command: not JSON",
+        "holdfast: command: interval_ms 70 from the next reading on",
+        "holdfast: command: too many at once, some ignored",
+    ]
+    assert app._cmds == [] and app.take_commands(1000) == 1000
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
+    assert app.take_commands(1000) == 1000  # a bad one changes nothing
+    assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
+
+
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
@@ -220,6 +241,10 @@ for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
         raise AssertionError(m)
     except ValueError as e:
         assert words in str(e), (m, e)
+for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
+    app.on_cmd(b'holdfast/d/cmd', m)
+assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
+assert app.take_commands(1000) == 70 and not app._cmds
 print('micropython ok', q.boot)
 """
 
@@ -234,6 +259,7 @@ def test_app_logic_under_micropython(tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, out
     assert "micropython ok 3" in out, out
+    assert "holdfast: command: too many at once, some ignored" in out, out
     assert "'qos' must be 0, 1 or 2" in out and "hunter2" not in out, out
 
 

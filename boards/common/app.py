@@ -142,6 +142,35 @@ def command(m):
     return check_interval(c["interval_ms"])
 
 
+_cmds = []  # type: list  # commands received, not yet applied
+
+
+def on_cmd(t, m):
+    # The client's callback, run inside its calls: it only notes the
+    # command. A callback, not a handler of the subscription: the broker's
+    # kept session may deliver commands sent while the board was off before
+    # the app subscribes again.
+    if len(_cmds) < _CMDS:
+        _cmds.append(m)
+    else:
+        _cmds[-1] = None  # take_commands says some were ignored
+
+
+def take_commands(interval):
+    """The reading interval after the commands received since the last
+    call, each applied or, if bad, named on the console."""
+    while _cmds:
+        try:
+            m = _cmds.pop(0)
+            if m is None:
+                raise ValueError("too many at once, some ignored")
+            interval = command(m)
+            log("command: interval_ms %d from the next reading on" % interval)
+        except ValueError as e:
+            log("command:", e)
+    return interval
+
+
 # -- the application -------------------------------------------------------------
 def open_outbox(cfg):
     try:
@@ -212,21 +241,9 @@ def main(board):
                         when_full=cfg["when_full"])
     expiry = cfg["expiry_s"]
     read = sensor(board, cfg)
-    cmds = []  # type: list  # commands received, applied by the loop below
     cmd = None  # the command topic, until subscribed
     if cfg["commands"]:
         cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
-
-        def on_cmd(t, m):
-            # Runs inside the client's calls: only noted here. A callback,
-            # not a handler of the subscription: the broker's kept session
-            # may deliver commands sent while the board was off before the
-            # app subscribes again.
-            if len(cmds) < _CMDS:
-                cmds.append(m)
-            else:
-                cmds[-1] = None  # the loop says some were ignored
-
         client.set_callback(on_cmd)
     log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
         dev, seq.boot, seq.next, qos, len(store)))
@@ -265,17 +282,10 @@ def main(board):
             except (OSError, MQTTError) as e:
                 log("commands:", e)
             cmd = None
-        while cmds:
-            try:
-                m = cmds.pop(0)
-                if m is None:
-                    raise ValueError("too many at once, some ignored")
-                v = command(m)
-                due = ticks_add(due, v - interval)  # the next reading v after the last
-                interval = v
-                log("command: interval_ms %d from the next reading on" % v)
-            except ValueError as e:
-                log("command:", e)
+        if _cmds:
+            v = take_commands(interval)
+            due = ticks_add(due, v - interval)  # the next reading v after the last
+            interval = v
         if client.session.dropped != big:
             big = client.session.dropped
             log("command: over %d bytes with its topic, dropped by the client" % _BUF)
