@@ -52,7 +52,9 @@ def test_templates(board, tmp_path):
     ({"broker": "h", "tls": 1}, "'tls' must be of type bool"),
     ({"broker": "h", "qos": True}, "'qos' must be of type int"),
     ({"broker": "h", "qos": 3}, "'qos' must be 0, 1 or 2"),
-    ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be at least 10"),
+    ({"broker": "h", "interval_ms": 0}, "'interval_ms' must be an int of at least 10"),
+    ({"broker": "h", "interval_ms": 518400001}, "and at most 518400000 (6 days)"),
+    ({"broker": "h", "commands": "yes"}, "'commands' must be of type bool"),
     ({"broker": "h", "brokr": "x"}, "unknown key 'brokr'"),
     ({"broker": "h", "password": "hunter2"}, "'password' needs a 'user'"),
     ({"broker": "h", "tls": True}, "'tls' needs 'ca'"),
@@ -75,6 +77,42 @@ def test_defaults(tmp_path):
     cfg = appconfig.load(_write(tmp_path, {"broker": "b"}))
     assert cfg["prefix"] == "holdfast" and cfg["qos"] == 1 and cfg["port"] == 0
     assert cfg["outbox_dir"] == "/outbox" and "led" not in cfg  # board default LED
+    assert cfg["commands"] is True
+    assert appconfig.load(_write(tmp_path, {"broker": "b", "interval_ms": 518400000}))["interval_ms"] == 518400000
+
+
+@pytest.mark.parametrize("m, interval", [
+    (b'{"interval_ms": 10}', 10),
+    (b'{"interval_ms": 518400000}', 518400000),
+    (b' {"interval_ms" : 60000}\n', 60000),
+])
+def test_commands(m, interval):
+    assert app.command(m) == interval
+
+
+@pytest.mark.parametrize("m, words", [
+    (b"", "not JSON"),
+    (b"interval_ms=10", "not JSON"),
+    (b'{"interval_ms": 10', "not JSON"),
+    (b'"\xff"', "not JSON"),
+    (b"10", "not a JSON object"),
+    (b'[{"interval_ms": 10}]', "not a JSON object"),
+    (b"null", "not a JSON object"),
+    (b"{}", "no 'interval_ms'"),
+    (b'{"interval_ms": 10, "qos": 0}', "unknown key 'qos'"),
+    (b'{"Interval_ms": 10}', "unknown key 'Interval_ms'"),
+    (b'{"interval_ms": "10"}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": 10.0}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": true}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": null}', "'interval_ms' must be an int"),
+    (b'{"interval_ms": 9}', "of at least 10"),
+    (b'{"interval_ms": -100}', "of at least 10"),
+    (b'{"interval_ms": 518400001}', "at most 518400000"),
+])
+def test_bad_commands_are_named(m, words):
+    with pytest.raises(ValueError) as e:
+        app.command(m)
+    assert words in str(e.value)
 
 
 class FakeStore:
@@ -152,6 +190,27 @@ def test_payload_matches_the_contract():
     assert json.loads(app._payload("x", 1, 2, 0, None, 3))["t"] is None
 
 
+def test_commands_are_noted_then_applied_in_order(capsys):
+    """The callback only notes (4 at most, then says some were ignored);
+    the loop applies them in order, each named on the console."""
+    del app._cmds[:]
+    for m in (b'{"interval_ms": 50}', b"oops", b'{"interval_ms": 70}', b'{"interval_ms": 90}',
+              b'{"interval_ms": 110}', b"{}"):
+        app.on_cmd(b"holdfast/d/cmd", m)
+    assert len(app._cmds) == 4
+    assert app.take_commands(1000) == 70
+    assert capsys.readouterr().out.splitlines() == [
+        "holdfast: command: interval_ms 50 from the next reading on",
+        "holdfast: command: not JSON",
+        "holdfast: command: interval_ms 70 from the next reading on",
+        "holdfast: command: too many at once, some ignored",
+    ]
+    assert app._cmds == [] and app.take_commands(1000) == 1000
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
+    assert app.take_commands(1000) == 1000  # a bad one changes nothing
+    assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
+
+
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
@@ -172,6 +231,20 @@ try:
     appconfig.load(%(bad)r)
 except appconfig.ConfigError as e:
     print('config:', e)
+assert app.command(b'{"interval_ms": 10}') == 10
+for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
+                 (b'[10]', 'not a JSON object'), (b'{"x": 1}', "unknown key 'x'"),
+                 (b'{"interval_ms": true}', 'must be an int'), (b'{"interval_ms": 1.5e3}', 'must be an int'),
+                 (b'{"interval_ms": 518400001}', 'at most 518400000')):
+    try:
+        app.command(m)
+        raise AssertionError(m)
+    except ValueError as e:
+        assert words in str(e), (m, e)
+for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
+    app.on_cmd(b'holdfast/d/cmd', m)
+assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
+assert app.take_commands(1000) == 70 and not app._cmds
 print('micropython ok', q.boot)
 """
 
@@ -186,6 +259,7 @@ def test_app_logic_under_micropython(tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, out
     assert "micropython ok 3" in out, out
+    assert "holdfast: command: too many at once, some ignored" in out, out
     assert "'qos' must be 0, 1 or 2" in out and "hunter2" not in out, out
 
 

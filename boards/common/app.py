@@ -1,8 +1,9 @@
 # The sensor application shared by every board: read the sensor, publish one
 # compact JSON reading per interval (docs/telemetry.md) through holdfast with
-# the outbox on flash, and keep going through Wi-Fi loss, broker loss and bad
-# configuration. Board specifics (network, LED, watchdog, id, sensor) come
-# from the board module main.py passes in; see docs/boards.md.
+# the outbox on flash, take commands on <prefix>/<device>/cmd, and keep going
+# through Wi-Fi loss, broker loss, bad configuration and bad commands. Board
+# specifics (network, LED, watchdog, id, sensor) come from the board module
+# main.py passes in; see docs/boards.md.
 import gc
 import json
 import os
@@ -20,6 +21,10 @@ HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
 _BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+_CMDS = const(4)  # commands kept between two turns of the main loop
+# The millisecond ticks wrap at 2**30 and are compared within half of that:
+# a longer interval would read as already due.
+_MAX_INTERVAL = const(518400000)  # 6 days
 
 try:
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
@@ -110,6 +115,62 @@ class Seq:
         self.next = s + 1
 
 
+# -- commands ---------------------------------------------------------------------
+def check_interval(v):
+    """v if it is a valid interval_ms (config.json's or a command's), else
+    ValueError naming the key."""
+    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
+        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
+                         % _MAX_INTERVAL)
+    return v
+
+
+def command(m):
+    """The reading interval command m (the message's bytes) sets, or
+    ValueError saying what is wrong with it."""
+    try:
+        c = json.loads(m)
+    except ValueError:  # UnicodeError too; MicroPython's own words say no more
+        raise ValueError("not JSON")
+    if not isinstance(c, dict):
+        raise ValueError('not a JSON object such as {"interval_ms": 60000}')
+    for k in c:
+        if k != "interval_ms":
+            raise ValueError("unknown key %r" % k)
+    if not c:
+        raise ValueError("no 'interval_ms' in it")
+    return check_interval(c["interval_ms"])
+
+
+_cmds = []  # type: list  # commands received, not yet applied
+
+
+def on_cmd(t, m):
+    # The client's callback, run inside its calls: it only notes the
+    # command. A callback, not a handler of the subscription: the broker's
+    # kept session may deliver commands sent while the board was off before
+    # the app subscribes again.
+    if len(_cmds) < _CMDS:
+        _cmds.append(m)
+    else:
+        _cmds[-1] = None  # take_commands says some were ignored
+
+
+def take_commands(interval):
+    """The reading interval after the commands received since the last
+    call, each applied or, if bad, named on the console."""
+    while _cmds:
+        try:
+            m = _cmds.pop(0)
+            if m is None:
+                raise ValueError("too many at once, some ignored")
+            interval = command(m)
+            log("command: interval_ms %d from the next reading on" % interval)
+        except ValueError as e:
+            log("command:", e)
+    return interval
+
+
 # -- the application -------------------------------------------------------------
 def open_outbox(cfg):
     try:
@@ -180,6 +241,10 @@ def main(board):
                         when_full=cfg["when_full"])
     expiry = cfg["expiry_s"]
     read = sensor(board, cfg)
+    cmd = None  # the command topic, until subscribed
+    if cfg["commands"]:
+        cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
+        client.set_callback(on_cmd)
     log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
         dev, seq.boot, seq.next, qos, len(store)))
     board.network(cfg)
@@ -193,6 +258,7 @@ def main(board):
     full = 0
     blink = False
     drained = False
+    big = 0  # inbound messages the client dropped as too large
     while True:
         wdt.feed()
         now = ticks_ms()
@@ -205,6 +271,24 @@ def main(board):
                 log("broker:", e)
                 delay = min(delay * 2, 60000)
                 retry_at = ticks_add(ticks_ms(), delay)
+        if cmd and started and client.isconnected():
+            # Once: connected, the request is queued whatever comes of it,
+            # and the client sends it again on every later link that needs
+            # it (after a timeout too); refused (the broker's ACL), it is
+            # gone until the next boot.
+            try:
+                client.subscribe(cmd, 1)
+                log("commands on", cmd)
+            except (OSError, MQTTError) as e:
+                log("commands:", e)
+            cmd = None
+        if _cmds:
+            v = take_commands(interval)
+            due = ticks_add(due, v - interval)  # the next reading v after the last
+            interval = v
+        if client.session.dropped != big:
+            big = client.session.dropped
+            log("command: over %d bytes with its topic, dropped by the client" % _BUF)
         if ticks_diff(now, due) >= 0 and _exists(DRAIN):
             due = ticks_add(now, interval)
             if not drained and started and client.isconnected() and not client.pending():

@@ -3,6 +3,8 @@
 # with the same rules. Error messages name the key, never its value.
 import json
 
+from app import check_interval  # the rule a command's interval_ms follows too
+
 try:
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython (tools/board/deploy.py)
@@ -30,7 +32,8 @@ _KEYS = {  # type: dict
     "user": (str, ""),
     "password": (str, ""),
     "prefix": (str, "holdfast"),
-    "interval_ms": (int, 10000),
+    "interval_ms": (int, 10000),  # a command may change it until the next boot (docs/boards.md)
+    "commands": (bool, True),  # take commands on <prefix>/<device>/cmd
     "qos": (int, 1),
     "keepalive": (int, 60),
     "clean_session": (bool, False),
@@ -84,8 +87,10 @@ def load(name=CONFIG):
         raise ConfigError("%s: 'when_full' must be \"refuse\" or \"drop_oldest\"" % name)
     if cfg["outbox_group"] < 1 or cfg["expiry_s"] < 0:
         raise ConfigError("%s: 'outbox_group' must be at least 1 and 'expiry_s' not negative" % name)
-    if cfg["interval_ms"] < 10:
-        raise ConfigError("%s: 'interval_ms' must be at least 10" % name)
+    try:
+        check_interval(cfg["interval_ms"])
+    except ValueError as e:
+        raise ConfigError("%s: %s" % (name, e))
     if cfg["password"] and not cfg["user"]:
         raise ConfigError("%s: 'password' needs a 'user'" % name)
     if cfg["tls"] and not cfg["ca"]:
