@@ -91,6 +91,12 @@ def load(name=CONFIG):
         check_interval(cfg["interval_ms"])
     except ValueError as e:
         raise ConfigError("%s: %s" % (name, e))
+    # They make the topics: a wildcard would be refused by publish(), a "/"
+    # in the device would add a topic level the collector does not expect.
+    if "+" in cfg["prefix"] or "#" in cfg["prefix"]:
+        raise ConfigError("%s: 'prefix' must not contain '+' or '#' (MQTT wildcards)" % name)
+    if "+" in cfg["device"] or "#" in cfg["device"] or "/" in cfg["device"]:
+        raise ConfigError("%s: 'device' must not contain '+', '#' or '/' (it is one topic level)" % name)
     if cfg["password"] and not cfg["user"]:
         raise ConfigError("%s: 'password' needs a 'user'" % name)
     if cfg["tls"] and not cfg["ca"]:
