@@ -159,6 +159,20 @@ def test_mpremote_drives_the_emulator(board, tmp_path):
     assert "data/" in out and "unique_id" in out, out
 
 
+def test_the_board_runs_the_micropython_it_is_given(tmp_path):
+    # exe=: what the bench runs the app on a 32-bit build with. A wrapper that
+    # leaves a mark proves the emulator ran it, across a soft reset too.
+    from board.emulator import micropython_exe
+    mark = tmp_path / "ran"
+    exe = tmp_path / "mp"
+    exe.write_text("#!/bin/sh\necho x >> %s\nexec %s \"$@\"\n" % (mark, micropython_exe()))
+    exe.chmod(0o755)
+    with Emulator(str(tmp_path / "flash"), exe=str(exe)) as emu:
+        assert "4" in mpremote(emu, "exec", "print(2 + 2)")
+        mpremote(emu, "exec", "print(1)", resume=False)  # a soft reset starts it again
+    assert mark.read_text().split() == ["x", "x"]
+
+
 def test_soft_reset_restarts_the_board_and_keeps_its_flash(board):
     # mpremote without `resume` soft-resets the board on entry, as a newcomer
     # types it: the board must come back each time, its files kept.

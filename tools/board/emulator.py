@@ -158,9 +158,10 @@ def _open_serial():
     return master, path
 
 
-def _spawn_board(flash, heap, run, uid):
-    """Fork micropython on a new pty; returns (pid, master_fd)."""
-    exe = micropython_exe()
+def _spawn_board(flash, heap, run, uid, exe=None):
+    """Fork micropython (exe, by default the one `make setup` installs) on a
+    new pty; returns (pid, master_fd)."""
+    exe = exe or micropython_exe()
     env = dict(os.environ)
     env["MICROPYPATH"] = os.path.join(flash, "lib") + ":.frozen"
     if uid:
@@ -343,7 +344,7 @@ def _reap(pid):
 
 
 def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
-          port_file=None):
+          port_file=None, exe=None):
     """Run one emulated board until its program ends; returns its status."""
     flash = os.path.abspath(flash)
     ensure_flash(flash, uid)
@@ -354,7 +355,7 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
     port = listener.getsockname()[1]
     out = open(console, "ab") if console else sys.stdout.buffer
     serial, tty_path = _open_serial()
-    board = list(_spawn_board(flash, heap, run, uid))  # [pid, pty master]
+    board = list(_spawn_board(flash, heap, run, uid, exe))  # [pid, pty master]
 
     def stop(signum, frame):
         try:
@@ -382,7 +383,7 @@ def serve(flash, port=0, run=False, heap=DEFAULT_HEAP, uid=None, console=None,
             # ctrl-D: a board reboots its VM and keeps its flash; so do we.
             os.close(board[1])
             bridge.say(b"soft reboot\r\n")
-            board[:] = _spawn_board(flash, heap, run and not bridge.raw, uid)
+            board[:] = _spawn_board(flash, heap, run and not bridge.raw, uid, exe)
             bridge.master = board[1]
             bridge.last = 0
             if bridge.raw:
@@ -403,15 +404,17 @@ class Emulator:
     MicroPython heap (e.g. "32k"). port: fixed REPL port, or 0 for a free one
     (chosen at the first start and kept across restarts). console: file the
     board's output is appended to (default: FLASH/../<name>.console.log).
+    exe: the unix-port micropython the board runs (default: make setup's).
     """
 
     def __init__(self, flash, run=False, heap=DEFAULT_HEAP, port=0, uid=None,
-                 console=None):
+                 console=None, exe=None):
         self.flash = os.path.abspath(flash)
         self.run = run
         self.heap = heap
         self.port = port
         self.uid = uid
+        self.exe = exe
         self.console = os.path.abspath(console) if console else \
             self.flash.rstrip("/") + ".console.log"
         self.proc = None
@@ -442,6 +445,8 @@ class Emulator:
             cmd.append("--run")
         if self.uid:
             cmd += ["--uid", self.uid]
+        if self.exe:
+            cmd += ["--exe", self.exe]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
@@ -528,8 +533,10 @@ def main(argv=None):
     ap.add_argument("--console", help="append the board's output here instead of stdout")
     ap.add_argument("--port-file",
                     help="write '<REPL port> <board pid>' here once listening")
+    ap.add_argument("--exe", help="the unix-port micropython to run (default: the one make setup "
+                                  "installs; the bench gives the 32-bit build)")
     a = ap.parse_args(argv)
-    return serve(a.flash, a.port, a.run, a.heap, a.uid, a.console, a.port_file)
+    return serve(a.flash, a.port, a.run, a.heap, a.uid, a.console, a.port_file, a.exe)
 
 
 if __name__ == "__main__":
