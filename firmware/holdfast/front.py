@@ -349,9 +349,6 @@ class Front:
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
             from .errors import TLSError
             refused = isinstance(err, TLSError)
-        self._failed(now, refused)
-
-    def _failed(self, now, refused):
         # The next attempt waits between half and all of the delay, so a
         # fleet that lost its broker together does not come back in
         # lockstep. A refusal (credentials, authorization, TLS) will come

@@ -88,21 +88,6 @@ class MemoryStore:
                 best = s
         return best
 
-    def _place(self, n):
-        # Byte offset for a record of n bytes, or -1. Records sit in the ring
-        # in key order; free space is after the newest and before the oldest.
-        size = len(self.ring)
-        if self.head == self.tail:
-            return 0 if n <= size else -1
-        h = self._off[self.head % self.slots]
-        newest = self._extreme(True)
-        w = self._end[newest]
-        if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
-            if size - w >= n:
-                return w
-            return 0 if n <= h else -1
-        return w if w + n <= h else -1
-
     def put(self, topic, payload, qos, retain, pid, deadline=0):
         n = codec.publish_size(topic, len(payload), qos)
         k = self.tail
@@ -110,9 +95,23 @@ class MemoryStore:
             k += 1
             if k - self.tail == self.slots:
                 raise OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
-        o = self._place(n)
+        # Where the record goes: records sit in the ring in key order, the
+        # free space is after the newest and before the oldest.
+        size = len(self.ring)
+        o = -1
+        if self.head == self.tail:
+            if n <= size:
+                o = 0
+        else:
+            h = self._off[self.head % self.slots]
+            newest = self._extreme(True)
+            w = self._end[newest]
+            if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
+                o = w if size - w >= n else 0 if n <= h else -1
+            elif w + n <= h:
+                o = w
         if o < 0:
-            raise OutboxFull(codec.why(_E_FULL_BYTES, n, len(self.ring), len(self)))
+            raise OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
         end = codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o

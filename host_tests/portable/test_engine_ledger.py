@@ -7,8 +7,8 @@ from holdfast.session import Session
 from consts import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
-from holdfast.compat import ticks_ms, ticks_add
-from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull
+from holdfast.compat import ticks_ms, ticks_add, ticks_diff
+from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull, ConnectError
 from holdfast.subs import request
 from fakebroker import session, sent, feed, grant, wire
 from support import raises
@@ -226,11 +226,13 @@ def test_a_broker_that_closes_instead_of_answering_connect_is_named():
 
 
 def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
-    # Defects 14 and 15.
+    # Defects 14 and 15. The delays are read against the clock the client
+    # read at the failure (ticks_ms() before and after bound it).
     cl = MQTTClient(b"d", "127.0.0.1", keepalive=30, backoff_ms=(1000, 60000))
-    for i in range(6):
-        cl._failed(i, False)
-    assert cl.backoff == 32000
+    lost = LinkDown("lost")
+    for _ in range(6):
+        cl._link_failed(lost)
+    assert cl.backoff == 32000 and cl.last_error is lost
     cl.session.state = CONNECTED  # as after CONNACK: the link is up since s.since
     cl.session.since = ticks_add(ticks_ms(), -20000)
     cl._housekeep()
@@ -238,13 +240,22 @@ def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     cl.session.since = ticks_add(ticks_ms(), -31000)
     cl._housekeep()
     assert cl.backoff == 0
-    cl._failed(0, False)
-    assert cl.backoff == 1000 and 500 <= cl.retry_at <= 1000
-    assert 0 < cl._backoff_wait(400) <= 600 and cl._backoff_wait(1000) == 0
+
+    def delay(err):
+        t0 = ticks_ms()
+        cl._link_failed(err)
+        t1 = ticks_ms()
+        return ticks_diff(cl.retry_at, t1), ticks_diff(cl.retry_at, t0)
+
+    lo, hi = delay(lost)
+    assert cl.backoff == 1000 and lo <= 1000 and hi >= 500, (lo, hi)
+    now = ticks_ms()
+    assert cl._backoff_wait(ticks_add(cl.retry_at, -100)) == 100
+    assert cl._backoff_wait(cl.retry_at) == 0 and cl._backoff_wait(ticks_add(now, 60000)) == 0
     seen = set()
     for _ in range(20):
-        cl._failed(0, True)
-        assert 30000 <= cl.retry_at <= 60000, cl.retry_at
+        lo, hi = delay(ConnectError(5))  # refused: the longest delay, jittered
+        assert lo <= 60000 and hi >= 30000, (lo, hi)
         seen.add(cl.retry_at)
     assert len(seen) > 1  # a refused fleet does not retry in lockstep
 
