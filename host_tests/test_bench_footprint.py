@@ -269,3 +269,55 @@ def test_32bit_unix_port_holds_less_than_the_64bit_one(tmp_path, mosquitto):
     # 45 KB at 5a5d07c), and needs a smaller heap.
     assert held32 < 0.85 * held64, got
     assert heap64 is not None and heap32 is not None and heap32 < heap64, got
+
+
+class _Log:
+    def __init__(self, build):
+        self.build = build
+        self.lines = []
+
+    def log(self, line):
+        self.lines.append(line)
+
+
+def test_mallocstat_counts_what_a_process_holds_through_malloc(tmp_path):
+    # The counter the TLS note reads mbedtls's heap with: a child holding
+    # 8 MB through malloc reads at least that, live and peak, when signalled.
+    import signal
+    import sys
+    os.makedirs(str(tmp_path / "footprint"))
+    ctx = _Log(str(tmp_path))
+    shim = footprint.mallocstat(ctx)
+    if shim is None:
+        pytest.skip("no C compiler here to build tools/bench/mallocstat.c: %s" % ctx.lines)
+    child = ("import sys\nb = bytearray(8 << 20)\nprint('MARK', flush=True)\nsys.stdin.readline()\n"
+             "del b\nprint('DONE', flush=True)\nsys.stdin.readline()\n")
+    p = subprocess.Popen([sys.executable, "-c", child], env=dict(os.environ, LD_PRELOAD=shim),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        readings = []
+        for mark in ("MARK", "DONE"):
+            assert p.stdout.readline().strip() == mark
+            p.send_signal(signal.SIGUSR1)
+            got = p.stderr.readline().split()
+            assert got[0] == "MALLOC", got
+            readings.append({k: int(v) for k, v in (x.split("=") for x in got[1:])})
+            p.stdin.write("\n")
+            p.stdin.flush()
+        assert p.wait(30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    held, freed = readings
+    assert held["live"] >= 8 << 20 and held["peak"] >= held["live"], held
+    assert held["live"] - freed["live"] >= 8 << 20 and freed["peak"] >= held["live"], readings
+
+
+def test_the_tls_note_gives_the_c_library_heap_or_says_why_not():
+    line = footprint._libc_line({"tls": {"live": 24371, "peak": 30515},
+                                 "umqtt_simple_tls": {"live": 24371, "peak": 30412}})
+    assert "holdfast 23.8 KB after connect, 29.8 KB at the peak" in line, line
+    assert "umqtt.simple 23.8 KB after connect, 29.7 KB at the peak" in line, line
+    assert "mallocstat.c" in line
+    assert footprint._libc_line({}).startswith("not measured in this run")

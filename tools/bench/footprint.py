@@ -33,6 +33,7 @@ missed.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -189,6 +190,42 @@ class Runner:
             cmd = [self.frozen["exe"]] + heap + ["-m", "footprint"] + args
         return _run(cmd, env, None, timeout)
 
+    def malloc(self, cfg, ports, shim, timeout=120):
+        """What cfg's process holds through the C library's malloc after
+        connect and at its peak so far ({"live", "peak"} in bytes), read by
+        mallocstat.so (LD_PRELOAD) while the probe waits at its mark."""
+        d = os.path.join(self.tmp, "ob")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        env = dict(os.environ, LD_PRELOAD=shim, MICROPYPATH=":".join(
+            [self.dirs["probe"]] + self.libdirs(cfg) + [".frozen"]))
+        p = subprocess.Popen([self.exe, "-m", "footprint"] + self.args(cfg, ports, d) + ["mark=1"],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            seen = []
+            deadline = time.monotonic() + timeout
+            for line in p.stdout:  # the probe's lines, up to its mark
+                seen.append(line.strip())
+                if line.strip() == "MARK" or time.monotonic() > deadline:
+                    break
+            if seen[-1:] != ["MARK"]:
+                raise RuntimeError("the probe stopped before its mark: %s" % (seen[-1:] or "no output"))
+            p.send_signal(signal.SIGUSR1)
+            got = p.stderr.readline().split()  # MALLOC live=N peak=M
+            p.stdin.write("\n")
+            p.stdin.flush()
+            out = p.stdout.read()
+            if p.wait(timeout) != 0 or "FOOTPRINT OK" not in out:
+                raise RuntimeError("the probe failed after its mark: %s" % out.strip()[-200:])
+            if not got or got[0] != "MALLOC":
+                raise RuntimeError("no reading from mallocstat.so: %r" % got)
+            return {k: int(v) for k, v in (x.split("=") for x in got[1:])}
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
     def wasm(self, cfg):
         dirs = [self.dirs["wasm_board"], self.dirs["probe"], self.dirs["wasm"]] + self.libdirs(cfg)
         rel = [os.path.relpath(x, self.ctx.root) for x in dirs]
@@ -318,6 +355,46 @@ def modes_of(frozen, m32):
             [LEFT_OUT[m] for m, _ in MODES if m in built and built[m] is None])
 
 
+MALLOC_CFGS = (("pub", "tls"), ("umqtt_simple", "umqtt_simple_tls"))
+
+
+def mallocstat(ctx):
+    """tools/bench/mallocstat.c built into the bench's build directory:
+    its path, or None (and a log line) where it cannot be."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not os.path.exists("/proc/self/maps"):
+        ctx.log("no C compiler (or not Linux): the C library's heap under TLS is not measured")
+        return None
+    out = os.path.join(ctx.build, "footprint", "mallocstat.so")
+    p = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", out,
+                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "mallocstat.c")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode:
+        ctx.log("mallocstat.c did not build (the C library's heap under TLS is not measured): "
+                + p.stdout.strip()[-300:])
+        return None
+    return out
+
+
+def tls_malloc(ctx, r, ports):
+    """What TLS adds in the C library's heap, where mbedtls allocates on the
+    unix port (as on an ESP32): {client: {"live", "peak"}} in bytes, the TLS
+    configuration's minus the plain one's, after connect and at the peak
+    (the handshake); {} when it cannot be measured."""
+    shim = mallocstat(ctx)
+    out = {}
+    for plain, tls in MALLOC_CFGS if shim else ():
+        try:
+            a, b = r.malloc(plain, ports, shim), r.malloc(tls, ports, shim)
+        except RuntimeError as e:
+            ctx.log("C library heap, %s: %s" % (tls, e))
+            continue
+        out[tls] = {"live": b["live"] - a["live"], "peak": b["peak"] - a["peak"]}
+        ctx.log("C library heap, %s over %s: %s after connect, %s at the peak"
+                % (tls, plain, kb(out[tls]["live"]), kb(out[tls]["peak"])))
+    return out
+
+
 def run(ctx):
     quick = ctx.quick
     n = 20 if quick else 200
@@ -358,10 +435,11 @@ def run(ctx):
                                                 for m, _ in modes if m in row)))
         res, ok, last, _ = r.unix("pub", ports, fw="fw3")
         o3 = res if ok else {"error": last}
+        libc = tls_malloc(ctx, r, ports)
     finally:
         broker.close()
         shutil.rmtree(r.tmp, ignore_errors=True)
-    return report(rows, configs, o3, n, r.peers, r.frozen, quick, r.m32)
+    return report(rows, configs, o3, n, r.peers, r.frozen, quick, r.m32, libc)
 
 
 def _brief(x):
@@ -384,6 +462,20 @@ def _m32_heaps(rows):
         ("mqtt_async", "mqtt_async"))]
     got = ["%s %dk" % (label, x["minheap"]) for label, x in got if x and x.get("minheap")]
     return " Smallest heap, 32-bit: %s." % ", ".join(got) if got else ""
+
+
+def _libc_line(libc):
+    """The note on what TLS holds outside the GC heap (tls_malloc's figures)."""
+    if not libc:
+        return ("not measured in this run (it needs a C compiler for tools/bench/mallocstat.c "
+                "and glibc).")
+    names = {"tls": "holdfast", "umqtt_simple_tls": "umqtt.simple"}
+    return ("on the unix port (as on an ESP32) mbedtls allocates through the C library's malloc, "
+            "which gc.mem_alloc() does not see; counted by tools/bench/mallocstat.c (LD_PRELOAD, "
+            "the allocator's usable sizes), the TLS configuration minus the plain one, with the "
+            "CA and CERT_REQUIRED: %s." % "; ".join(
+                "%s %s after connect, %s at the peak (the handshake)" % (
+                    names[k], kb(v["live"]), kb(v["peak"])) for k, v in sorted(libc.items())))
 
 
 def _ok(row, mode):
@@ -479,7 +571,7 @@ def wire_bytes():
     return tuple(out)
 
 
-def report(rows, configs, o3, n, peers, frozen, quick, m32=None):
+def report(rows, configs, o3, n, peers, frozen, quick, m32=None, libc=None):
     modes = modes_of(frozen, m32)[0]
     head = ["configuration"]
     for m, label in modes:
@@ -575,9 +667,11 @@ def report(rows, configs, o3, n, peers, frozen, quick, m32=None):
               "reading, and its frozen logging, which a board has not, is hidden. Not run "
               "there: %s." % (mpyc.wasm_version(), "; ".join(
                   "%s (%s)" % (k, v) for k, v in sorted(NOT_ON_WASM.items()))))
+    md.append("- TLS in the C library's heap: %s" % _libc_line(libc))
     md.append("- peers: %s." % ", ".join("%s %s" % (k, v[1]) for k, v in sorted(peers.items())))
     bench_targets = [{"name": t["name"], "value": t["value"], "goal": t["goal"],
                       "pass": t["passed"]} for t in targets]
     return {"markdown": "\n".join(md),
-            "data": {"rows": rows, "o3": o3, "frozen": frozen, "m32": m32, "targets": targets},
+            "data": {"rows": rows, "o3": o3, "frozen": frozen, "m32": m32, "targets": targets,
+                     "libc": libc},
             "targets": bench_targets}

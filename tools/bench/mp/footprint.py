@@ -1,7 +1,7 @@
 # The footprint probe of `make bench` (tools/bench/footprint.py runs it), one
 # configuration per process, library and probe precompiled (.mpy):
 #
-#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1 | split=0]
+#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1 | split=0] [mark=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), lean (the same with size=256, window=4 and a
@@ -15,6 +15,8 @@
 # Prints "RESULT {json}": code (heap taken by the import), total (heap held
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
 # with count=1, "COUNTS {json}": the objects the library's modules hold;
+# with mark=1, "MARK" after RESULT, then it waits for a line on stdin (the
+# bench reads what the C library's malloc holds meanwhile: mallocstat.c);
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
 # a full collection, from before the import. Loaded from a ROMFS image, the
 # probe is started by tools/bench/footprint.py's bootstrap, which mounts the
@@ -275,6 +277,9 @@ def run(a):
 
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
+        if o.get("mark") == "1":  # the bench reads the C library's heap now (mallocstat.c)
+            print("MARK")
+            sys.stdin.readline()
 
     if cfg in ("pub", "lean", "pub5", "sub", "qos2", "file", "flash", "tls", "async"):
         yield from holdfast(cfg, host, port, n, o, report)
