@@ -324,15 +324,22 @@ def _command(readings, uid, payload):
     readings.c.publish("holdfast/unix-%s/cmd" % uid, payload, qos=1).wait_for_publish(10)
 
 
-def test_commands_change_the_interval(board, readings, mosquitto, tmp_path):
-    """A board taking one reading per hour starts to report every 10 ms on a
-    command; bad commands are named on the console, ignored, and lose nothing."""
+def _hourly_board_taking_commands(board, readings, mosquitto, tmp_path):
+    """The board deployed for one reading an hour, running, subscribed to its
+    command topic; its unique id."""
     board.start()
     uid = _follow(readings, tmp_path)
     deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
     board.kill()
     board.start(run=True)
     board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)
+    return uid
+
+
+def test_commands_change_the_interval(board, readings, mosquitto, tmp_path):
+    """A board taking one reading per hour starts to report every 10 ms on a
+    command; bad commands are named on the console, ignored, and lose nothing."""
+    uid = _hourly_board_taking_commands(board, readings, mosquitto, tmp_path)
     # A bad interval first: named, and the hour stays (checked below: one
     # reading per hour cannot make the 30 that follow the good command).
     _command(readings, uid, b'{"interval_ms": 5}')
@@ -364,12 +371,7 @@ def test_command_sent_while_off_is_applied_at_boot(board, readings, mosquitto, t
     """The broker keeps the board's session (clean_session false): a command
     sent while the board is off arrives right after it connects, before the
     app subscribes again, and is applied all the same."""
-    board.start()
-    uid = _follow(readings, tmp_path)
-    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
-    board.kill()
-    board.start(run=True)
-    board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)
+    uid = _hourly_board_taking_commands(board, readings, mosquitto, tmp_path)
     board.kill()
     _command(readings, uid, b'{"interval_ms": 10}')
     board.start(run=True)
