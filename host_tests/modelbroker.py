@@ -274,7 +274,7 @@ class Net:
             return 0
         return self.rng.randint(1, n)
 
-    def open_socket(self, host, port, timeout_ms, tls=None):
+    def open_socket(self, host, port, timeout_ms):
         self.broker.run()
         if self.broker.down():
             raise OSError(errno.ECONNREFUSED, "connection refused (broker restarting)")

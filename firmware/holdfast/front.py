@@ -67,7 +67,7 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
-        # What open_socket wraps with: None without TLS, else tls.context()'s
+        # What _dialed() wraps each link with: None without TLS, else tls.context()'s
         # (SSLContext, name) (tls.py loads only then).
         self.tls = None
         if ssl:
@@ -88,7 +88,7 @@ class Front:
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
-        # to backoff_ms[1], jittered (_failed); a link that stayed up a
+        # to backoff_ms[1], jittered (_link_failed); a link that stayed up a
         # keepalive (a minute without one) starts it again from the shortest.
         self.backoff_ms = backoff_ms
         self.stable_ms = keepalive * 1000 or 60000
@@ -301,8 +301,7 @@ class Front:
     def _connect_socket(self):
         # connect(): the caller waits anyway.
         self.attempts += 1
-        self.sock = net.open_socket(self.server, self.port, self.timeout_ms, self.tls)
-        self.links += 1
+        self._dialed(net.open_socket(self.server, self.port, self.timeout_ms), 0, 0)
 
     def _dialer(self):
         # A reconnect: a TCP connect the shell steps without waiting.
@@ -310,8 +309,9 @@ class Front:
         return net.Connector(self.server, self.port)
 
     def _dialed(self, sock, since, now):
-        # What a step of _dialer() gave: True once linked (TLS included),
-        # False while pending; MQTTTimeout after timeout_ms.
+        # What a step of _dialer() (or connect()'s open_socket) gave: True
+        # once linked (TLS included), False while pending; MQTTTimeout after
+        # timeout_ms.
         if sock is None:
             if ticks_diff(now, since) > self.timeout_ms:
                 raise MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))

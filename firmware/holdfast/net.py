@@ -80,10 +80,10 @@ class Connector:
             self.sock = None
 
 
-def open_socket(host, port, timeout_ms, tls=None):
+def open_socket(host, port, timeout_ms):
     """Connects (resolving host anew each time), waiting up to timeout_ms,
-    wraps in TLS when tls is a tls.context(), and returns the socket in
-    non-blocking mode."""
+    and returns the socket in non-blocking mode (TLS is the caller's:
+    Front._dialed wraps every new link, this one too)."""
     conn = Connector(host, port)
     try:
         sock = conn.step()
@@ -94,9 +94,6 @@ def open_socket(host, port, timeout_ms, tls=None):
     if sock is None:
         from .errors import Unreachable
         raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
-    if tls:
-        from .tls import secure
-        sock = secure(tls, sock, host, timeout_ms)
     return sock
 
 

@@ -38,7 +38,7 @@ class Rig:
         self.now = 1000
         self.write_limit = write_limit
 
-    def opener(self, host, port, timeout_ms, tls=None):
+    def opener(self, host, port, timeout_ms):
         if not self.scripts:
             raise OSError(111, "connection refused")
         s = ScriptedSocket(self.scripts.pop(0), self.write_limit)

@@ -67,8 +67,8 @@ def test_wait_msg_raises_linkdown_when_no_link_can_come():
 
 def test_a_reset_before_connack_says_the_port_may_expect_tls():
     class Reset(Rig):
-        def opener(self, host, port, timeout_ms, tls=None):
-            s = Rig.opener(self, host, port, timeout_ms, tls)
+        def opener(self, host, port, timeout_ms):
+            s = Rig.opener(self, host, port, timeout_ms)
 
             def boom(buf, n=None):
                 raise OSError(104, "ECONNRESET")
