@@ -212,7 +212,7 @@ class FlashStore(Log):
                 self._erase(v)
                 return
         held = 0
-        for p in self._ids._hpid if self._ids else ():
+        for p in self.held_ids._hpid if self.held_ids else ():
             if p:
                 held += 1
         raise OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"

@@ -1,9 +1,23 @@
 # The inbound QoS 2 ids a store holds between PUBREC and PUBREL. Only a
-# client that receives QoS 2 messages needs them: MemoryStore makes its table
-# with the first id it holds, so a publish-only client never loads this
-# module; the persistent stores (outlog.Log) make an outheld.Logged the same
-# way, which records each id in the log.
+# client that receives QoS 2 messages needs them: the store's table
+# (store.held_ids) is made by table() with the first id it holds, so a
+# publish-only client never loads this module; a persistent store (outlog.Log)
+# gets an outheld.Logged, which records each id in the log.
 from array import array
+
+
+def table(st):
+    """Store st's table of held ids, st.held_ids, made now if it has none:
+    a Held, or for a log (outlog.Log) an outheld.Logged."""
+    h = st.held_ids
+    if h is None:
+        if getattr(st, "logs_holds", False):
+            from .outheld import Logged
+            h = Logged(st)
+        else:
+            h = Held(st)
+        st.held_ids = h
+    return h
 
 
 class Held:
@@ -17,17 +31,19 @@ class Held:
     default max_inflight_messages is 20: the default of 32 covers it with
     room. Set max_inflight_messages <= held on the broker, or raise held.
     A free entry is used first; when the table is full anyway, the oldest id
-    (the first held) goes, never silently: held_evicted counts each one.
+    (the first held) goes, never silently: the store's held_evicted counts
+    each one. Store st's held_max entries; held=0 raises here (a store
+    checks it when made).
     """
 
-    def __init__(self, n):
+    def __init__(self, st):
+        n = st.held_max
         if n < 1:
             raise ValueError("held=%d: the table of inbound QoS 2 ids needs at least 1 entry" % n)
+        self.store = st
         self._hpid = array("H", [0] * n)  # 0: a free entry
         self._hord = array("I", [0] * n)  # when it was held: smaller is older
-        self.held_max = n
         self._hnext = 1  # the next hold's number (grows with every hold, as keys do)
-        self.held_evicted = 0
 
     def held(self, pid):
         return self._hfind(pid) >= 0
@@ -50,7 +66,7 @@ class Held:
                 if o[j] < o[i]:
                     i = j
             self._end_hold(i, False)
-            self.held_evicted += 1
+            self.store.held_evicted += 1
         n = self._hnext
         self._hnext = n + 1
         self._log_hold(i, pid, n)

@@ -97,7 +97,8 @@ def deliver(s):
     f = r.flags
     qos = (f >> 1) & 3
     pid = r.pid
-    if qos == 2 and s.store.held(pid):
+    h = s.store.held_ids
+    if qos == 2 and h is not None and h.held(pid):
         s._ack(_PUBREC, pid)
         return False
     s.retained = bool(f & 1)
@@ -120,7 +121,8 @@ def handled(s):
     it, say), so the copy the broker sends again is not delivered twice."""
     qos = s.qos
     if qos == 2:
-        s.store.hold(s._mpid)  # never fails: a full table evicts its oldest, counted
+        from .held import table
+        table(s.store).hold(s._mpid)  # never fails: a full table evicts its oldest, counted
     if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
         return
     s._ack(_PUBACK if qos == 1 else _PUBREC, s._mpid)
@@ -128,8 +130,10 @@ def handled(s):
 
 def pubrel(s, pid):
     """The broker released an inbound QoS 2 message: forget its id, PUBCOMP."""
+    h = s.store.held_ids
     try:
-        s.store.unhold(pid)
+        if h is not None:
+            h.unhold(pid)
     except OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
     s._ack(_PUBCOMP, pid)

@@ -1,7 +1,7 @@
 # The inbound QoS 2 ids of a persistent outbox (outlog.Log): the table of
-# held.Held, each hold and its end a record in the log. Loaded with the
-# first id a store holds, or when the scan finds one: a store that only
-# publishes never carries this code nor the table.
+# held.Held, each hold and its end a record in the log. Loaded by
+# held.table() with the first id a store holds, or when the scan finds one:
+# a store that only publishes never carries this code nor the table.
 from array import array
 from .errors import OutboxFull
 from .held import Held
@@ -9,17 +9,17 @@ from .outlog import REC, T_HOLD, T_UNHOLD
 
 
 class Logged(Held):
-    """Held ids of log; _hunit / _hpos: the unit and offset of each one's
-    H record (unit -1: in RAM only, there was no room to write it)."""
+    """Held ids of log (self.store); _hunit / _hpos: the unit and offset of
+    each one's H record (unit -1: in RAM only, there was no room to write it)."""
 
-    def __init__(self, log, n):
-        Held.__init__(self, n)
-        self.log = log
+    def __init__(self, log):
+        Held.__init__(self, log)
+        n = log.held_max
         self._hunit = array("i", [0] * n)
         self._hpos = array("i", [0] * n)
 
     def _log_hold(self, i, pid, order):
-        log = self.log
+        log = self.store
         log._head(log._rhead, T_HOLD, 0, order, pid)
         try:
             p = log._append(REC, log._rparts, T_HOLD)
@@ -32,7 +32,7 @@ class Logged(Held):
         log._live[u] += REC
 
     def _end_hold(self, i, strict):
-        log = self.log
+        log = self.store
         pid = self._hpid[i]
         self._hpid[i] = 0
         u = self._hunit[i]

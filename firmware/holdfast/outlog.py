@@ -62,9 +62,9 @@ class Log:
     Pending messages sit in arrays sorted by key (puts append; a binary
     search finds a key): the unit and offset of the record, its body length,
     pid, deadline, topic hash, state. Up to `slots` messages may be pending,
-    however far apart their keys. Held inbound ids: _ids, an outheld.Logged
-    made with the first id held (a store that never holds one never loads
-    its code), with the unit and offset of each one's H record; an H
+    however far apart their keys. Held inbound ids: held_ids, an
+    outheld.Logged made by held.table() with the first id held (a store that
+    never holds one never loads its code), with the unit and offset of each one's H record; an H
     record's seq is its hold number, so the oldest stays oldest across copies
     and reboots. _live[unit]: bytes of the live records in a unit (the
     subclass makes it, a dict or an array), 0 when it can go.
@@ -89,14 +89,17 @@ class Log:
     # 3.1.1 PUBLISH without the properties. MemoryStore needs no such
     # check: its records do not outlive the program that marked them.
     five = False
+    # held.table() makes the held-id table an outheld.Logged: each hold and
+    # its end a record in the log.
+    logs_holds = True
 
     def __init__(self, slots, held, limit):
+        self.held_max = held
         if held < 1:
             from .held import Held
-            Held(held)  # raises ValueError with the words
-        self.held_max = held
+            Held(self)  # raises ValueError with the words
         self.held_evicted = 0
-        self._ids = None  # the held-id table, made by the first hold() (or the scan)
+        self.held_ids = None  # made by held.table() with the first id held (or by the scan)
         self._alloc(slots)
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
@@ -346,29 +349,6 @@ class Log:
             if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _table(self):
-        h = self._ids
-        if h is None:
-            from .outheld import Logged
-            h = self._ids = Logged(self, self.held_max)
-        return h
-
-    def held(self, pid):
-        return self._ids is not None and self._ids.held(pid)
-
-    def hold(self, pid):
-        h = self._table()
-        h.hold(pid)
-        self.held_evicted = h.held_evicted
-
-    def unhold(self, pid):
-        if self._ids is not None:
-            self._ids.unhold(pid)
-
-    def forget_held(self):
-        if self._ids is not None:
-            self._ids.forget_held()
-
     def _head(self, b, t, flags, seq, pid, body=None):
         """The header of a record in b (16 bytes) with its CRC; body: its
         body, if it has one."""
@@ -408,7 +388,7 @@ class Log:
                         self._unit[i] = new
                         self._off[i] = p
                     p += _aligned(n)
-            h = self._ids
+            h = self.held_ids
             for i in range(len(h._hpid) if h else 0):
                 if h._hpid[i] and h._hunit[i] == old:
                     if write:

@@ -199,15 +199,15 @@ def opened(log):
     log._holds = None
     if not holds:
         return  # the table is made with the first hold
-    h = log._table()
+    from .held import table
+    h = table(log)
     while len(holds) > len(h._hpid):
         j = 0
         for k in range(1, len(holds)):
             if holds[k][0] < holds[j][0]:
                 j = k
         holds.pop(j)
-        h.held_evicted += 1
-    log.held_evicted = h.held_evicted
+        log.held_evicted += 1
     for i in range(len(holds)):
         n, pid, u, p = holds[i]
         h._hpid[i] = pid

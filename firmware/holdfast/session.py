@@ -304,8 +304,9 @@ class Session:
             # half way (those past PUBREC go out again as PUBLISH, the one
             # case where QoS 2 can deliver twice), and it will reuse ids we
             # still hold for inbound ones [MQTT-3.1.2-6].
-            self.store.forget_held()
             st = self.store
+            if st.held_ids is not None:
+                st.held_ids.forget_held()
             k = st.next(-1)
             while k >= 0:
                 if st.released(k):

@@ -38,9 +38,11 @@ class MemoryStore:
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
         last() -> key       highest key ever stored, -1 if none
-        hold(pid), held(pid), unhold(pid), forget_held()   inbound QoS 2 ids
-                            awaiting PUBREL (held.Held; held_max of them,
-                            held_evicted counts the ids a full table forgot)
+        held_ids            the inbound QoS 2 ids awaiting PUBREL: a held.Held
+                            (held(pid), hold(pid), unhold(pid), forget_held()),
+                            None until held.table(store) makes it with the
+                            first id held; held_max entries (held=),
+                            held_evicted counts the ids a full table forgot
         tick(now)           time passes (ms): a store that groups commits may commit
         sync() -> bool      make everything written durable now
         __len__()           pending messages
@@ -52,12 +54,12 @@ class MemoryStore:
     mark = False
 
     def __init__(self, size=4096, slots=32, held=32):
+        self.held_max = held
         if held < 1:
             from .held import Held
-            Held(held)  # raises ValueError with the words
-        self.held_max = held
+            Held(self)  # raises ValueError with the words
         self.held_evicted = 0
-        self._ids = None  # the held-id table (held.py), made by the first hold()
+        self.held_ids = None
         self.ring = bytearray(size)
         self.mv = memoryview(self.ring)
         self.slots = slots
@@ -198,22 +200,3 @@ class MemoryStore:
             if self._state[s] and self._pid[s] == pid:
                 return True
         return False
-
-    def held(self, pid):
-        return self._ids is not None and self._ids.held(pid)
-
-    def hold(self, pid):
-        h = self._ids
-        if h is None:
-            from .held import Held
-            h = self._ids = Held(self.held_max)
-        h.hold(pid)
-        self.held_evicted = h.held_evicted
-
-    def unhold(self, pid):
-        if self._ids is not None:
-            self._ids.unhold(pid)
-
-    def forget_held(self):
-        if self._ids is not None:
-            self._ids.forget_held()

@@ -15,6 +15,7 @@ Never regenerate these bytes with the code under test: their point is that
 an older holdfast wrote them.
 """
 import outbox_work as w
+from holdfast.held import table
 
 OPS = w.script(60, seed=5, span=8)
 
@@ -24,8 +25,8 @@ def scenario(st, traffic):
     b = st.put(b"dl/b", b"B", 2, False, 4002, 1700000007)
     st.release(b)
     for pid in (7, 3, 9, 11):
-        st.hold(pid)
-    st.unhold(3)  # drop(3) in b689b0c: the same call, renamed
+        table(st).hold(pid)
+    table(st).unhold(3)  # st.drop(3) in b689b0c: the same call, moved to the table
     window = []  # four messages in flight, acknowledged oldest first
     for i in range(traffic):
         window.append(st.put(b"k", b"k" * 40, 1, False, 4200 + i))

@@ -17,7 +17,8 @@ With group commit (FileStore group=N) the puts since the last commit (the
 store's `uncommitted`) may be missing too, all or a newest part of them.
 """
 from holdfast.errors import OutboxFull
-from support import raises
+from support import raises, held
+from holdfast.held import table
 
 TOPICS = (b"t/a", b"sensors/dev-1/temp", b"x")
 PIDS = 12  # inbound ids used: 1..PIDS
@@ -120,11 +121,11 @@ class Model:
             else:
                 self.unsure = (t, op[1])
                 if t == "h":
-                    st.hold(op[1])
+                    table(st).hold(op[1])
                     if op[1] not in self.held:
                         self.held.append(op[1])
                 else:
-                    st.unhold(op[1])
+                    table(st).unhold(op[1])
                     if op[1] in self.held:  # (a hold a power cut stopped)
                         self.held.remove(op[1])
             self.unsure = None
@@ -160,7 +161,7 @@ class Model:
         elif u[0] == "r":
             if st.released(u[1]):
                 self.msgs[u[1]][4] = 1
-        elif st.held(u[1]) != (u[1] in self.held):
+        elif held(st, u[1]) != (u[1] in self.held):
             if u[0] == "h":
                 self.held.append(u[1])
             else:
@@ -224,7 +225,7 @@ def check(st, m, tag=""):
     for pid in range(1, PIDS + 1):
         if u and u[0] in "hx" and u[1] == pid:
             continue
-        assert st.held(pid) == (pid in m.held), (tag, "held", pid, m.held)
+        assert held(st, pid) == (pid in m.held), (tag, "held", pid, m.held)
     assert st.last() >= (m.hard_top if m.soft else m.top), (tag, st.last(), m.top, m.hard_top)
 
 

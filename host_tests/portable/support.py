@@ -66,3 +66,10 @@ def rmtree(path):
     for name in os.listdir(path):
         rmtree(path + "/" + name)
     os.rmdir(path)
+
+
+def held(st, pid):
+    """Store st holds inbound QoS 2 id pid; its table (st.held_ids) is made
+    by holdfast.held.table() with the first id held, None until then."""
+    h = st.held_ids
+    return h is not None and h.held(pid)

@@ -132,7 +132,7 @@ def test_an_acknowledgement_belongs_to_the_link_it_was_made_on():
         s.handled()
         assert sent(s) == []
         if qos == 2:  # the copy the broker sends again is not delivered twice
-            assert s.store.held(5)
+            assert s.store.held_ids.held(5)
             feed(s, (mq.CONNACK, True, 0))
             got = []
             s.on_message = lambda t, m: got.append(m)

@@ -11,8 +11,9 @@ from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
-from support import tmpdir, rmtree, raises
+from support import tmpdir, rmtree, raises, held
 from holdfast.policy import expire
+from holdfast.held import table
 
 T = b"sensors/t"
 # A record here: 16-byte header + PUBLISH (2 + 2 + 9 topic + 2 pid + 8 payload)
@@ -303,19 +304,19 @@ def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
     b = Backends()
     for kind in KINDS:
         st = b.fresh(kind, 0)
-        st.hold(1000)  # an inbound QoS 2 flow still waiting for its PUBREL
+        table(st).hold(1000)  # an inbound QoS 2 flow still waiting for its PUBREL
         for pid in range(1, 40):  # many short flows, each completed
-            st.hold(pid)
-            st.unhold(pid)
-        assert st.held(1000), kind
+            table(st).hold(pid)
+            table(st).unhold(pid)
+        assert held(st, 1000), kind
         if kind in PERSISTENT:
             st = b.reopen(kind, st)
-            assert st.held(1000), kind
-        st.forget_held()
-        assert not st.held(1000), kind
+            assert held(st, 1000), kind
+        table(st).forget_held()
+        assert not held(st, 1000), kind
         if kind in PERSISTENT:
             st = b.reopen(kind, st)
-            assert not st.held(1000), kind
+            assert not held(st, 1000), kind
     b.done()
 
 

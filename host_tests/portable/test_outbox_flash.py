@@ -7,6 +7,7 @@ from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import raises
 import outbox_work as w
+from holdfast.held import table
 
 
 def test_reopen_keeps_state():
@@ -51,7 +52,7 @@ def _undone_is_pending(st, t):
     c = st.corrupt
     n = _undone(st)
     st.corrupt = c
-    held = len([p for p in st._ids._hpid if p]) if st._ids else 0
+    held = len([p for p in st.held_ids._hpid if p]) if st.held_ids else 0
     assert n == len(st) + held, (t, n, len(st), held)
 
 
@@ -157,7 +158,7 @@ def test_full_then_usable_after_acks():
     st = FlashStore(dev, slots=64)
     keys = w.fill(st, 2, "flash outbox full")
     assert len(keys) >= 8, keys
-    st.hold(5)
+    table(st).hold(5)
     e = raises(OutboxFull, st.put, b"x", b"y" * 300, 1, False, 1)
     assert "does not fit" in str(e), e
     for k in keys[1:]:
@@ -166,7 +167,7 @@ def test_full_then_usable_after_acks():
     more = [st.put(b"fill/up", b"g" * 40, 1, False, 1) for _ in range(len(keys) - 2)]
     st = FlashStore(dev, slots=64)
     assert w.pending(st) == keys[:1] + more, w.pending(st)
-    assert st.held(5)
+    assert st.held_ids.held(5)
 
 
 def test_wear_spreads_over_all_blocks():

@@ -12,6 +12,7 @@ from flashsim import Flash
 from support import tmpdir, rmtree
 import outbox_images as img
 import outbox_work as w
+from holdfast.held import table
 
 A = bytearray(160)
 B = bytearray(160)
@@ -50,10 +51,10 @@ def _same(st, ref, tag):
     # The held ids, and their order: hold new ids until every old one is
     # evicted; each store must evict the same ids in the same order.
     for pid in range(100, 140):
-        st.hold(pid)
-        ref.hold(pid)
+        table(st).hold(pid)
+        table(ref).hold(pid)
         for p in list(range(1, 13)) + [7, 9, 11, pid - 31]:
-            assert st.held(p) == ref.held(p), (tag, "held", p, "after holding", pid)
+            assert st.held_ids.held(p) == ref.held_ids.held(p), (tag, "held", p, "after holding", pid)
     assert st.held_evicted == ref.held_evicted > 0, (tag, st.held_evicted, ref.held_evicted)
     w.after(st, tag)
 

@@ -8,7 +8,8 @@ from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
-from support import tmpdir, rmtree, raises
+from support import tmpdir, rmtree, raises, held
+from holdfast.held import table
 
 KINDS = ("memory", "file", "flash")
 
@@ -40,7 +41,7 @@ class Stores:
 
 
 def _held(st, pids):
-    return [p for p in pids if st.held(p)]
+    return [p for p in pids if held(st, p)]
 
 
 def test_default_table_holds_32_ids_and_held_is_configurable():
@@ -48,14 +49,14 @@ def test_default_table_holds_32_ids_and_held_is_configurable():
     for kind in KINDS:
         st = s.fresh(kind)
         for pid in range(1, 33):
-            st.hold(pid)
+            table(st).hold(pid)
         assert _held(st, range(1, 33)) == list(range(1, 33)), kind
         assert st.held_evicted == 0, kind
-        st.hold(33)
+        table(st).hold(33)
         assert _held(st, range(1, 34)) == list(range(2, 34)) and st.held_evicted == 1, kind
         st = s.fresh(kind, held=5)
         for pid in range(100, 106):
-            st.hold(pid)
+            table(st).hold(pid)
         assert _held(st, range(100, 106)) == [101, 102, 103, 104, 105], kind
         assert st.held_evicted == 1, kind
         if kind == "flash":
@@ -70,20 +71,20 @@ def _fill_then_evict(st, kind):
     """held=4: 1 2 3 4 held, 2 dropped, 5 takes the free entry; from then on
     each new id evicts the oldest: 1, then 3, 4, 5."""
     for pid in (1, 2, 3, 4):
-        st.hold(pid)
-    st.unhold(2)
-    st.hold(5)
+        table(st).hold(pid)
+    table(st).unhold(2)
+    table(st).hold(5)
     assert _held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
-    st.hold(4)  # held already: neither a new entry nor younger
+    table(st).hold(4)  # held already: neither a new entry nor younger
     assert st.held_evicted == 0, kind
 
 
 def _evicts_in_order(st, kind, order, first=6):
     left = list(order)
     for n in range(len(order)):
-        st.hold(first + n)
+        table(st).hold(first + n)
         gone = left.pop(0)
-        assert not st.held(gone), (kind, "evicted", gone, _held(st, range(1, 20)))
+        assert not held(st, gone), (kind, "evicted", gone, _held(st, range(1, 20)))
         assert _held(st, left) == left, (kind, left, _held(st, range(1, 20)))
         assert st.held_evicted == n + 1, (kind, st.held_evicted, n + 1)
 
@@ -94,10 +95,10 @@ def test_full_table_evicts_the_oldest_first_and_counts_each():
         st = s.fresh(kind, held=4)
         _fill_then_evict(st, kind)
         _evicts_in_order(st, kind, [1, 3, 4, 5])
-        st.forget_held()
+        table(st).forget_held()
         assert _held(st, range(1, 20)) == [], kind
-        st.hold(20)  # free entries again: nothing evicted
-        assert st.held_evicted == 4 and st.held(20), kind
+        table(st).hold(20)  # free entries again: nothing evicted
+        assert st.held_evicted == 4 and held(st, 20), kind
     s.done()
 
 
@@ -132,16 +133,16 @@ def test_order_survives_compaction_copies_and_a_reopen():
     for kind in ("file", "flash"):
         kw = {"segment_bytes": 256, "compact": 2} if kind == "file" else {}
         st = s.fresh(kind, held=4, **kw)
-        st.hold(9)
-        st.hold(1)
-        st.unhold(9)
-        st.hold(2)  # takes 9's entry, the first
-        h = st._ids  # the table, made by the first hold
+        table(st).hold(9)
+        table(st).hold(1)
+        table(st).unhold(9)
+        table(st).hold(2)  # takes 9's entry, the first
+        h = st.held_ids  # the table, made by the first hold
         assert h._hfind(2) < h._hfind(1), kind
         keep = st.put(b"k", b"k" * 40, 1, False, 500)  # keeps their unit in use meanwhile
         _traffic(st, 10)  # more than a unit: 3 and 4 go into a newer one
         for pid in (3, 4):
-            st.hold(pid)
+            table(st).hold(pid)
         st.done(keep)
         i = h._hfind(1)
         where = (h._hunit[i], h._hpos[i])
@@ -172,12 +173,12 @@ def test_flash_holds_leave_the_reserve_block_for_compaction():
             st.done(keys.pop(0))
         for _ in range(32):  # a block's worth of hold records
             pid = pid % 60000 + 1
-            st.hold(pid)
-            st.unhold(pid)
+            table(st).hold(pid)
+            table(st).unhold(pid)
     assert st.unsaved == 0 and st.held_evicted == 0, (st.unsaved, st.held_evicted)
     st = FlashStore(dev)
     assert len(st) == 3 and st.next(-1) == keys[0], (len(st), st.next(-1), keys)
-    assert not st.held(pid)
+    assert not held(st, pid)
 
 
 def test_a_full_flash_ring_keeps_a_hold_in_ram_and_counts_it():
@@ -191,7 +192,7 @@ def test_a_full_flash_ring_keeps_a_hold_in_ram_and_counts_it():
             break
     held = []
     for pid in range(1, 30):
-        st.hold(pid)
+        table(st).hold(pid)
         held.append(pid)
         if st.unsaved:
             break
@@ -212,18 +213,16 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
         for i in range(5):
             st.done(st.put(b"t", b"x", 1, False, i + 1))
         keep = st.put(b"t", b"y", 1, False, 9)
-        assert not st.held(3) and st._ids is None, kind
-        st.forget_held()
-        st.unhold(3)
+        assert not held(st, 3) and st.held_ids is None, kind
         st = s.reopen(kind, st)
         assert len(st) == 1, kind
-        assert st._ids is None, (kind, "a table made with no id held")
+        assert st.held_ids is None, (kind, "a table made with no id held")
         assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
         assert "outscan" not in holdfast.__dict__, (kind, "the package still holds the scan")
-        st.hold(7)
-        assert st._ids is not None and st.held(7), kind
+        table(st).hold(7)
+        assert st.held_ids is not None and held(st, 7), kind
         st = s.reopen(kind, st)  # the scan finds the hold and makes the table
-        assert st.held(7) and len(st) == 1 and st.next(-1) == keep, kind
+        assert held(st, 7) and len(st) == 1 and st.next(-1) == keep, kind
         assert "holdfast.outscan" not in sys.modules, kind
         if kind == "file":
             st.close()

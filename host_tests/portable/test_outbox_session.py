@@ -57,7 +57,7 @@ def test_session_publishes_from_filestore():
     assert got == [b"hi"], got
     s.rx.feed(b"\x62\x02\x00\x07")
     drain(s)
-    assert not st.held(7)
+    assert st.held_ids is not None and not st.held_ids.held(7)
     st.close()
     rmtree(top)
 

@@ -5,6 +5,7 @@ from consts import CONNECTED
 from holdfast.subs import match, request
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
 from holdfast.store import MemoryStore
+from holdfast.held import Held
 from fakebroker import session, sent, feed, grant
 from support import raises
 
@@ -363,6 +364,10 @@ class _FullOnAck(MemoryStore):
     def release(self, key):
         raise OutboxFull("flash full")
 
+
+class _FullOnUnhold(Held):
+    """Its held ids: the record that an id's hold ended finds no room."""
+
     def unhold(self, pid):
         raise OutboxFull("flash full")
 
@@ -374,5 +379,8 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
     feed(s, (mq.PUBREC, pid))
     assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
     assert s.inflight == 1 and not s.store.released(s.store.next(-1))
+    h = s.store.held_ids = _FullOnUnhold(s.store)
+    h.hold(5)
     feed(s, (mq.PUBREL, 5))
     assert sent(s) == []  # no PUBCOMP: the broker will repeat PUBREL
+    assert h.held(5)
