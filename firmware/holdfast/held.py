@@ -32,8 +32,8 @@ class Held:
     room. Set max_inflight_messages <= held on the broker, or raise held.
     A free entry is used first; when the table is full anyway, the oldest id
     (the first held) goes, never silently: the store's held_evicted counts
-    each one. Store st's held_max entries; held=0 raises here (a store
-    checks it when made).
+    each one. It has store st's held_max entries (held=); fewer than 1
+    raises ValueError here, which is how the stores check held= when made.
     """
 
     def __init__(self, st):
