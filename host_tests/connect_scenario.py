@@ -1,7 +1,7 @@
-# net.Connector against real sockets, under either runtime:
+# net.dial/net.connected against real sockets, under either runtime:
 #   python|micropython host_tests/connect_scenario.py PORT  (a free port)
 # A listener whose accept queue is full drops new SYNs, as a broker that
-# stopped answering does: the connect stays pending and step() must say so
+# stopped answering does: the connect stays pending and each step must say so
 # without waiting. Prints one JSON line; test_net.py asserts.
 import json
 import socket
@@ -33,8 +33,8 @@ def main():
             pass
         fill.append(f)
     sleep_ms(200)
-    c = net.Connector("127.0.0.1", port)
-    r["pending_steps"] = sum(1 for _ in range(20) if c.step() is None)
+    d = net.dial("127.0.0.1", port)
+    r["pending_steps"] = sum(1 for _ in range(20) if net.connected(d, "127.0.0.1", port, 0) is None)
     # Take the queued connections: the kernel re-sends our SYN (after about
     # 1 s, then 3 s) and the connect completes.
     lst.setblocking(False)
@@ -46,7 +46,7 @@ def main():
                 lst.accept()[0].close()
         except OSError:
             pass
-        sock = c.step()
+        sock = net.connected(d, "127.0.0.1", port, 0)
         sleep_ms(20)
     r["connected"] = sock is not None
     if sock is not None:
@@ -54,12 +54,12 @@ def main():
     for f in fill:
         f.close()
     lst.close()
-    # A port nobody listens on: refused, as an OSError from the constructor
-    # or from a step, never a hang.
+    # A port nobody listens on: refused, as an OSError from dial() or from
+    # a step, never a hang.
     try:
-        c = net.Connector("127.0.0.1", port)
+        d = net.dial("127.0.0.1", port)
         t0 = ticks_ms()
-        while c.step() is None and ticks_diff(ticks_ms(), t0) < 5000:
+        while net.connected(d, "127.0.0.1", port, 0) is None and ticks_diff(ticks_ms(), t0) < 5000:
             sleep_ms(10)
         r["refused"] = None
     except OSError as e:

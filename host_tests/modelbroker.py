@@ -211,8 +211,8 @@ class Socket:
 
 
 class Net:
-    """The in-memory network and fake clock the client is given: open_socket
-    and Connector stand in for holdfast.net's, wait() for the client's wait
+    """The in-memory network and fake clock the client is given: dial and
+    connected stand in for holdfast.net's, wait() for the client's wait
     on its socket (MQTTClient._io_wait); ticks_ms and sleep for
     the clock. Every look at the clock moves it 1 ms, so every wait ends; a
     poll with nothing to read lets the broker run and then lets the time
@@ -290,8 +290,12 @@ class Net:
         self.broker.accept(link)
         return Socket(link, self)
 
-    def connector(self, host, port):
-        return Dial(self, host, port)
+    def dial(self, host, port):
+        return (Dial(self, host, port),)
+
+    @staticmethod
+    def connected(d, host, port, ms):
+        return d[0].step(ms)
 
     def wait(self, sock, ms, out=False):
         """What MQTTClient._io_wait does on sock: the broker runs, then time
@@ -305,14 +309,19 @@ class Net:
 
 
 class Dial:
-    """net.Connector: a TCP connect that takes a few steps."""
+    """A connect net.dial() began: a reconnect's takes a few steps, drawn at
+    the first; connect() waits for it, which takes none."""
 
     def __init__(self, net, host, port):
         self.net = net
         self.host, self.port = host, port
-        self.steps = net.rng.randint(0, 2)
+        self.steps = None
 
-    def step(self):
+    def step(self, ms):
+        if ms:
+            return self.net.open_socket(self.host, self.port, ms)
+        if self.steps is None:
+            self.steps = self.net.rng.randint(0, 2)
         if self.steps:
             self.steps -= 1
             self.net.broker.run()

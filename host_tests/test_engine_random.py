@@ -66,10 +66,10 @@ class Patched:
     ones loaded during the run), and of the client's wait on its socket;
     and takes them out again."""
 
-    NAMES = ("open_socket", "Connector", "ticks_ms", "sleep_ms")
+    NAMES = ("dial", "connected", "ticks_ms", "sleep_ms")
 
     def __init__(self, net):
-        self.fakes = {"open_socket": net.open_socket, "Connector": net.connector,
+        self.fakes = {"dial": net.dial, "connected": net.connected,
                       "ticks_ms": net.ticks_ms, "sleep_ms": net.sleep_ms}
         self.orig = {}
         self.io_wait = lambda client, ms, out=False: net.wait(client.sock, ms, out)

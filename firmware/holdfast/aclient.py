@@ -71,7 +71,8 @@ class AsyncClient(Front):
         as soon as the attempt fails (and the task stops)."""
         self._connect_begin(clean_session, timeout_ms)
         try:
-            self._open()
+            self._dial(ticks_ms(), self.timeout_ms)
+            self._write()
         except LINK_ERRORS as e:
             self._link_failed(e)
             self._stop()
@@ -134,23 +135,6 @@ class AsyncClient(Front):
         self._stop()
 
     # -- internals -----------------------------------------------------------
-
-    def _open(self):
-        self._connect_socket()
-        self.session.start(ticks_ms())
-        self._write()
-
-    async def _dial(self):
-        # The reconnect's TCP connect, stepped while the other tasks run.
-        c = self._dialer()
-        t0 = ticks_ms()
-        try:
-            while not self._dialed(c.step(), t0, ticks_ms()):
-                await _sleep_ms(20)
-        finally:
-            c.close()
-        self.session.start(ticks_ms())
-        self._write()
 
     def _stop(self):
         if self.task is not None:
@@ -223,14 +207,20 @@ class AsyncClient(Front):
     async def _read(self):
         if self.sock is None:
             now = ticks_ms()
-            if self.session.state != _OFFLINE or not self.reconnect:
-                await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
-                return
-            wait = self._backoff_wait(now)
-            if wait:
-                await _sleep_ms(min(wait, 1000))
-                return
-            await self._dial()
+            if self._dialing is None:
+                if self.session.state != _OFFLINE or not self.reconnect:
+                    await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
+                    return
+                wait = self._backoff_wait(now)
+                if wait:
+                    await _sleep_ms(min(wait, 1000))
+                    return
+            # The reconnect's TCP connect, a step a turn while the other
+            # tasks run (connect() and _stop() give it up: _close()).
+            if self._dial(now):
+                self._write()
+            else:
+                await _sleep_ms(20)
             return
         sock = self.sock
         s = self.session

@@ -38,8 +38,6 @@ class MQTTClient(Front):
     # __init__ of its own (Front's takes the arguments above).
     _poll = None  # select.poll() on the link's socket, made by the first _io_wait()
     _mask = 0  # what it waits for
-    _dialing = None  # net.Connector of a reconnect under way
-    _dialed_at = 0
     _ticked = 0
     _raising = False  # in check_msg()/wait_msg(): callback errors come out
 
@@ -52,7 +50,7 @@ class MQTTClient(Front):
         way automatic reconnects follow (reconnect=True)."""
         self._connect_begin(clean_session, timeout_ms)
         try:
-            self._connect_socket()
+            self._dial(ticks_ms(), self.timeout_ms)
             self._linked(ticks_ms())
         except LINK_ERRORS as e:
             self._link_failed(e)
@@ -181,15 +179,11 @@ class MQTTClient(Front):
     # -- I/O shell -------------------------------------------------------------
 
     def _linked(self, now):
-        self.session.start(now)
-        self._pump(now, False)
-
-    def _close(self, state=-1):
-        Front._close(self, state)
+        # A new link (_dial() queued CONNECT): send it. The poll object, if
+        # any, is the last link's; _io_wait() makes one for this link (only
+        # a live link is waited on).
         self._poll = None
-        if self._dialing is not None:
-            self._dialing.close()
-            self._dialing = None
+        self._pump(now, False)
 
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed,
@@ -197,17 +191,9 @@ class MQTTClient(Front):
         self._housekeep()
         now = ticks_ms()
         try:
-            d = self._dialing
-            if d is None and self.sock is None and self.session.state == _OFFLINE and self.reconnect \
-                    and not self._backoff_wait(now):
-                self._dialed_at = now
-                d = self._dialing = self._dialer()
-            if d is not None:
-                sock = d.step()
-                if sock is not None:
-                    self._dialing = None
-                if self._dialed(sock, self._dialed_at, now):
-                    self._linked(now)
+            if (self._dialing is not None or self.sock is None and self.session.state == _OFFLINE
+                    and self.reconnect and not self._backoff_wait(now)) and self._dial(now):
+                self._linked(now)
         except LINK_ERRORS as e:
             self._link_failed(e)
 

@@ -67,7 +67,7 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
-        # What _dialed() wraps each link with: None without TLS, else tls.context()'s
+        # What _dial() wraps each link with: None without TLS, else tls.context()'s
         # (SSLContext, name) (tls.py loads only then).
         self.tls = None
         if ssl:
@@ -85,6 +85,7 @@ class Front:
         self.session.user = user
         self.session.password = password
         self.sock = None
+        self._dialing = None  # net.dial()'s connect under way (begun at _dialed_at), while _dial() steps it
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
@@ -298,29 +299,30 @@ class Front:
                     s.handled()
         return True
 
-    def _connect_socket(self):
-        # connect(): the caller waits anyway.
-        self.attempts += 1
-        self._dialed(net.open_socket(self.server, self.port, self.timeout_ms), 0, 0)
-
-    def _dialer(self):
-        # A reconnect: a TCP connect the shell steps without waiting.
-        self.attempts += 1
-        return net.Connector(self.server, self.port)
-
-    def _dialed(self, sock, since, now):
-        # What a step of _dialer() (or connect()'s open_socket) gave: True
-        # once linked (TLS included), False while pending; MQTTTimeout after
-        # timeout_ms.
+    def _dial(self, now, ms=0):
+        # One step of the TCP connect to the broker, begun (resolving the
+        # host anew) when none is under way: connect() waits up to ms for it
+        # (net.connected raises Unreachable after that), a reconnect is
+        # stepped by its shell with ms=0 (MQTTTimeout after timeout_ms).
+        # True once linked: TLS wrapped, counted, CONNECT queued; False
+        # while pending.
+        d = self._dialing
+        if d is None:
+            self.attempts += 1
+            self._dialed_at = now
+            d = self._dialing = net.dial(self.server, self.port)
+        sock = net.connected(d, self.server, self.port, ms)
         if sock is None:
-            if ticks_diff(now, since) > self.timeout_ms:
+            if ticks_diff(now, self._dialed_at) > self.timeout_ms:
                 raise MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
+        self._dialing = None
         if self.tls:
             from .tls import secure
             sock = secure(self.tls, sock, self.server, self.timeout_ms)
         self.sock = sock
         self.links += 1
+        self.session.start(ticks_ms())
         return True
 
     def _close(self, state=-1):
@@ -329,7 +331,9 @@ class Front:
                 self.sock.close()
             except OSError:
                 pass
-        self.sock = None
+        if self._dialing is not None:  # a connect under way is given up
+            self._dialing[0].close()
+        self.sock = self._dialing = None
         self.session.lost(state)
 
     def _link_failed(self, err):

@@ -25,76 +25,56 @@ def _blocked(e):
     return (e.args and e.args[0] in _WOULD_BLOCK) or e.__class__.__name__.startswith("SSLWant")
 
 
-class Connector:
-    """A TCP connection being made without waiting: step() returns the
-    socket (non-blocking) once connected, None while the connect is under
-    way, and raises OSError when it failed. Resolving the name
+def dial(host, port):
+    """Starts a TCP connection without waiting: returns (socket, address,
+    poll), for connected(); its holder closes the socket (the first) if it
+    gives up before connected() returned it. Resolving the name
     (getaddrinfo) happens here and does block: no port offers it otherwise."""
+    try:
+        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+    except OSError as e:
+        raise _unreachable(_E_NO_HOST, e, host, port)
+    sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
+    try:
+        # Each packet goes out in one write; Nagle would hold it back ~40 ms.
+        sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+    except (OSError, AttributeError):
+        pass
+    poll = select.poll()
+    poll.register(sock, select.POLLOUT)
+    sock.setblocking(False)
+    d = (sock, ai[-1], poll)
+    connected(d, host, port, -1)
+    return d
 
-    def __init__(self, host, port):
-        self.host = host
-        self.port = port
-        try:
-            ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
-        except OSError as e:
-            raise _unreachable(_E_NO_HOST, e, host, port)
-        self.addr = ai[-1]
-        sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
-        try:
-            # Each packet goes out in one write; Nagle would hold it back ~40 ms.
-            sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
-        except (OSError, AttributeError):
-            pass
-        self.sock = sock
-        self.poll = select.poll()
-        self.poll.register(sock, select.POLLOUT)
-        sock.setblocking(False)
-        self._connect()
 
-    def _connect(self):
+def connected(d, host, port, ms):
+    """The socket of dial()'s d (non-blocking) once connected, else None,
+    after waiting up to ms for it: connect() waits (and a wait that runs
+    out raises Unreachable), a reconnect steps with ms=0, dial() makes the
+    first connect call with -1. A failed connect raises Unreachable; either
+    way the socket is closed. TLS is the caller's (Front._dial wraps every
+    new link)."""
+    sock = d[0]
+    if ms < 0 or d[2].poll(ms):
         # Connecting again tells how the first attempt went, the same way on
         # every port (MicroPython has no getsockopt(SO_ERROR)): EISCONN once
         # it is up, the error if it failed, EINPROGRESS/EALREADY meanwhile.
         try:
-            self.sock.connect(self.addr)
+            sock.connect(d[1])
+            return sock
         except OSError as e:
-            if e.args and e.args[0] in _EISCONN:
-                return True
-            if _blocked(e) or e.args and e.args[0] in _EALREADY:
-                return False
-            self.close()
-            raise _unreachable(_E_REFUSED if e.args and e.args[0] == _ECONNREFUSED else _E_NO_ROUTE,
-                               e, self.host, self.port)
-        return True
-
-    def step(self):
-        if not self.poll.poll(0) or not self._connect():
-            return None
-        sock = self.sock
-        self.sock = None
-        return sock
-
-    def close(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-def open_socket(host, port, timeout_ms):
-    """Connects (resolving host anew each time), waiting up to timeout_ms,
-    and returns the socket in non-blocking mode (TLS is the caller's:
-    Front._dialed wraps every new link, this one too)."""
-    conn = Connector(host, port)
-    try:
-        sock = conn.step()
-        if sock is None and conn.poll.poll(timeout_ms):
-            sock = conn.step()
-    finally:
-        conn.close()
-    if sock is None:
+            n = e.args[0] if e.args else None
+            if n in _EISCONN:
+                return sock
+            if not (_blocked(e) or n in _EALREADY):
+                sock.close()
+                raise _unreachable(_E_REFUSED if n == _ECONNREFUSED else _E_NO_ROUTE, e, host, port)
+    if ms > 0:
+        sock.close()
         from .errors import Unreachable
-        raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, timeout_ms))
-    return sock
+        raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, ms))
+    return None
 
 
 def _unreachable(reason, e, host, port):

@@ -9,34 +9,46 @@ CONNACK = wire((mq.CONNACK, False, 0))
 
 
 class Dial:
-    """What net.Connector gives the client: here a scripted socket, connected
-    at the first step unless told to stay pending for some steps."""
+    """A connect net.dial() began (the first of what it gives the client):
+    here to the rig's opener, connected at the first step unless told to
+    stay pending for some steps that do not wait (a reconnect's; connect()
+    waits for it)."""
 
     pending = 0
 
-    def __init__(self, host, port):
+    def __init__(self, rig, host, port):
+        self.rig = rig
         self.host, self.port = host, port
         self.steps = 0
         self.closed = False
 
-    def step(self):
+    def step(self, ms):
         self.steps += 1
-        if self.steps <= Dial.pending:
+        if self.steps <= Dial.pending and not ms:
             return None
-        return hc.net.open_socket(self.host, self.port, 0)
+        return self.rig.opener(self.host, self.port, ms)
 
     def close(self):
         self.closed = True
 
 
+def connected(d, host, port, ms):
+    """net.connected on what Rig.dial gave."""
+    return d[0].step(ms)
+
+
 class Rig:
-    """Patches the client's socket opener, its wait on the socket and the clock for one test."""
+    """Patches the client's TCP connect (each made by opener()), its wait on
+    the socket and the clock for one test."""
 
     def __init__(self, *scripts, write_limit=None):
         self.scripts = list(scripts)
         self.socks = []
         self.now = 1000
         self.write_limit = write_limit
+
+    def dial(self, host, port):
+        return (Dial(self, host, port),)
 
     def opener(self, host, port, timeout_ms):
         if not self.scripts:
@@ -50,10 +62,10 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (hc.net.open_socket, hc.net.Connector, hc.MQTTClient._io_wait, hc.ticks_ms,
+        self.saved = (hc.net.dial, hc.net.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
                       hc.sleep_ms, front.ticks_ms)
-        hc.net.open_socket = self.opener
-        hc.net.Connector = Dial
+        hc.net.dial = self.dial
+        hc.net.connected = connected
         hc.MQTTClient._io_wait = no_wait
         hc.ticks_ms = front.ticks_ms = self.clock
         hc.sleep_ms = self.sleep
@@ -63,7 +75,7 @@ class Rig:
         self.now += ms
 
     def __exit__(self, *a):
-        (hc.net.open_socket, hc.net.Connector, hc.MQTTClient._io_wait, hc.ticks_ms,
+        (hc.net.dial, hc.net.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
          hc.sleep_ms, front.ticks_ms) = self.saved
         Dial.pending = 0
 

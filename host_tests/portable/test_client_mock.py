@@ -83,16 +83,17 @@ def test_reconnect_is_one_step_per_check_msg_and_gives_up_after_timeout():
     # check_msg() steps it once and returns; after timeout_ms the attempt is
     # dropped and the next one follows the backoff.
     with Rig([CONNACK], [CONNACK]) as rig:
-        dials = []
-        real = hc.net.Connector
-
-        def dial(host, port):
-            dials.append(real(host, port))
-            return dials[-1]
-
-        hc.net.Connector = dial
         cl = rig.client(backoff_ms=(100, 1000), timeout_ms=2000)
         cl.connect()
+        dials = []
+        real = hc.net.dial
+
+        def dial(host, port):
+            d = real(host, port)
+            dials.append(d[0])
+            return d
+
+        hc.net.dial = dial
         rig.socks[0].eof = True
         cl.check_msg()
         assert not cl.isconnected()
@@ -201,7 +202,7 @@ def test_failed_first_connect_still_reconnects_later():
                 raise OSError(113, "no route to host")
             return real(*a)
 
-        hc.net.open_socket = refuse_once
+        rig.opener = refuse_once
         cl = rig.client(backoff_ms=(100, 1000))
         raises(OSError, cl.connect)
         rig.now += 200
