@@ -5,7 +5,7 @@
 # sensor that only publishes never carries it.
 from .compat import const
 from . import codec
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .filters import utf8_ok
 
 _PUBLISH = const(3)  # packet types (codec.py)
@@ -130,7 +130,7 @@ def pubrel(s, pid):
     """The broker released an inbound QoS 2 message: forget its id, PUBCOMP."""
     try:
         s.store.unhold(pid)
-    except OutboxFull:
+    except errors.OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
     s._ack(_PUBCOMP, pid)
 
