@@ -1,5 +1,6 @@
-# The errors a running client rarely meets, loaded with the first use of
-# one (errors.py says why); `from holdfast.errors import X` finds them all.
+# The errors a running client rarely meets (a broken peer, a refused
+# subscription, TLS set-up), loaded with the first use of one; errors.py
+# says why and finds them (`from holdfast.errors import TLSError`).
 from .errors import MQTTError
 
 
@@ -29,13 +30,6 @@ class V5Error(MQTTProtocolError):
 
 class SubscribeError(MQTTError):
     """The broker answered 0x80 (failure) for a subscription."""
-
-
-class Unreachable(OSError):
-    """The broker could not be reached: its name did not resolve, or the TCP
-    connect failed (refused, no route, timed out). args: the runtime's errno
-    when it gave a number (ECONNREFUSED is 111), then host:port and the
-    cause in words."""
 
 
 class TLSError(MQTTError):

@@ -8,6 +8,19 @@
 # MicroPython refuses a class with OSError and another exception class as
 # bases ("multiple bases have instance lay-out conflict"). Everything:
 # except (OSError, MQTTError).
+#
+# Only the base of the MQTT family is here. The classes of what went wrong
+# load with the first one raised or caught, found by __getattr__ below,
+# so `from holdfast.errors import LinkDown`, `holdfast.errors.LinkDown` and
+# `holdfast.LinkDown` give the one class either way:
+# - errcommon.py: what a running client meets when the link or the broker
+#   fails (ConnectError, OutboxFull, MQTTTimeout, LinkDown, Unreachable);
+# - errmore.py: what a broken peer, a refused subscription or TLS set-up
+#   raise (MQTTProtocolError, PacketTooLarge, V5Error, SubscribeError,
+#   TLSError).
+# An exception class costs about 230 bytes of heap on a board, more with
+# an __init__: a client that connects and publishes without a failure
+# carries none of them.
 
 
 class MQTTError(Exception):
@@ -19,38 +32,12 @@ class MQTTError(Exception):
 MQTTException = MQTTError
 
 
-class ConnectError(MQTTError):
-    """The broker refused the connection (CONNACK return code 1..5; with
-    MQTT 5 a reason code, 0x80 and above)."""
-
-    def __init__(self, code, msg=None):
-        if msg is None:  # MQTT 5's words come from v5words.py
-            from .reasons import refused  # the words load only with a refusal
-            msg = refused(code)
-        super().__init__(msg)
-        self.code = code
-
-
-class OutboxFull(MQTTError):
-    """The outbox has no room for another message; publish() stored nothing."""
-
-
-class MQTTTimeout(OSError):
-    """An operation did not complete within its time bound (an OSError, as
-    a socket timeout is)."""
-
-
-class LinkDown(OSError):
-    """The connection to the broker is lost or was found dead."""
-
-
 def __getattr__(name):
-    # The errors a running client rarely meets (MQTTProtocolError,
-    # PacketTooLarge, SubscribeError, Unreachable, TLSError) are in
-    # errmore.py: a class costs about 300 bytes of heap, so they load with
-    # the first `from .errors import` of one of them, where it is raised or
-    # caught. Not for dunder names: CPython's import looks up __path__.
+    # Not for dunder names: CPython's import looks up __path__.
     if name[:2] == "__":
         raise AttributeError(name)
-    from . import errmore
-    return getattr(errmore, name)
+    if name in ("ConnectError", "OutboxFull", "MQTTTimeout", "LinkDown", "Unreachable"):
+        from . import errcommon as m
+    else:
+        from . import errmore as m
+    return getattr(m, name)

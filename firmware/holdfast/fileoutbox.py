@@ -3,7 +3,7 @@
 # recovery rules and what each failure keeps or drops: docs/outbox.md.
 import os
 from .compat import const, ticks_ms, ticks_diff
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL
 
 _KIND = const(0x46)  # 'F': a segment file
@@ -293,8 +293,8 @@ class FileStore(Log):
             raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
 
     def _full(self, e, what):
-        return OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
-                          % (what, e, len(self)))
+        return errors.OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
+                                 % (what, e, len(self)))
 
     def _append(self, n, parts, t):
         # A message keeps the reserve and, when the filesystem is full, gets
@@ -354,7 +354,7 @@ class FileStore(Log):
         self._head(self._rhead, t, 0, seq, pid)
         try:
             self._append(REC, self._rparts, t)
-        except OutboxFull:
+        except errors.OutboxFull:
             return t != T_REL and seg not in self._live  # its segment went meanwhile: as good
         return True
 

@@ -5,7 +5,7 @@
 # what each failure keeps or drops: docs/outbox.md.
 from array import array
 from .compat import const
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, VERSION, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
@@ -215,14 +215,14 @@ class FlashStore(Log):
         for p in self.held_ids._hpid if self.held_ids else ():
             if p:
                 held += 1
-        raise OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
-                         % (len(self), held, n, self.bs))
+        raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
+                                % (len(self), held, n, self.bs))
 
     # -- the log -------------------------------------------------------------------
 
     def _append(self, n, parts, t):
         if UNIT + n > self.bs:
-            raise OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
+            raise errors.OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
         if self._wunit < 0 or self._wpos + n > self.bs:
             self._advance(n)
         b = self._wunit

@@ -5,7 +5,7 @@
 from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
 from . import net
 from .codec import to_bytes, why, publish_size
-from .errors import ConnectError, LinkDown, MQTTTimeout, MQTTError
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session
 
 try:
@@ -37,7 +37,7 @@ _SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced",
                   "set_next_pid")
 
 # What a link failure can raise, from the socket or from the engine.
-LINK_ERRORS = (OSError, MQTTError)
+LINK_ERRORS = (OSError, errors.MQTTError)
 
 _ECONNRESET = (104, 54)  # Linux and lwIP, BSD
 
@@ -157,7 +157,7 @@ class Front:
         # A call that waits for the broker cannot run inside a callback: say
         # so before doing anything.
         if self._busy:
-            raise MQTTError(why(_E_IN_CALLBACK))
+            raise errors.MQTTError(why(_E_IN_CALLBACK))
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
@@ -175,7 +175,7 @@ class Front:
         if self.session.acked < link:
             err = self.last_error
             if err is None:
-                err = MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
+                err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
             raise err
         self.backoff = 0
         return self.session.session_present
@@ -207,7 +207,7 @@ class Front:
         elif not last:
             return False
         elif not self._busy:
-            self.last_error = MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
+            self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
         return True
 
@@ -232,7 +232,7 @@ class Front:
     def _reply(self, e, arrived):
         # After the wait for its ack: the granted QoS, or why there is none.
         if not arrived:
-            raise MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
+            raise errors.MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
         if e[4] >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
             from .errors import SubscribeError
             raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.session.v5.words(e[4]) if self.session.v5 else ""))
@@ -255,8 +255,8 @@ class Front:
 
     def _need_link(self):
         if not self.isconnected():
-            raise LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
-                           else why(_E_NOT_STARTED))
+            raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
+                                  else why(_E_NOT_STARTED))
 
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
@@ -314,7 +314,7 @@ class Front:
         sock = net.connected(d, self.server, self.port, ms)
         if sock is None:
             if ticks_diff(now, self._dialed_at) > self.timeout_ms:
-                raise MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
+                raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
         self._dialing = None
         if self.tls:
@@ -341,7 +341,7 @@ class Front:
         s = self.session
         now = ticks_ms()
         if s.state == _CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
-            err = LinkDown(why(_E_RESET_AT_CONNECT, err))
+            err = errors.LinkDown(why(_E_RESET_AT_CONNECT, err))
         self.last_error = err
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
@@ -349,7 +349,7 @@ class Front:
             except OSError:
                 pass
         self._close()
-        refused = isinstance(err, ConnectError)
+        refused = isinstance(err, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
             from .errors import TLSError
             refused = isinstance(err, TLSError)

@@ -5,7 +5,7 @@
 # sensor that only publishes never carries it.
 from .compat import const
 from . import codec
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .filters import utf8_ok
 
 _PUBLISH = const(3)  # packet types (codec.py)
@@ -134,7 +134,7 @@ def pubrel(s, pid):
     try:
         if h is not None:
             h.unhold(pid)
-    except OutboxFull:
+    except errors.OutboxFull:
         return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
     s._ack(_PUBCOMP, pid)
 

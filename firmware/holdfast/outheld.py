@@ -3,7 +3,7 @@
 # held.table() with the first id a store holds, or when the scan finds one:
 # a store that only publishes never carries this code nor the table.
 from array import array
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .held import Held
 from .outlog import REC, T_HOLD, T_UNHOLD
 
@@ -23,7 +23,7 @@ class Logged(Held):
         log._head(log._rhead, T_HOLD, 0, order, pid)
         try:
             p = log._append(REC, log._rparts, T_HOLD)
-        except OutboxFull:
+        except errors.OutboxFull:
             self._hunit[i] = -1  # in RAM only: no room
             log.unsaved += 1
             return
@@ -44,5 +44,5 @@ class Logged(Held):
         if strict:
             self._hpid[i] = pid
             log._live[u] += REC
-            raise OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
+            raise errors.OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
         log.unsaved += 1  # in RAM only: its H record lives until its unit goes

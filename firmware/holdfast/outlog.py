@@ -10,7 +10,7 @@ import struct
 from array import array
 from .compat import const
 from . import codec
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
 
 def crc32_soft(data, crc=0):
@@ -291,14 +291,14 @@ class Log:
         j = codec.put_length(h, 17, rl)
         blen = j - 16 + rl + (4 if deadline else 0)
         if blen > 65535:
-            raise OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
+            raise errors.OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
         n = _aligned(blen)
         # Room in the index, made by closing the gaps done() left when it is full.
         if self.limit and self.bytes + n > self.limit:
-            raise OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
-                             % (self.bytes, self.limit, n))
+            raise errors.OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
+                                    % (self.bytes, self.limit, n))
         if self._n == self.slots and self._close_gaps() == self.slots:
-            raise OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
+            raise errors.OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
         h[16] = 0x30 | qos << 1 | (1 if retain else 0) | (8 if self.mark else 0)
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
@@ -338,8 +338,8 @@ class Log:
         i = self._find(key)
         if i >= 0:
             if not self._mark(T_REL, self._unit[i], self._off[i], key, self._pid[i]):
-                raise OutboxFull("outbox full: no room to record that message %d reached PUBREC"
-                                 % self._pid[i])
+                raise errors.OutboxFull("outbox full: no room to record that message %d reached PUBREC"
+                                        % self._pid[i])
             self._st[i] |= _F_REL
 
     def done(self, key):

@@ -21,7 +21,7 @@
 from array import array
 from .compat import ticks_diff, const
 from . import codec
-from .errors import MQTTError, ConnectError, LinkDown, OutboxFull, MQTTTimeout
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
 # MQTT's packet types (codec.py), private consts here: compared on every
 # packet, and a const costs neither a lookup nor a name on the heap.
@@ -260,9 +260,9 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == _CONNECTING:
-            self._fail(LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
-                                       if self.level == 3 else "MQTT 3.1.1 (level 4)")))
-        self._fail(LinkDown(codec.why(_E_CLOSED)))
+            self._fail(errors.LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
+                                              if self.level == 3 else "MQTT 3.1.1 (level 4)")))
+        self._fail(errors.LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
         self.error = e
@@ -292,7 +292,7 @@ class Session:
         if self.state != _CONNECTING:
             raise codec.protocol_error(_E_CONNACK2)
         if r.code:
-            raise ConnectError(r.code)
+            raise errors.ConnectError(r.code)
         self.state = _CONNECTED
         self.acked = self.link
         self.since = now
@@ -359,7 +359,7 @@ class Session:
             try:
                 key = st.put(topic, payload, qos, retain, pid, deadline)
                 break
-            except OutboxFull:
+            except errors.OutboxFull:
                 if not self.drop_oldest:
                     raise
                 from .policy import drop_oldest
@@ -460,7 +460,7 @@ class Session:
                 if self.state != _CONNECTED and t != _CONNACK:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
-            except MQTTError as e:
+            except errors.MQTTError as e:
                 from .errors import PacketTooLarge
                 if isinstance(e, PacketTooLarge):
                     codec.inbound().too_large(self, e)
@@ -485,7 +485,7 @@ class Session:
                 if not self.store.released(k):
                     try:
                         self.store.release(k)
-                    except OutboxFull:
+                    except errors.OutboxFull:
                         return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
                 if self._republish and k in self._republish:
                     self._republish.remove(k)
@@ -522,23 +522,23 @@ class Session:
         stopped taking bytes."""
         if self.state == _CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
-                self._fail(MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
+                self._fail(errors.MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
             return
         if self.state != _CONNECTED:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
         if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
+            self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
         ka = self.keepalive * 1000
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
             dead = ka + ka // 2
             if ticks_diff(now, self.last_rx) >= dead:
-                self._fail(LinkDown(codec.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
+                self._fail(errors.LinkDown(codec.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
             if ticks_diff(now, self.drained) >= dead:
-                self._fail(LinkDown(codec.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+                self._fail(errors.LinkDown(codec.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
             if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)

@@ -4,7 +4,7 @@
 from array import array
 from .compat import const
 from . import codec
-from .errors import OutboxFull
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
 _FREE = const(0)
 _PENDING = const(1)
@@ -96,7 +96,7 @@ class MemoryStore:
         while self._state[k % self.slots]:
             k += 1
             if k - self.tail == self.slots:
-                raise OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
+                raise errors.OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
         # Where the record goes: records sit in the ring in key order, the
         # free space is after the newest and before the oldest.
         size = len(self.ring)
@@ -113,7 +113,7 @@ class MemoryStore:
             elif w + n <= h:
                 o = w
         if o < 0:
-            raise OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
+            raise errors.OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
         end = codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o

@@ -13,7 +13,7 @@
 from .compat import const, wall
 from . import codec
 from .codec import Reader, _length_size, put_length, _u16
-from .errors import ConnectError, LinkDown
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session
 
 # Packet types (codec.py's), and session.py's numbers Session5 works with:
@@ -498,7 +498,7 @@ class Session5(Session):
             p0 = r.p0
             p1 = r.p1
             if r.code:
-                raise ConnectError(r.code, _words(_E_REFUSED, (words(r.code), _said(r))))
+                raise errors.ConnectError(r.code, _words(_E_REFUSED, (words(r.code), _said(r))))
             self.window = min(len(self._state), get(b, _RECEIVE_MAXIMUM, 65535, p0, p1))
             ka = get(b, _SERVER_KEEP_ALIVE, -1, p0, p1)
             if ka >= 0:
@@ -525,7 +525,7 @@ class Session5(Session):
         more().resend(self, key, dup)
 
     def _fail(self, e):
-        if not isinstance(e, (OSError, ConnectError)):  # bytes that break MQTT 5
+        if not isinstance(e, (OSError, errors.ConnectError)):  # bytes that break MQTT 5
             more().goodbye(self, e)
         Session._fail(self, e)
 
@@ -541,7 +541,7 @@ class Session5(Session):
             if i >= 0:
                 return self._done(i, now)  # refused: no PUBREL
         if t == _DISCONNECT:
-            self._fail(LinkDown(_words(_E_SERVER_GONE, (words(r.code, _DISCONNECT), _said(r)))))
+            self._fail(errors.LinkDown(_words(_E_SERVER_GONE, (words(r.code, _DISCONNECT), _said(r)))))
         return Session._handle(self, t, now)
 
 

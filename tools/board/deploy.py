@@ -528,7 +528,7 @@ GROUPS = (("on first use: subscribe, inbound, policies, words",
           ("asyncio front end", ("aclient",)),
           ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
-          ("rarer errors (with the first one raised)", ("errmore",)))
+          ("error classes (each with the first one raised)", ("errcommon", "errmore")))
 
 
 def sizes(board="esp32"):
