@@ -261,8 +261,7 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == _CONNECTING:
-            self._fail(LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
-                                       if self.level == 3 else "MQTT 3.1.1 (level 4)")))
+            self._fail(LinkDown(codec.why(_E_CLOSED_AT_CONNECT, self.level)))
         self._fail(LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
