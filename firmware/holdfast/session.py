@@ -428,15 +428,15 @@ class Session:
             return _MESSAGE if codec.inbound().deliver(self) else 0
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
             i = self._slot(r.pid, t)  # the slot whose state is this type
-            no = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
-            if i >= 0 and (t != _PUBREC or no):
+            refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
+            if i >= 0 and (t != _PUBREC or refused):
                 # The flow is over: the message is delivered, or refused.
                 self.store.done(self._key[i])
                 self._state[i] = _FREE
                 self.inflight -= 1
                 self.done_pid = self._pid[i]
                 self._fill(now)
-                return _REJECTED if no else _DELIVERED
+                return _REJECTED if refused else _DELIVERED
             if t == _PUBREC:
                 if i >= 0:
                     k = self._key[i]
