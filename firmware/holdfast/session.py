@@ -511,20 +511,24 @@ class Session:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
-        if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
+        if self.ping_at >= 0:
+            waited = ticks_diff(now, self.ping_at)
+            if waited >= self.ping_timeout_ms:
+                self._fail(LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         ka = self.keepalive * 1000
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
             dead = ka + ka // 2
-            if ticks_diff(now, self.last_rx) >= dead:
-                self._fail(LinkDown(codec.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
-            if ticks_diff(now, self.drained) >= dead:
-                self._fail(LinkDown(codec.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+            silent = ticks_diff(now, self.last_rx)
+            if silent >= dead:
+                self._fail(LinkDown(codec.why(_E_RX_SILENT, silent)))
+            stalled = ticks_diff(now, self.drained)
+            if stalled >= dead:
+                self._fail(LinkDown(codec.why(_E_TX_STALLED, stalled)))
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
-            if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
+            if (self.ping_at < 0 and (silent >= ka or ticks_diff(now, self.last_tx) >= ka)
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
