@@ -33,8 +33,7 @@ _WINDOW = const(2)
 _REPLIED = const(3)
 _EMPTY = const(4)
 
-_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished",
-                  "set_next_pid")
+_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
 
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, errors.MQTTError)
@@ -124,11 +123,13 @@ class Front:
     def __getattr__(self, name):
         # retained, qos, dup: the message a callback is given; overflowed,
         # expired, replaced, republished: what the outbox dropped or sent
-        # again; set_next_pid(pid): the id the next QoS 1/2 publish (or
-        # subscribe) tries first, for tests of id wrap-around. Read from the
-        # session; one method costs less heap than seven properties.
+        # again. Read from the session; one method costs less heap than
+        # seven properties.
         if name in _SESSION_VIEWS:
             return getattr(self.session, name)
+        if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
+            from .policy import next_pid
+            return next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
         raise AttributeError(name)

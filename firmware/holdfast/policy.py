@@ -1,7 +1,12 @@
 # What the outbox may drop, and when: a passed deadline (expiry), a newer
-# value of the same topic (latest), room for a new message (drop_oldest).
-# Loaded the first time one of them is used, so a sensor that never sets
-# them does not carry this code.
+# value of the same topic (latest), room for a new message (drop_oldest);
+# and set_next_pid, the hook for tests of id wrap-around. Loaded the first
+# time one of them is used, so a sensor that never sets them does not carry
+# this code.
+from .compat import const
+from . import codec
+
+_E_PID_SET = const(39)  # error reason (reasons.py has the words)
 
 
 def droppable(s, k):
@@ -54,3 +59,14 @@ def expire(s, wall):
             soon = d
         k = st.next(k)
     s.next_expiry = soon
+
+
+def next_pid(s):
+    """The client's set_next_pid(pid), for session s: the id the next QoS 1/2
+    message or (UN)SUBSCRIBE tries first, 1..65535 (ids still in use are
+    skipped). For tests of id wrap-around."""
+    def set_next_pid(pid):
+        if not 0 < pid < 65536:
+            raise ValueError(codec.why(_E_PID_SET, pid))
+        s.next_pid = pid
+    return set_next_pid

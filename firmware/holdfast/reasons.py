@@ -65,7 +65,8 @@ TEXT = (
     'no TCP connection to %s:%d within %d ms',  # NO_TCP
     'outbox full: %d messages pending',  # store: FULL_SLOTS
     'outbox full: no room for a %d-byte message in %d bytes (%d messages pending)',  # FULL_BYTES
-    'the broker closed the link instead of answering CONNECT: does it speak %s?',  # 59 session: CLOSED_AT_CONNECT
+    'the broker closed the link instead of answering CONNECT: does it speak protocol level %d'
+    ' (3: MQTT 3.1, MQIsdp; 4: MQTT 3.1.1; 5: MQTT 5)?',  # 59 session: CLOSED_AT_CONNECT
     'nothing from the broker for %d ms (1.5 keepalives): the link is dead',  # RX_SILENT
     'the socket took no bytes for %d ms (1.5 keepalives)',  # TX_STALLED
     'SUBACK %d: %d return codes, fewer than its filters',  # subs: SUBACK_COUNT

@@ -14,7 +14,8 @@
 # and one ledger per packet id: the inflight window (_pid/_state/_key/_sent)
 # for outgoing messages, the outbox's held ids for inbound QoS 2 messages,
 # and Subs' filters and pending unsubscribes for SUBSCRIBE/UNSUBSCRIBE.
-# _connack() reconciles all of them with the broker's session in one place.
+# _handle()'s CONNACK reconciles all of them with the broker's session in
+# one place.
 # The subscribe side (subs.py, whose request() queues a SUBSCRIBE or an
 # UNSUBSCRIBE), inbound messages (inbound.py) and the drop policies
 # (policy.py) load on first use.
@@ -48,11 +49,12 @@ _CONNECTED = const(3)
 _CLOSING = const(4)  # DISCONNECT queued: nothing more goes out
 _FAILED = const(5)  # self.error says why; sticky until start() or lost()
 
-# States of an inflight window slot.
+# States of an inflight window slot: the packet type it waits for, so an
+# ack finds its slot by its own type.
 _FREE = const(0)
-_WAIT_PUBACK = const(1)
-_WAIT_PUBREC = const(2)
-_WAIT_PUBCOMP = const(3)
+_WAIT_PUBACK = const(4)  # PUBACK
+_WAIT_PUBREC = const(5)  # PUBREC
+_WAIT_PUBCOMP = const(7)  # PUBCOMP
 
 # tx bytes kept free so an acknowledgement can always be queued: the usable
 # room for a PUBLISH is the send buffer's size minus this.
@@ -69,7 +71,6 @@ _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
-_E_PID_SET = const(39)
 _E_TX_FIT = const(40)
 _E_EARLY = const(41)
 _E_UNEXPECTED = const(42)
@@ -260,8 +261,7 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == _CONNECTING:
-            self._fail(errors.LinkDown(codec.why(_E_CLOSED_AT_CONNECT, "MQTT 3.1 (MQIsdp, level 3)"
-                                              if self.level == 3 else "MQTT 3.1.1 (level 4)")))
+            self._fail(errors.LinkDown(codec.why(_E_CLOSED_AT_CONNECT, self.level)))
         self._fail(errors.LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
@@ -286,47 +286,7 @@ class Session:
         if self.ping_at < 0:
             self.ping_at = now
 
-    def _connack(self, r, now):
-        # The one reconciliation with the broker's session: what happens to
-        # every ledger entry once the broker says whether it kept our session.
-        if self.state != _CONNECTING:
-            raise codec.protocol_error(_E_CONNACK2)
-        if r.code:
-            raise errors.ConnectError(r.code)
-        self.state = _CONNECTED
-        self.acked = self.link
-        self.since = now
-        self.session_present = sp = r.session_present
-        # MQTT 3.1 cannot say whether the session was kept, unless clean.
-        new = not sp and (self.clean or self.level == 4)
-        if new:
-            # A new session on the broker: it holds no QoS 2 message of ours
-            # half way (those past PUBREC go out again as PUBLISH, the one
-            # case where QoS 2 can deliver twice), and it will reuse ids we
-            # still hold for inbound ones [MQTT-3.1.2-6].
-            st = self.store
-            if st.held_ids is not None:
-                st.held_ids.forget_held()
-            k = st.next(-1)
-            while k >= 0:
-                if st.released(k):
-                    if self._republish is None:
-                        self._republish = []
-                    if k not in self._republish:
-                        self._republish.append(k)
-                k = st.next(k)
-        if self.subs:
-            self.subs.reconcile(new)
-        self._fill(now)
-
     # -- outgoing messages -----------------------------------------------------
-
-    def set_next_pid(self, pid):
-        """The id the next QoS 1/2 message or (UN)SUBSCRIBE tries first, 1..65535
-        (ids still in use are skipped). For tests of id wrap-around."""
-        if not 0 < pid < 65536:
-            raise ValueError(codec.why(_E_PID_SET, pid))
-        self.next_pid = pid
 
     def new_pid(self):
         while True:
@@ -433,14 +393,6 @@ class Session:
                 return i
         return -1
 
-    def _done(self, i, now):
-        self.store.done(self._key[i])
-        self._state[i] = _FREE
-        self.inflight -= 1
-        self.done_pid = self._pid[i]
-        self._fill(now)
-        return _DELIVERED
-
     # -- input -----------------------------------------------------------------
 
     def receive(self, now):
@@ -474,29 +426,31 @@ class Session:
         r = self.rx
         if t == _PUBLISH:
             return _MESSAGE if codec.inbound().deliver(self) else 0
-        if t == _PUBACK:
-            i = self._slot(r.pid, _WAIT_PUBACK)
-            if i >= 0:
-                return self._done(i, now)
-        elif t == _PUBREC:
-            i = self._slot(r.pid, _WAIT_PUBREC)
-            if i >= 0:
-                k = self._key[i]
-                if not self.store.released(k):
-                    try:
-                        self.store.release(k)
-                    except errors.OutboxFull:
-                        return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
-                if self._republish and k in self._republish:
-                    self._republish.remove(k)
-                self._state[i] = _WAIT_PUBCOMP
-                self._sent[i] = now
-            if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
-                self._ack(_PUBREL, r.pid)
-        elif t == _PUBCOMP:
-            i = self._slot(r.pid, _WAIT_PUBCOMP)
-            if i >= 0:
-                return self._done(i, now)
+        if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
+            i = self._slot(r.pid, t)  # the slot whose state is this type
+            refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
+            if i >= 0 and (t != _PUBREC or refused):
+                # The flow is over: the message is delivered, or refused.
+                self.store.done(self._key[i])
+                self._state[i] = _FREE
+                self.inflight -= 1
+                self.done_pid = self._pid[i]
+                self._fill(now)
+                return _REJECTED if refused else _DELIVERED
+            if t == _PUBREC:
+                if i >= 0:
+                    k = self._key[i]
+                    if not self.store.released(k):
+                        try:
+                            self.store.release(k)
+                        except errors.OutboxFull:
+                            return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
+                    if self._republish and k in self._republish:
+                        self._republish.remove(k)
+                    self._state[i] = _WAIT_PUBCOMP
+                    self._sent[i] = now
+                if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
+                    self._ack(_PUBREL, r.pid)
         elif t == _PUBREL:
             codec.inbound().pubrel(self, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
@@ -504,7 +458,37 @@ class Session:
                 self._fill(now)
                 return _REFUSED if self.subs.nrefused else 0
         elif t == _CONNACK:
-            self._connack(r, now)
+            # The one reconciliation with the broker's session: what happens to
+            # every ledger entry once the broker says whether it kept our session.
+            if self.state != _CONNECTING:
+                raise codec.protocol_error(_E_CONNACK2)
+            if r.code:
+                raise errors.ConnectError(r.code)
+            self.state = _CONNECTED
+            self.acked = self.link
+            self.since = now
+            self.session_present = sp = r.session_present
+            # MQTT 3.1 cannot say whether the session was kept, unless clean.
+            new = not sp and (self.clean or self.level == 4)
+            if new:
+                # A new session on the broker: it holds no QoS 2 message of ours
+                # half way (those past PUBREC go out again as PUBLISH, the one
+                # case where QoS 2 can deliver twice), and it will reuse ids we
+                # still hold for inbound ones [MQTT-3.1.2-6].
+                st = self.store
+                if st.held_ids is not None:
+                    st.held_ids.forget_held()
+                k = st.next(-1)
+                while k >= 0:
+                    if st.released(k):
+                        if self._republish is None:
+                            self._republish = []
+                        if k not in self._republish:
+                            self._republish.append(k)
+                    k = st.next(k)
+            if self.subs:
+                self.subs.reconcile(new)
+            self._fill(now)
         elif t != _PINGRESP:
             raise codec.protocol_error(_E_UNEXPECTED, t)
         return 0
@@ -528,20 +512,24 @@ class Session:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
-        if self.ping_at >= 0 and ticks_diff(now, self.ping_at) >= self.ping_timeout_ms:
-            self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, ticks_diff(now, self.ping_at))))
+        if self.ping_at >= 0:
+            waited = ticks_diff(now, self.ping_at)
+            if waited >= self.ping_timeout_ms:
+                self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         ka = self.keepalive * 1000
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
             dead = ka + ka // 2
-            if ticks_diff(now, self.last_rx) >= dead:
-                self._fail(errors.LinkDown(codec.why(_E_RX_SILENT, ticks_diff(now, self.last_rx))))
-            if ticks_diff(now, self.drained) >= dead:
-                self._fail(errors.LinkDown(codec.why(_E_TX_STALLED, ticks_diff(now, self.drained))))
+            silent = ticks_diff(now, self.last_rx)
+            if silent >= dead:
+                self._fail(errors.LinkDown(codec.why(_E_RX_SILENT, silent)))
+            stalled = ticks_diff(now, self.drained)
+            if stalled >= dead:
+                self._fail(errors.LinkDown(codec.why(_E_TX_STALLED, stalled)))
             # Ping when we sent nothing, or heard nothing, for a keepalive: a
             # client that only publishes QoS 0 still hears from the broker.
-            if (self.ping_at < 0 and (ticks_diff(now, self.last_tx) >= ka or ticks_diff(now, self.last_rx) >= ka)
+            if (self.ping_at < 0 and (silent >= ka or ticks_diff(now, self.last_tx) >= ka)
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:

@@ -29,8 +29,6 @@ _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _ACK_ROOM = const(16)  # session.ACK_ROOM
 _CONNECTING = const(2)  # session.CONNECTING
-_REJECTED = const(4)  # session.REJECTED
-_WAIT_PUBREC = const(2)  # session.py's slot state
 
 # The property identifiers this module reads or writes (v5more.py names them all).
 _MESSAGE_EXPIRY = const(0x02)
@@ -489,11 +487,21 @@ class Session5(Session):
             self.fits(n)
         return Session.publish(self, topic, payload, qos, retain, now, deadline, latest)
 
-    def _connack(self, r, now):
-        # What the broker's CONNACK says: a refusal in words; how many QoS
-        # 1/2 messages it takes at once (the window), the keepalive it
-        # wants, the client id it gave, the largest packet it takes.
-        if self.state == _CONNECTING:
+    def _resend(self, key, dup):
+        more().resend(self, key, dup)
+
+    def _fail(self, e):
+        if not isinstance(e, (OSError, errors.ConnectError)):  # bytes that break MQTT 5
+            more().goodbye(self, e)
+        Session._fail(self, e)
+
+    def _handle(self, t, now):
+        r = self.rx
+        if t == _CONNACK and self.state == _CONNECTING:
+            # What the broker's CONNACK says: a refusal in words; how many QoS
+            # 1/2 messages it takes at once (the window), the keepalive it
+            # wants, the client id it gave, the largest packet it takes.
+            # Session's _handle then reconciles the ledgers.
             b = r.buf
             p0 = r.p0
             p1 = r.p1
@@ -519,27 +527,6 @@ class Session5(Session):
             most = get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
             if 0 < most < self.limit:
                 self.limit = most
-        Session._connack(self, r, now)
-
-    def _resend(self, key, dup):
-        more().resend(self, key, dup)
-
-    def _fail(self, e):
-        if not isinstance(e, (OSError, errors.ConnectError)):  # bytes that break MQTT 5
-            more().goodbye(self, e)
-        Session._fail(self, e)
-
-    def _done(self, i, now):
-        # A reason code of 0x80 or more ends the flow undelivered.
-        e = Session._done(self, i, now)
-        return _REJECTED if self.rx.code >= 0x80 else e
-
-    def _handle(self, t, now):
-        r = self.rx
-        if t == _PUBREC and r.code >= 0x80:
-            i = self._slot(r.pid, _WAIT_PUBREC)
-            if i >= 0:
-                return self._done(i, now)  # refused: no PUBREL
         if t == _DISCONNECT:
             self._fail(errors.LinkDown(_words(_E_SERVER_GONE, (words(r.code, _DISCONNECT), _said(r)))))
         return Session._handle(self, t, now)

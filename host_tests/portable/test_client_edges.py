@@ -109,3 +109,17 @@ def test_the_client_counts_held_ids_its_outbox_had_to_forget():
         cl.check_msg()
         assert cl.held_evicted == 1
         assert [p for p in rig.socks[0].take() if p[0] == mq.PUBREC] == [(mq.PUBREC, 1), (mq.PUBREC, 2)]
+
+
+def test_set_next_pid_sets_the_id_the_next_qos1_publish_tries():
+    # README's set_next_pid(pid), for tests of id wrap-around: read through
+    # the client (policy.py, loaded on first use), not a session method.
+    with Rig([CONNACK]) as rig:
+        cl = rig.client()
+        cl.connect()
+        cl.set_next_pid(65535)
+        assert cl.publish(b"t", b"a", qos=1) == 65535
+        assert cl.publish(b"t", b"b", qos=1) == 1  # wrapped, 0 skipped
+        raises(ValueError, cl.set_next_pid, 0)
+        raises(ValueError, cl.set_next_pid, 65536)
+        assert [p[6] for p in rig.socks[0].take() if p[0] == mq.PUBLISH] == [65535, 1]

@@ -8,6 +8,7 @@ from consts import MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
 from holdfast.subs import request
+from holdfast.policy import next_pid
 from fakebroker import session, sent, feed, grant
 from drain import drain
 from support import raises
@@ -171,9 +172,12 @@ def test_a_stuck_qos2_message_does_not_block_qos1_publishing():
 
 
 def test_next_packet_id_can_be_set_for_wraparound_tests():
+    # The client's set_next_pid(pid) is this function, made for its session.
     s = session()
-    s.set_next_pid(65535)
+    set_next_pid = next_pid(s)
+    set_next_pid(65535)
     assert s.publish(b"t", b"a", 1, False, 0) == 65535
     assert s.publish(b"t", b"b", 1, False, 0) == 1
-    raises(ValueError, s.set_next_pid, 0)
-    raises(ValueError, s.set_next_pid, 65536)
+    raises(ValueError, set_next_pid, 0)
+    raises(ValueError, set_next_pid, 65536)
+    assert s.publish(b"t", b"c", 1, False, 0) == 2  # a refused id changes nothing
