@@ -19,14 +19,27 @@ _E_PUB_UTF8 = const(27)
 _E_PUB_WILD = const(28)
 _E_PUB_PID_PAST = const(29)
 _E_TOO_LARGE = const(37)
+_E_LEN_PAST = const(18)
+_E_STR_PAST = const(19)
 
 
 # -- the codec's part: reader r's buffer --------------------------------------
 
+def string(r, i, end, what):
+    """The offset after the length-prefixed string at r.buf[i], which must
+    end by end (what: the field, for the error)."""
+    if i + 2 > end:
+        raise codec.protocol_error(_E_LEN_PAST, what)
+    j = i + 2 + (r.buf[i] << 8 | r.buf[i + 1])
+    if j > end:
+        raise codec.protocol_error(_E_STR_PAST, what, j - i - 2)
+    return j
+
+
 def parse_publish(r, flags, i, end):
     """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
     b = r.buf
-    j = r._string(i, end, "PUBLISH topic")
+    j = string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
     if not utf8_ok(b, i + 2, j):
@@ -50,7 +63,7 @@ def big(r, flags, i, total):
     more than the buffer: its topic length must leave room for the topic
     and the packet id inside it, or the skip would run past it."""
     end = r.start + total
-    j = r._string(i, end, "PUBLISH topic")
+    j = string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
     r.type = _PUBLISH

@@ -95,12 +95,17 @@ def test_encoder_refuses_bad_arguments():
     raises(ValueError, c.connect, BUF, b"", True, 0, None, b"", 0, False, None, None, 3)
 
 
-def test_publish_header_then_payload_matches_publish():
+def test_publish_with_a_gap_leaves_it_between_header_and_payload():
+    # MQTT 5 writes its properties into the gap (v5.out): the remaining
+    # length counts it, everything else is what publish() writes without one.
     n = c.publish(BUF, b"s/t", b"abc", 1, False, False, 9)
     whole = bytes(BUF[:n])
-    i = c.publish_header(BUF, b"s/t", 3, 1, False, False, 9)
-    BUF[i:i + 3] = b"abc"
-    assert bytes(BUF[:i + 3]) == whole
+    BUF[:n + 2] = b"\xee" * (n + 2)
+    m = c.publish(BUF, b"s/t", b"abc", 1, False, False, 9, 0, 2)
+    assert m == n + 2, m
+    assert BUF[1] == whole[1] + 2, BUF[1]
+    assert bytes(BUF[:1] + BUF[2:n - 3]) == whole[:1] + whole[2:n - 3], bytes(BUF[:m])
+    assert bytes(BUF[n - 3:n - 1]) == b"\xee\xee" and bytes(BUF[n - 1:m]) == b"abc", bytes(BUF[:m])
 
 
 # -- every length checked against the packet it sits in ----------------------
