@@ -6,7 +6,7 @@
 from .compat import const
 from . import codec
 from .errors import OutboxFull
-from .filters import utf8_ok
+from .filters import utf8_ok, string
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -19,22 +19,9 @@ _E_PUB_UTF8 = const(27)
 _E_PUB_WILD = const(28)
 _E_PUB_PID_PAST = const(29)
 _E_TOO_LARGE = const(37)
-_E_LEN_PAST = const(18)
-_E_STR_PAST = const(19)
 
 
 # -- the codec's part: reader r's buffer --------------------------------------
-
-def string(r, i, end, what):
-    """The offset after the length-prefixed string at r.buf[i], which must
-    end by end (what: the field, for the error)."""
-    if i + 2 > end:
-        raise codec.protocol_error(_E_LEN_PAST, what)
-    j = i + 2 + (r.buf[i] << 8 | r.buf[i + 1])
-    if j > end:
-        raise codec.protocol_error(_E_STR_PAST, what, j - i - 2)
-    return j
-
 
 def parse_publish(r, flags, i, end):
     """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
