@@ -75,6 +75,20 @@ def test_malformed_input_is_a_named_error():
     bad(b"\x10\x0c\x00\x04MQTT\x04\x03\x00\x3c\x00\x00", "reserved flag")
 
 
+def test_a_client_reader_refuses_what_only_clients_send():
+    # CONNECT, SUBSCRIBE and UNSUBSCRIBE travel to a broker only: the
+    # client's Reader refuses them by name, where BrokerReader decodes them.
+    for p, name in (((mq.CONNECT, 4, b"id", True, 0, None, None, 0, False, None, None), "CONNECT"),
+                    ((mq.SUBSCRIBE, 1, ((b"a", 0),)), "SUBSCRIBE"),
+                    ((mq.UNSUBSCRIBE, 1, (b"a",)), "UNSUBSCRIBE")):
+        data = enc(p)
+        assert one(data)[0] == p[0]
+        r = c.Reader(64)
+        r.feed(data)
+        e = raises(MQTTProtocolError, r.next)
+        assert str(e) == name + " is sent by clients, not by a broker", str(e)
+
+
 def test_31_allows_dup_on_pubrel_311_does_not():
     assert one(b"\x6a\x02\x00\x01", level=3) == (mq.PUBREL, 1)
     bad(b"\x6a\x02\x00\x01", "PUBREL fixed-header flags are 10")
