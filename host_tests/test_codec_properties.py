@@ -136,7 +136,7 @@ pieces = st.one_of(from_broker.map(enc), long_heads(), st.binary(min_size=1, max
 
 def hostile_events(stream, size, cuts, by_tail):
     """Feeds stream into a client's Reader in pieces of the sizes in cuts
-    (repeated), by feed() or tail()/filled(n) as by_tail says, and calls
+    (repeated), by feed() or into tail() (end += n) as by_tail says, and calls
     next() until it is done. Returns what came out: packets as tuples, the
     oversize ones as ("too large", length, pid, qos), and the protocol error
     that ended the stream. Fails on any other exception, and when an offset
@@ -151,7 +151,7 @@ def hostile_events(stream, size, cuts, by_tail):
                 room = r.tail()
                 n = min(n, len(room), len(stream) - i)
                 room[:n] = stream[i:i + n]
-                r.filled(n)
+                r.end += n
             else:
                 n = r.feed(stream[i:i + n])
             i += n

@@ -71,7 +71,7 @@ def test_a_qos2_message_past_pubrec_arrives_after_the_broker_lost_its_session(br
         pub._io_wait(20)
         n = net.read_into(pub.sock, s.rx.tail())
         if n > 0:
-            s.rx.filled(n)
+            s.rx.end += n
             s.receive(0)
     assert s.store.released(key)
     broker.kill()  # a crash: the session and the message are gone

@@ -232,7 +232,7 @@ class AsyncClient(Front):
         if n < 0:
             s.eof()
         if n > 0:
-            s.rx.filled(n)
+            s.rx.end += n
         if self._events(ticks_ms()):
             self._write()
         self.progress.set()

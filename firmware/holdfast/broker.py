@@ -2,7 +2,7 @@
 # decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
 # needs it; test brokers and host tools do.
 from .codec import Reader, _fit, _header, _u16, _check_pid
-from .filters import check_filter
+from .filters import check_filter, string
 from .errors import MQTTProtocolError
 from .reasons import NAMES
 from .compat import const
@@ -52,7 +52,7 @@ class BrokerReader(Reader):
             if j == end:
                 _bad("%s without a topic filter" % name)
             while j < end:
-                k = self._string(j, end, name + " topic filter")
+                k = string(self, j, end, name + " topic filter")
                 try:
                     check_filter(b, j + 2, k)
                 except ValueError as e:
@@ -70,7 +70,7 @@ class BrokerReader(Reader):
     def _parse_connect(self, i, end):
         b = self.buf
         mv = self.mv
-        j = self._string(i, end, "CONNECT protocol name")
+        j = string(self, i, end, "CONNECT protocol name")
         proto = bytes(mv[i + 2:j])
         if j + 4 > end:
             _bad("CONNECT variable header is truncated")
@@ -90,25 +90,25 @@ class BrokerReader(Reader):
         self.clean = bool(f & 2)
         self.keepalive = b[j + 2] << 8 | b[j + 3]
         j += 4
-        k = self._string(j, end, "CONNECT client id")
+        k = string(self, j, end, "CONNECT client id")
         self.client_id = mv[j + 2:k]
         self.will_topic = self.will_msg = self.user = self.password = None
         self.will_qos = (f >> 3) & 3
         self.will_retain = bool(f & 0x20)
         if f & 4:
             j = k
-            k = self._string(j, end, "CONNECT will topic")
+            k = string(self, j, end, "CONNECT will topic")
             self.will_topic = mv[j + 2:k]
             j = k
-            k = self._string(j, end, "CONNECT will message")
+            k = string(self, j, end, "CONNECT will message")
             self.will_msg = mv[j + 2:k]
         if f & 0x80:
             j = k
-            k = self._string(j, end, "CONNECT user name")
+            k = string(self, j, end, "CONNECT user name")
             self.user = mv[j + 2:k]
         if f & 0x40:
             j = k
-            k = self._string(j, end, "CONNECT password")
+            k = string(self, j, end, "CONNECT password")
             self.password = mv[j + 2:k]
         if k != end:
             _bad("CONNECT has %d bytes after its payload" % (end - k))

@@ -216,7 +216,7 @@ class MQTTClient(Front):
                 # tx drains (acknowledgements need room); nothing to read.
                 r = net.read_into(self.sock, buf) if len(buf) else 0
                 if r > 0:
-                    s.rx.filled(r)
+                    s.rx.end += r
                 elif r < 0:
                     s.eof()
         except LINK_ERRORS as e:

@@ -25,7 +25,6 @@ _PINGRESP = const(13)
 _DISCONNECT = const(14)
 
 _MAX_REMAINING = const(268435455)
-_SUBACK_FAILURE = const(0x80)
 
 # Error reasons, by number; their words are in reasons.py (filters.py and
 # inbound.py have the numbers of their own).
@@ -42,8 +41,6 @@ _E_KEEPALIVE = const(9)
 _E_PW_NO_USER = const(10)
 _E_DUP_QOS0 = const(11)
 _E_PID_ZERO = const(17)
-_E_LEN_PAST = const(18)
-_E_STR_PAST = const(19)
 _E_RESERVED = const(20)
 _E_QOS3 = const(21)
 _E_DUP0 = const(22)
@@ -66,27 +63,11 @@ def why(code, *args):
 
 # The parts a publish-only client never needs load on first use: filters.py
 # (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filter checks) and inbound.py (inbound
-# PUBLISH, oversize packets). Cached here so a later use allocates nothing.
+# PUBLISH, oversize packets), by a function-local `import holdfast.x as m`:
+# once loaded it allocates nothing (a relative `from . import x` would
+# allocate on MicroPython with every call), so no loader or cache is needed.
 # (No module __getattr__ to forward their names: on MicroPython it made every
 # builtin lookup in this module slower, a third of the QoS 0 publish rate.)
-_filters = None
-_inbound = None
-
-
-def filters():
-    global _filters
-    if _filters is None:
-        import holdfast.filters as m
-        _filters = m
-    return _filters
-
-
-def inbound():
-    global _inbound
-    if _inbound is None:
-        import holdfast.inbound as m
-        _inbound = m
-    return _inbound
 
 
 def protocol_error(code, *args):
@@ -232,13 +213,16 @@ def publish_size(topic, length, qos):
     return 1 + _length_size(rl) + rl
 
 
-def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, off=0):
-    """Fixed and variable header of a PUBLISH whose payload has length bytes;
-    returns the offset where the payload goes."""
+def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, gap=0):
+    """PUBLISH of payload; returns the offset after it. gap: bytes left
+    free between the header and the payload, counted in the remaining
+    length (MQTT 5's properties go there: v5.out)."""
+    payload = to_bytes(payload)
+    n = len(payload)
     _check_qos(qos)
     topic = to_bytes(topic)
     check_topic(topic)
-    rl = 2 + len(topic) + length
+    rl = 2 + len(topic) + gap + n
     if qos:
         _check_pid(pid)
         rl += 2
@@ -248,32 +232,19 @@ def publish_header(buf, topic, length, qos=0, retain=False, dup=False, pid=0, of
     i = _str(buf, i, topic)
     if qos:
         i = _u16(buf, i, pid)
-    return i
-
-
-def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0):
-    payload = to_bytes(payload)
-    n = len(payload)
-    i = publish_header(buf, topic, n, qos, retain, dup, pid, off)
+    i += gap
     buf[i:i + n] = payload
     return i + n
 
 
 def ack(buf, type, pid, dup=False, off=0):
-    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK (DUP only for a 3.1 PUBREL)."""
+    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK for message id pid (DUP
+    only for a 3.1 PUBREL); PINGREQ, PINGRESP and DISCONNECT, which carry
+    no id (pid is not looked at)."""
+    if type >= _PINGREQ:
+        return _header(buf, type << 4, 0, off)
     _check_pid(pid)
-    _fit(buf, off, 4)
-    buf[off] = type << 4 | (2 if type == _PUBREL else 0) | (8 if dup else 0)
-    buf[off + 1] = 2
-    return _u16(buf, off + 2, pid)
-
-
-def empty(buf, type, off=0):
-    """PINGREQ, PINGRESP or DISCONNECT."""
-    _fit(buf, off, 2)
-    buf[off] = type << 4
-    buf[off + 1] = 0
-    return off + 2
+    return _u16(buf, _header(buf, type << 4 | (2 if type == _PUBREL else 0) | (8 if dup else 0), 2, off), pid)
 
 
 def shift(buf, start, end):
@@ -288,8 +259,8 @@ def shift(buf, start, end):
 class Reader:
     """Decodes MQTT packets from a stream into a fixed buffer.
 
-    Put bytes in with feed() (copies) or tail()/filled(n) (read straight into
-    the buffer); take packets out with next(), which returns the packet type,
+    Put bytes in with feed() (copies), or read straight into tail() and add
+    the count to end; take packets out with next(), which returns the packet type,
     or 0 when the next packet is not complete yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
     the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
@@ -298,6 +269,11 @@ class Reader:
     buffer or than its type allows, ...) means the stream cannot be trusted
     any more: the link must go, and reset() before the next one.
     """
+
+    # CONNECT, SUBSCRIBE and UNSUBSCRIBE only travel to a broker: a client's
+    # Reader refuses them, BrokerReader (broker.py) decodes them with its
+    # _from_client(type, i, end), kept apart to spare a board's heap.
+    _from_client = None
 
     def __init__(self, size=1024, level=4):
         self.buf = bytearray(size)
@@ -331,9 +307,6 @@ class Reader:
             self.start = 0
         return self.mv[self.end:]
 
-    def filled(self, n):
-        self.end += n
-
     def feed(self, data):
         """Copies as much of data as fits; returns the number of bytes taken."""
         room = self.tail()
@@ -348,18 +321,10 @@ class Reader:
             raise protocol_error(_E_PID_ZERO, self.type)
         return pid
 
-    def _string(self, i, end, what):
-        # Returns the offset after a length-prefixed string at i.
-        if i + 2 > end:
-            raise protocol_error(_E_LEN_PAST, what)
-        j = i + 2 + (self.buf[i] << 8 | self.buf[i + 1])
-        if j > end:
-            raise protocol_error(_E_STR_PAST, what, j - i - 2)
-        return j
-
     def next(self):
         if self._big:
-            return inbound().skip_big(self)
+            import holdfast.inbound as m
+            return m.skip_big(self)
         if self.skip:
             k = min(self.skip, self.end - self.start)
             self.start += k
@@ -418,19 +383,19 @@ class Reader:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            return inbound().big(self, flags, i, total)
+            import holdfast.inbound as m
+            return m.big(self, flags, i, total)
         if end - s < total:
             return 0
-        self.start = s + total
+        end = s + total
+        self.start = end
         self.type = type
         self.flags = flags
-        self._parse(type, flags, i, s + total)
-        return type
-
-    def _parse(self, type, flags, i, end):
-        b = self.buf
-        if type == _PUBLISH:
-            inbound().parse_publish(self, flags, i, end)
+        if self.level > 4:  # MQTT 5: Reader5 (v5.py) decodes its own way
+            self._parse5(type, flags, i, end)
+        elif type == _PUBLISH:
+            import holdfast.inbound as m
+            m.parse_publish(self, flags, i, end)
         elif type == _PUBACK or type == _PUBREC or type == _PUBREL or type == _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
         elif type == _CONNACK:
@@ -441,11 +406,10 @@ class Reader:
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
         elif type == _SUBACK:
-            filters().parse_suback(self, i, end, end - i)
+            import holdfast.filters as m
+            m.parse_suback(self, i, end, end - i)
         elif type != _PINGREQ and type != _PINGRESP and type != _DISCONNECT:
+            if self._from_client is None:
+                raise protocol_error(_E_FROM_CLIENT, type)
             self._from_client(type, i, end)
-
-    def _from_client(self, type, i, end):
-        # CONNECT, SUBSCRIBE, UNSUBSCRIBE only travel to a broker; their
-        # decoder is BrokerReader (broker.py), kept apart to spare a board's heap.
-        raise protocol_error(_E_FROM_CLIENT, type)
+        return type

@@ -1,7 +1,8 @@
 # The subscription side of the codec: SUBSCRIBE and UNSUBSCRIBE encoders,
-# the SUBACK decoder, topic filter and UTF-8 checks. Loaded on first use (a
-# subscribe, an inbound PUBLISH or SUBACK): a sensor that only publishes
-# never carries it.
+# the SUBACK decoder, topic filter and UTF-8 checks, and string() (a
+# length-prefixed string inside its packet: inbound.py's topic, broker.py's
+# fields). Loaded on first use (a subscribe, an inbound PUBLISH or SUBACK):
+# a sensor that only publishes never carries it.
 from .compat import const
 from .codec import to_bytes, why, protocol_error, _check_pid, _check_qos, _header, _u16, _str
 
@@ -15,6 +16,8 @@ _E_NO_FILTER_UNSUB = const(13)
 _E_FILTER_EMPTY = const(14)
 _E_FILTER_UTF8 = const(15)
 _E_FILTER_WILD = const(16)
+_E_LEN_PAST = const(18)
+_E_STR_PAST = const(19)
 _E_SUBACK_EMPTY = const(34)
 _E_SUBACK_CODE = const(35)
 
@@ -100,6 +103,17 @@ def check_filter(b, i, end):
             if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
                 raise ValueError(why(_E_FILTER_WILD, bytes(b[start:end])))
         i += 1
+
+
+def string(r, i, end, what):
+    """The offset after the length-prefixed string at r.buf[i], which must
+    end by end (what: the field, for the error)."""
+    if i + 2 > end:
+        raise protocol_error(_E_LEN_PAST, what)
+    j = i + 2 + (r.buf[i] << 8 | r.buf[i + 1])
+    if j > end:
+        raise protocol_error(_E_STR_PAST, what, j - i - 2)
+    return j
 
 
 def parse_suback(r, i, end, rl):

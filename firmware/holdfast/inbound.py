@@ -6,7 +6,7 @@
 from .compat import const
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .filters import utf8_ok
+from .filters import utf8_ok, string
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -26,7 +26,7 @@ _E_TOO_LARGE = const(37)
 def parse_publish(r, flags, i, end):
     """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
     b = r.buf
-    j = r._string(i, end, "PUBLISH topic")
+    j = string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
     if not utf8_ok(b, i + 2, j):
@@ -50,7 +50,7 @@ def big(r, flags, i, total):
     more than the buffer: its topic length must leave room for the topic
     and the packet id inside it, or the skip would run past it."""
     end = r.start + total
-    j = r._string(i, end, "PUBLISH topic")
+    j = string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
     r.type = _PUBLISH

@@ -273,7 +273,7 @@ class Session:
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
         if self.state == _CONNECTED:
             self.make_room()
-            self.tx_end = codec.empty(self.tx, _DISCONNECT, self.tx_end)
+            self.tx_end = codec.ack(self.tx, _DISCONNECT, 0, False, self.tx_end)
             self.state = _CLOSING
         elif self.state == _CONNECTING:
             self.state = _CLOSING
@@ -282,7 +282,7 @@ class Session:
 
     def ping(self, now):
         self.make_room()
-        self.tx_end = codec.empty(self.tx, _PINGREQ, self.tx_end)
+        self.tx_end = codec.ack(self.tx, _PINGREQ, 0, False, self.tx_end)
         if self.ping_at < 0:
             self.ping_at = now
 
@@ -415,7 +415,8 @@ class Session:
             except errors.MQTTError as e:
                 from .errors import PacketTooLarge
                 if isinstance(e, PacketTooLarge):
-                    codec.inbound().too_large(self, e)
+                    import holdfast.inbound as m  # inbound.py: loaded on first use
+                    m.too_large(self, e)
                     continue
                 self._fail(e)
             if ev:
@@ -425,7 +426,8 @@ class Session:
     def _handle(self, t, now):
         r = self.rx
         if t == _PUBLISH:
-            return _MESSAGE if codec.inbound().deliver(self) else 0
+            import holdfast.inbound as m
+            return _MESSAGE if m.deliver(self) else 0
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
             i = self._slot(r.pid, t)  # the slot whose state is this type
             refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
@@ -452,7 +454,8 @@ class Session:
                 if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
                     self._ack(_PUBREL, r.pid)
         elif t == _PUBREL:
-            codec.inbound().pubrel(self, r.pid)
+            import holdfast.inbound as m
+            m.pubrel(self, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
@@ -495,7 +498,8 @@ class Session:
 
     def handled(self):
         """The application has the message receive() returned: acknowledge it."""
-        codec.inbound().handled(self)
+        import holdfast.inbound as m
+        m.handled(self)
 
     # -- timers ----------------------------------------------------------------
 

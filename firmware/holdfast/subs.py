@@ -5,7 +5,7 @@
 # carries it.
 from array import array
 from .compat import const
-from . import codec
+from . import codec, filters
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
@@ -62,7 +62,7 @@ def request(s, flt, qos, handler=None):
     s.fits((8 if qos is None else 10) + len(flt))  # MQTT 5 subscribes with one byte more
     if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
-    codec.filters().check_filter(flt, 0, len(flt))
+    filters.check_filter(flt, 0, len(flt))
     if qos is None:
         e = s.subs.remove(flt)
     else:
@@ -167,7 +167,7 @@ class Subs:
             if s.v5:
                 s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
-                s.tx_end = codec.filters().unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
+                s.tx_end = filters.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -205,7 +205,7 @@ class Subs:
             if s.v5:  # the options byte (QoS in bits 0-1)
                 s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
-                s.tx_end = codec.filters().subscribe(s.tx, pid, batch, s.tx_end)
+                s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
             self.out[slot] = pid
 
     def acked(self, t, pid, codes):

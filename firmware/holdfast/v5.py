@@ -300,8 +300,8 @@ def out(s, topic, payload, qos, retain, pid, deadline):
     if p:
         e += s.plen
     m = _length_size(e) + e
-    if new:
-        i = codec.publish_header(b, topic, n + m, qos, retain, False, pid, off)
+    if new:  # the payload goes in after m bytes left for the properties
+        i = codec.publish(b, topic, payload, qos, retain, False, pid, off, m) - n - m
     else:  # codec's header, without the topic it checked when the alias was set
         codec._check_qos(qos)
         b[off] = 0x30 | qos << 1 | (1 if retain else 0)
@@ -310,6 +310,7 @@ def out(s, topic, payload, qos, retain, pid, deadline):
         i += 2
         if qos:
             i = _u16(b, i, pid)
+        b[i + m:i + m + n] = payload
     i = put_length(b, i, e)
     if expiry is not None:
         b[i] = _MESSAGE_EXPIRY
@@ -319,7 +320,6 @@ def out(s, topic, payload, qos, retain, pid, deadline):
         i = _u16(b, i + 1, a)
     if p:
         i = more()._items(b, i, p)
-    b[i:i + n] = payload
     return i + n
 
 
@@ -444,7 +444,7 @@ class Reader5(Reader):
         Reader.reset(self)
         self.aliases = None
 
-    def _parse(self, type, flags, i, end):
+    def _parse5(self, type, flags, i, end):  # what Reader.next() calls at level 5
         parse(self, type, flags, i, end)
         if type == _PUBLISH:
             more().alias_in(self)

@@ -8,8 +8,8 @@
 # words. v5.py's codec (walk, get, find, parse, words, Session5, ...) is
 # named here too, so this module is the whole MQTT 5 codec.
 from .compat import const
-from .codec import (to_bytes, check_topic, filters, why, _header, _length_size, put_length, _u16, _str,
-                    _check_pid, _check_qos, _fit)
+from .codec import (to_bytes, check_topic, why, protocol_error, _header, _length_size, put_length, _u16,
+                    _str, _check_pid, _check_qos, _fit)
 from .errors import MQTTError
 from .session import Session
 from .v5 import (_T, _CONNACK_CODES, _PUBACK_CODES, _PUBREL_CODES, _DISCONNECT_CODES, ALIASES, _fail,
@@ -346,7 +346,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
     """subs: (topic filter, options byte) pairs (options(): QoS in bits 0-1).
     sub_id: Subscription Identifier (0: none), handed back on every PUBLISH
     that matches."""
-    f = filters()
+    import holdfast.filters as f  # loaded on first use
     _check_pid(pid)
     if not subs:
         raise ValueError(why(12))  # codec's NO_FILTER_SUB
@@ -368,7 +368,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
 
 
 def unsubscribe(buf, pid, topics, props=(), off=0):
-    f = filters()
+    import holdfast.filters as f  # loaded on first use
     _check_pid(pid)
     if not topics:
         raise ValueError(why(13))  # codec's NO_FILTER_UNSUB
@@ -417,7 +417,7 @@ def parse(r, type, flags, i, end):
     elif type == _CONNACK or type == _DISCONNECT or _PUBACK <= type <= _PUBCOMP or type == _PINGRESP:
         _parse5(r, type, flags, i, end)
     else:
-        r._from_client(type, i, end)  # what only a broker is sent
+        raise protocol_error(36, type)  # codec's FROM_CLIENT: what only a broker is sent
 
 
 def parse_publish(r, flags, i, end):
@@ -430,7 +430,8 @@ def parse_publish(r, flags, i, end):
     j = i + 2 + _n16(b, i)
     if j > end:
         _fail(MALFORMED, _E_SHORT, _PUBLISH, end - i)
-    if not filters().utf8_ok(b, i + 2, j):
+    import holdfast.filters as f
+    if not f.utf8_ok(b, i + 2, j):
         _fail(MALFORMED, _E_TOPIC_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:
@@ -462,7 +463,8 @@ def string(b, i, end, type, p, t):
     j = i + 2 + _n16(b, i)
     if j > end:
         _fail(MALFORMED, _E_VALUE_PAST, type, p)
-    if t != _BINARY and not filters().utf8_ok(b, i + 2, j):
+    import holdfast.filters as f
+    if t != _BINARY and not f.utf8_ok(b, i + 2, j):
         _fail(MALFORMED, _E_UTF8, type, p)
     return j
 

@@ -26,7 +26,7 @@ def encode(buf, p):
         return broker.suback(buf, p[1], p[2])
     if t == mq.UNSUBSCRIBE:
         return filters.unsubscribe(buf, p[1], p[2])
-    return c.empty(buf, t)
+    return c.ack(buf, t, 0)
 
 
 def _opt(v):

@@ -186,7 +186,7 @@ def test_publish_encoding_and_puback_decoding_allocate_nothing():
         room[1] = 2
         room[2] = 0
         room[3] = pid
-        r.filled(4)
+        r.end += 4
         assert r.next() == mq.PUBACK and r.pid == pid
         return n
 

@@ -75,6 +75,20 @@ def test_malformed_input_is_a_named_error():
     bad(b"\x10\x0c\x00\x04MQTT\x04\x03\x00\x3c\x00\x00", "reserved flag")
 
 
+def test_a_client_reader_refuses_what_only_clients_send():
+    # CONNECT, SUBSCRIBE and UNSUBSCRIBE travel to a broker only: the
+    # client's Reader refuses them by name, where BrokerReader decodes them.
+    for p, name in (((mq.CONNECT, 4, b"id", True, 0, None, None, 0, False, None, None), "CONNECT"),
+                    ((mq.SUBSCRIBE, 1, ((b"a", 0),)), "SUBSCRIBE"),
+                    ((mq.UNSUBSCRIBE, 1, (b"a",)), "UNSUBSCRIBE")):
+        data = enc(p)
+        assert one(data)[0] == p[0]
+        r = c.Reader(64)
+        r.feed(data)
+        e = raises(MQTTProtocolError, r.next)
+        assert str(e) == name + " is sent by clients, not by a broker", str(e)
+
+
 def test_31_allows_dup_on_pubrel_311_does_not():
     assert one(b"\x6a\x02\x00\x01", level=3) == (mq.PUBREL, 1)
     bad(b"\x6a\x02\x00\x01", "PUBREL fixed-header flags are 10")
@@ -95,12 +109,17 @@ def test_encoder_refuses_bad_arguments():
     raises(ValueError, c.connect, BUF, b"", True, 0, None, b"", 0, False, None, None, 3)
 
 
-def test_publish_header_then_payload_matches_publish():
+def test_publish_with_a_gap_leaves_it_between_header_and_payload():
+    # MQTT 5 writes its properties into the gap (v5.out): the remaining
+    # length counts it, everything else is what publish() writes without one.
     n = c.publish(BUF, b"s/t", b"abc", 1, False, False, 9)
     whole = bytes(BUF[:n])
-    i = c.publish_header(BUF, b"s/t", 3, 1, False, False, 9)
-    BUF[i:i + 3] = b"abc"
-    assert bytes(BUF[:i + 3]) == whole
+    BUF[:n + 2] = b"\xee" * (n + 2)
+    m = c.publish(BUF, b"s/t", b"abc", 1, False, False, 9, 0, 2)
+    assert m == n + 2, m
+    assert BUF[1] == whole[1] + 2, BUF[1]
+    assert bytes(BUF[:1] + BUF[2:n - 3]) == whole[:1] + whole[2:n - 3], bytes(BUF[:m])
+    assert bytes(BUF[n - 3:n - 1]) == b"\xee\xee" and bytes(BUF[n - 1:m]) == b"abc", bytes(BUF[:m])
 
 
 # -- every length checked against the packet it sits in ----------------------

@@ -332,7 +332,7 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
     r = s.rx
     for k, x in enumerate(b"\x20\x02\x00\x00"):
         r.tail()[k] = x
-    r.filled(4)
+    r.end += 4
     assert s.receive(0) == 0 and s.state == CONNECTED, s.state
 
     def one():
@@ -343,7 +343,7 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
         room[1] = 2
         room[2] = pid >> 8
         room[3] = pid & 0xFF
-        r.filled(4)
+        r.end += 4
         s.receive(0)
         s.publish(T, b"21.5", 0, False, 0)
         s.sent(s.tx_end - s.tx_start, 0)

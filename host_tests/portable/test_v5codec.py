@@ -6,6 +6,7 @@
 import sys
 
 from holdfast import codec as c
+from holdfast import inbound
 import consts as mq
 from holdfast import v5more as v5
 from holdfast.errors import V5Error
@@ -323,6 +324,24 @@ def test_malformed_packets_are_named_errors():
     refused(pkt(0x30, b"\x00\x05t"), 0x81, "PUBLISH: 3 bytes are too few")
 
 
+def test_a_level_5_reader_decodes_by_v5_and_refuses_what_only_clients_send():
+    # Reader.next() hands a level-5 packet to Reader5 (v5.py): a PUBACK
+    # with a reason code, 3 bytes that level 4 refuses, is taken; CONNECT,
+    # SUBSCRIBE and UNSUBSCRIBE are refused by name, as at level 4.
+    from holdfast.v5 import Reader5
+    from holdfast.errors import MQTTProtocolError
+    r = Reader5(64, 5)
+    r.feed(b"\x40\x03\x00\x07\x10")
+    assert r.next() == mq.PUBACK and (r.pid, r.code) == (7, 0x10), (r.pid, r.code)
+    for data, name in ((pkt(0x82, b"\x00\x01\x00\x00\x01a\x00"), "SUBSCRIBE"),
+                       (pkt(0xa2, b"\x00\x01\x00\x00\x01a"), "UNSUBSCRIBE"),
+                       (pkt(0x10, b"\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00"), "CONNECT")):
+        r.reset()
+        r.feed(data)
+        e = raises(MQTTProtocolError, r.next)
+        assert str(e) == name + " is sent by clients, not by a broker", str(e)
+
+
 class Long:
     """A value 65536 bytes long, without the 64 KB (the heap-per-module run
     must find room for the test)."""
@@ -438,7 +457,7 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
         v5.find(r.buf, r.p0, r.p1, v5.TOPIC_ALIAS)
 
     def v4_parse():
-        c.inbound().parse_publish(r4, 2, 2, 16)
+        inbound.parse_publish(r4, 2, 2, 16)
 
     assert cost(v5_parse) == cost(v4_parse), (cost(v5_parse), cost(v4_parse))
     assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"

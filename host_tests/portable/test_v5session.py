@@ -21,7 +21,7 @@ def connected(connack, size=256):
     r = s.rx
     for k, x in enumerate(connack):
         r.tail()[k] = x
-    r.filled(len(connack))
+    r.end += len(connack)
     assert s.receive(0) == 0 and s.state == 3, s.state  # session.CONNECTED
     return s
 
@@ -45,7 +45,7 @@ def test_level5_session_publish_and_puback_allocate_nothing():
             room[1] = 2
             room[2] = pid >> 8
             room[3] = pid & 0xFF
-            r.filled(4)
+            r.end += 4
             events.append(s.receive(0))
             s.publish(b"sensors/t", b"21.5", 0, False, 0)
             s.sent(s.tx_end - s.tx_start, 0)
@@ -97,7 +97,7 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
     s.sent(s.tx_end, 0)
     for k, x in enumerate(b"\x20\x03\x00\x00\x00"):
         s.rx.tail()[k] = x
-    s.rx.filled(5)
+    s.rx.end += 5
     assert s.receive(0) == 0
     assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x25\x00\x1e" + topic + b"\x00" + b"21.5"
     # Another link that takes aliases: the topic is set again before it goes by alias.

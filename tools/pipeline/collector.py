@@ -50,6 +50,7 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
     sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "firmware"))
     from holdfast import codec
+from holdfast import filters
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from holdfast.reasons import refused
 
@@ -274,7 +275,7 @@ class _Link:
         n = self.sock.recv_into(self.rx.tail())
         if not n:
             raise ConnectionError("the broker closed the connection")
-        self.rx.filled(n)
+        self.rx.end += n
         self.heard = time.monotonic()
         return n
 
@@ -482,7 +483,7 @@ class Collector:
                 raise ConnectionError("nothing from the broker for %.0f s"
                                       % (now - link.heard))
             if now - link.said >= self.keepalive:
-                link.send(bytes(link.buf[:codec.empty(link.buf, PINGREQ)]))
+                link.send(bytes(link.buf[:codec.ack(link.buf, PINGREQ, 0)]))
 
     def _connect(self):
         link = None
@@ -517,7 +518,7 @@ class Collector:
             self._landed_q2.clear()
             self._recovered_q2.clear()
         self._link = link
-        n = codec.filters().subscribe(b, 1, [(self.topic, self.sub_qos)])
+        n = filters.subscribe(b, 1, [(self.topic, self.sub_qos)])
         link.send(bytes(b[:n]))
         return True
 
@@ -531,7 +532,7 @@ class Collector:
                 # DISCONNECT: the session stays on the broker (clean_session
                 # is False).
                 b = self._link.buf
-                self._link.send(bytes(b[:codec.empty(b, DISCONNECT)]))
+                self._link.send(bytes(b[:codec.ack(b, DISCONNECT, 0)]))
             except (OSError, MQTTProtocolError) as e:
                 self.log("at stop: %s" % e)
             self._link.close()
@@ -550,7 +551,7 @@ class Collector:
         session. Bounded: on timeout, stop anyway (at-least-once)."""
         link = self._link
         self._fence_pid = 2
-        n = codec.filters().unsubscribe(link.buf, self._fence_pid, [_FENCE])
+        n = filters.unsubscribe(link.buf, self._fence_pid, [_FENCE])
         link.send(bytes(link.buf[:n]))
         deadline = time.monotonic() + timeout
         while self._fence_pid and time.monotonic() < deadline:
