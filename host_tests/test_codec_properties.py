@@ -168,7 +168,9 @@ def hostile_events(stream, size, cuts, by_tail):
                 return out
             finally:
                 assert 0 <= r.start <= r.end <= size, (r.start, r.end, size)
-                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and r._pid_at >= -1, (r.skip, r._pid_at)
+                # _pid_at is inbound.big()'s, set with the first oversize PUBLISH
+                pid_at = getattr(r, "_pid_at", -1)
+                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and pid_at >= -1, (r.skip, pid_at)
             if not t:
                 break
             p = current(r)

@@ -222,10 +222,8 @@ class Session:
         if self.v5:
             self.tx_end = self.v5.start(self)
             return
-        w = self.will
-        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
-                            w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
-                            w[3] if w else False, self.user, self.password, self.level)
+        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive, self.will,
+                                    self.user, self.password, self.level)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).

@@ -12,7 +12,8 @@ def encode(buf, p):
     t = p[0]
     if t == mq.CONNECT:
         _, level, cid, clean, ka, wt, wm, wq, wr, user, pw = p
-        return c.connect(buf, cid, clean, ka, wt, wm if wm is not None else b"", wq, wr, user, pw, level)
+        will = None if wt is None else (wt, wm if wm is not None else b"", wq, wr)
+        return c.connect(buf, cid, clean, ka, will, user, pw, level)
     if t == mq.CONNACK:
         return broker.connack(buf, p[2], p[1])
     if t == mq.PUBLISH:

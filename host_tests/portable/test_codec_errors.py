@@ -106,7 +106,7 @@ def test_encoder_refuses_bad_arguments():
     raises(ValueError, c.publish, BUF, b"a", b"x" * 600, 0)
     raises(ValueError, filters.subscribe, BUF, 1, ((b"a#", 0),))
     raises(ValueError, c.connect, BUF, b"", False)
-    raises(ValueError, c.connect, BUF, b"", True, 0, None, b"", 0, False, None, None, 3)
+    raises(ValueError, c.connect, BUF, b"", True, 0, None, None, None, 3)
 
 
 def test_publish_with_a_gap_leaves_it_between_header_and_payload():
