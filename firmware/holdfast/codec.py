@@ -261,8 +261,8 @@ def shift(buf, start, end):
 class Reader:
     """Decodes MQTT packets from a stream into a fixed buffer.
 
-    Put bytes in with feed() (copies), or read straight into tail() and add
-    the count to end; take packets out with next(), which returns the packet type,
+    Read straight into tail() and add the count to end (test brokers and
+    tools copy bytes in with broker.feed()); take packets out with next(), which returns the packet type,
     or 0 when the next packet is not complete yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
     the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
@@ -306,14 +306,6 @@ class Reader:
             self.end = shift(self.buf, self.start, self.end)
             self.start = 0
         return self.mv[self.end:]
-
-    def feed(self, data):
-        """Copies as much of data as fits; returns the number of bytes taken."""
-        room = self.tail()
-        n = min(len(room), len(data))
-        room[:n] = data[:n]
-        self.end += n
-        return n
 
     def _pid(self, i):
         pid = self.buf[i] << 8 | self.buf[i + 1]

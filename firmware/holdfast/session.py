@@ -229,8 +229,10 @@ class Session:
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            self.rx = type(r)(self.size, self.level)  # an MQTT 5 one stays one
-            self.rx.feed(r.mv[r.start:r.end])
+            x = type(r)(self.size, self.level)  # an MQTT 5 one stays one
+            x.end = n = r.end - r.start
+            x.mv[:n] = r.mv[r.start:r.end]
+            self.rx = x
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget

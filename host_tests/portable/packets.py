@@ -1,6 +1,7 @@
 # Packets as plain tuples, so tests can compare what was encoded with what was
 # decoded. Test-side helper only; the firmware works on the Reader's fields.
 from holdfast import codec as c
+from holdfast.broker import feed
 import consts as mq
 from holdfast import broker, filters
 
@@ -68,7 +69,7 @@ def decode_all(data, size=None, step=None, level=4):
     while True:
         if i < len(data):
             chunk = data[i:i + step] if step else data[i:]
-            i += r.feed(chunk)
+            i += feed(r, chunk)
         t = r.next()
         while t:
             out.append(current(r))
