@@ -5,12 +5,13 @@
 try:
     from micropython import const
     from sys import print_exception
-    from time import ticks_ms, ticks_diff, ticks_add, sleep_ms, time as _now
+    from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 except ImportError:  # CPython
-    from .hostcompat import const, print_exception, ticks_ms, ticks_diff, ticks_add, sleep_ms, _now
+    from .hostcompat import const, print_exception, ticks_ms, ticks_diff, ticks_add, sleep_ms
+import time
 
 
 def wall():
     """Wall-clock seconds, whole: what outbox deadlines are set and checked
     by (the unix port's and CPython's time() is a float)."""
-    return int(_now())
+    return int(time.time())

@@ -2,7 +2,6 @@
 # them); a board never loads this module.
 import time as _time
 import traceback
-from time import time as _now  # noqa: F401  (compat.py's, as MicroPython's)
 
 _PERIOD = 1 << 30  # ticks wrap at 30 bits, as on the boards
 _HALF = _PERIOD >> 1
