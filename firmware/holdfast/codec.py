@@ -262,8 +262,9 @@ class Reader:
     """Decodes MQTT packets from a stream into a fixed buffer.
 
     Read straight into tail() and add the count to end (test brokers and
-    tools copy bytes in with broker.feed()); take packets out with next(), which returns the packet type,
-    or 0 when the next packet is not complete yet. The fields of the packet
+    tools copy bytes in with broker.feed()); take packets out with next(),
+    which returns the packet type, or 0 when the next packet is not complete
+    yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
     the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
     skipped whole, so the stream stays in step; any other MQTTProtocolError
