@@ -9,6 +9,7 @@ import time
 
 import consts as mq
 from holdfast import broker
+from holdfast.broker import feed
 from packets import current, encode
 
 _BUF = bytearray(65536)
@@ -84,7 +85,7 @@ class Conn:
             return False
         if not data:
             return False
-        self.reader.feed(data)
+        feed(self.reader, data)
         t = self.reader.next()
         while t:
             p = current(self.reader)

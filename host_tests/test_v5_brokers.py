@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from holdfast import codec as c
+from holdfast.broker import feed
 import consts as mq
 from holdfast import v5more as v5
 
@@ -37,7 +38,7 @@ def receive(s):
         shift += 7
     body = _exactly(s, n)
     r = c.Reader(n + 8, 5)
-    r.feed(body)
+    feed(r, body)
     r.type = head[0] >> 4
     v5.parse(r, r.type, head[0] & 15, 0, n)
     return r

@@ -14,6 +14,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from holdfast import codec as c
+from holdfast.broker import feed
 import consts as mq
 from holdfast import v5more as v5
 
@@ -64,7 +65,7 @@ def allowed(pt):
 
 def reader(data):
     r = c.Reader(len(data) + 4, 5)
-    r.feed(data)
+    feed(r, data)
     return r
 
 

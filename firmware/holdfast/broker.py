@@ -13,6 +13,17 @@ _SUBACK = const(9)
 _UNSUBSCRIBE = const(10)
 
 
+def feed(r, data):
+    """Copies as much of data into Reader r as fits; returns the number of
+    bytes taken. A client reads straight into r.tail(); test brokers and
+    tools hand a Reader bytes they already hold."""
+    room = r.tail()
+    n = min(len(room), len(data))
+    room[:n] = data[:n]
+    r.end += n
+    return n
+
+
 def connack(buf, code, session_present=False, off=0):
     _fit(buf, off, 4)
     buf[off] = _CONNACK << 4

@@ -81,9 +81,9 @@ def to_bytes(s):
     return s.encode() if isinstance(s, str) else s
 
 
-def _fit(buf, off, total):
-    if off + total > len(buf):
-        raise ValueError(why(_E_FIT, total, len(buf) - off))
+def _fit(buf, off, n):
+    if off + n > len(buf):
+        raise ValueError(why(_E_FIT, n, len(buf) - off))
 
 
 def _length_size(n):
@@ -109,11 +109,12 @@ def put_length(buf, i, n):
         i += 1
 
 
-def _header(buf, first, rl, off=0):
-    # Writes the fixed header at off; returns the offset where the variable header starts.
-    _fit(buf, off, 1 + _length_size(rl) + rl)
-    buf[off] = first
-    return put_length(buf, off + 1, rl)
+def _header(buf, head, n, off=0):
+    # Writes the fixed header (first byte head, remaining length n) at off;
+    # returns the offset where the variable header starts.
+    _fit(buf, off, 1 + _length_size(n) + n)
+    buf[off] = head
+    return put_length(buf, off + 1, n)
 
 
 def _u16(buf, i, v):
@@ -159,8 +160,9 @@ def check_topic(topic):
     raise ValueError(why(_E_TOPIC_WILD, bytes(topic)))
 
 
-def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b"",
-            will_qos=0, will_retain=False, user=None, password=None, level=4, off=0):
+def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, password=None, level=4, off=0):
+    """CONNECT; will: None, or (topic, message, qos, retain) as the
+    client's set_last_will() keeps it."""
     if level == 4:
         name = b"MQTT"
     elif level == 3:
@@ -174,13 +176,13 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
         raise ValueError(why(_E_KEEPALIVE, keepalive))
     flags = 2 if clean else 0
     rl = 2 + len(name) + 4 + 2 + len(cid)
-    if will_topic is not None:
-        will_topic = to_bytes(will_topic)
-        will_msg = to_bytes(will_msg)
-        check_topic(will_topic)
-        _check_qos(will_qos)
-        flags |= 4 | will_qos << 3 | (0x20 if will_retain else 0)
-        rl += 4 + len(will_topic) + len(will_msg)
+    if will:
+        wt = to_bytes(will[0])
+        wm = to_bytes(will[1])
+        check_topic(wt)
+        _check_qos(will[2])
+        flags |= 4 | will[2] << 3 | (0x20 if will[3] else 0)
+        rl += 4 + len(wt) + len(wm)
     if user is not None:
         user = to_bytes(user)
         flags |= 0x80
@@ -197,9 +199,9 @@ def connect(buf, client_id, clean=True, keepalive=0, will_topic=None, will_msg=b
     buf[i + 1] = flags
     i = _u16(buf, i + 2, keepalive)
     i = _str(buf, i, cid)
-    if will_topic is not None:
-        i = _str(buf, i, will_topic)
-        i = _str(buf, i, will_msg)
+    if will:
+        i = _str(buf, i, wt)
+        i = _str(buf, i, wm)
     if user is not None:
         i = _str(buf, i, user)
     if password is not None:
@@ -259,9 +261,10 @@ def shift(buf, start, end):
 class Reader:
     """Decodes MQTT packets from a stream into a fixed buffer.
 
-    Put bytes in with feed() (copies), or read straight into tail() and add
-    the count to end; take packets out with next(), which returns the packet type,
-    or 0 when the next packet is not complete yet. The fields of the packet
+    Read straight into tail() and add the count to end (test brokers and
+    tools copy bytes in with broker.feed()); take packets out with next(),
+    which returns the packet type, or 0 when the next packet is not complete
+    yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
     the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
     skipped whole, so the stream stays in step; any other MQTTProtocolError
@@ -291,11 +294,9 @@ class Reader:
     def reset(self):
         """Forgets the stream, a packet half skipped too: a new connection."""
         self.start = self.end = self.skip = 0
-        # An oversize PUBLISH being skipped: its length (0: none), and for
-        # QoS 1/2 the bytes still to pass before its packet id, which it must
-        # be acknowledged with (-1: no id awaited). Its flags are in flags.
+        # An oversize PUBLISH being skipped: its length (0: none); inbound.big()
+        # says the rest. Its flags are in flags.
         self._big = 0
-        self._pid_at = -1
 
     def tail(self):
         """Writable view of the free space after the buffered bytes."""
@@ -306,14 +307,6 @@ class Reader:
             self.end = shift(self.buf, self.start, self.end)
             self.start = 0
         return self.mv[self.end:]
-
-    def feed(self, data):
-        """Copies as much of data as fits; returns the number of bytes taken."""
-        room = self.tail()
-        n = min(len(room), len(data))
-        room[:n] = data[:n]
-        self.end += n
-        return n
 
     def _pid(self, i):
         pid = self.buf[i] << 8 | self.buf[i + 1]

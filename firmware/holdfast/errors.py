@@ -33,8 +33,8 @@ MQTTException = MQTTError
 
 
 def __getattr__(name):
-    # Not for dunder names: CPython's import looks up __path__.
-    if name[:2] == "__":
+    # Not for dunder (or any _private) names: CPython's import looks up __path__.
+    if name[0] == "_":
         raise AttributeError(name)
     if name in ("ConnectError", "OutboxFull", "MQTTTimeout", "LinkDown", "Unreachable"):
         from . import errcommon as m

@@ -55,6 +55,10 @@ def big(r, flags, i, total):
         raise codec.protocol_error(_E_PUB_EMPTY)
     r.type = _PUBLISH
     r.flags = flags
+    # For QoS 1/2, the bytes still to pass before the packet id, which the
+    # message must be acknowledged with (-1: no id awaited); set here, not
+    # by Reader.reset(), so a publish-only client's Reader never names it.
+    r._pid_at = -1
     if flags & 6:
         if j + 2 > end:
             raise codec.protocol_error(_E_PUB_PID_PAST)

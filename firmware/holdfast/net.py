@@ -9,9 +9,6 @@ from .codec import why
 MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
 _IPPROTO_TCP = const(6)
 _TCP_NODELAY = const(1)
-_WOULD_BLOCK = (11, 35, 115)  # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
-_EALREADY = (114, 37)  # a connect under way: Linux and lwIP, BSD
-_EISCONN = (106, 56)  # Linux and lwIP, BSD
 _ETIMEDOUT = const(110)
 _ECONNREFUSED = const(111)
 # Error reasons (reasons.py has the words).
@@ -21,8 +18,13 @@ _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
 
 
+# The errnos below are literals where they are tested (a module-level tuple
+# is one more name on a board's heap); Linux and lwIP share theirs, BSD's differ.
+
+
 def _blocked(e):
-    return (e.args and e.args[0] in _WOULD_BLOCK) or e.__class__.__name__.startswith("SSLWant")
+    # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
+    return (e.args and e.args[0] in (11, 35, 115)) or e.__class__.__name__.startswith("SSLWant")
 
 
 def dial(host, port):
@@ -65,9 +67,9 @@ def connected(d, host, port, ms):
             return sock
         except OSError as e:
             n = e.args[0] if e.args else None
-            if n in _EISCONN:
+            if n in (106, 56):  # EISCONN (Linux and lwIP, BSD)
                 return sock
-            if not (_blocked(e) or n in _EALREADY):
+            if not (_blocked(e) or n in (114, 37)):  # EALREADY: a connect under way
                 sock.close()
                 raise _unreachable(_E_REFUSED if n == _ECONNREFUSED else _E_NO_ROUTE, e, host, port)
     if ms > 0:

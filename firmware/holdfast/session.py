@@ -222,17 +222,17 @@ class Session:
         if self.v5:
             self.tx_end = self.v5.start(self)
             return
-        w = self.will
-        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
-                            w[0] if w else None, w[1] if w else b"", w[2] if w else 0,
-                            w[3] if w else False, self.user, self.password, self.level)
+        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive, self.will,
+                                    self.user, self.password, self.level)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            self.rx = type(r)(self.size, self.level)  # an MQTT 5 one stays one
-            self.rx.feed(r.mv[r.start:r.end])
+            x = type(r)(self.size, self.level)  # an MQTT 5 one stays one
+            x.end = n = r.end - r.start
+            x.mv[:n] = r.mv[r.start:r.end]
+            self.rx = x
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget

@@ -335,8 +335,7 @@ def start(s):
     w = s.will
     p = 0 if s.clean else 5
     k = p + 24  # after the largest growth: the copy below only moves bytes forward
-    end = codec.connect(b, s.client_id, True, s.keepalive, w[0] if w else None, w[1] if w else b"",
-                    w[2] if w else 0, w[3] if w else False, s.user, s.password, 4, k)
+    end = codec.connect(b, s.client_id, True, s.keepalive, w, s.user, s.password, 4, k)
     j = k + 1
     while b[j] & 0x80:
         j += 1

@@ -21,7 +21,7 @@ def parse(data):
     # A reader sized to the data: a fixed 4 KB one per call fragments a
     # small heap (the smallest-heap runs of the portable tests).
     r = broker.BrokerReader(max(16, len(data)))
-    r.feed(data)
+    broker.feed(r, data)
     out = []
     t = r.next()
     while t:
@@ -43,7 +43,7 @@ def feed(s, *packets, now=0):
     data = wire(*packets)
     i = 0
     while i < len(data):
-        i += s.rx.feed(data[i:])
+        i += broker.feed(s.rx, data[i:])
         drain(s, now)
     return drain(s, now)
 

@@ -1,6 +1,7 @@
 # Packets as plain tuples, so tests can compare what was encoded with what was
 # decoded. Test-side helper only; the firmware works on the Reader's fields.
 from holdfast import codec as c
+from holdfast.broker import feed
 import consts as mq
 from holdfast import broker, filters
 
@@ -12,7 +13,8 @@ def encode(buf, p):
     t = p[0]
     if t == mq.CONNECT:
         _, level, cid, clean, ka, wt, wm, wq, wr, user, pw = p
-        return c.connect(buf, cid, clean, ka, wt, wm if wm is not None else b"", wq, wr, user, pw, level)
+        will = None if wt is None else (wt, wm if wm is not None else b"", wq, wr)
+        return c.connect(buf, cid, clean, ka, will, user, pw, level)
     if t == mq.CONNACK:
         return broker.connack(buf, p[2], p[1])
     if t == mq.PUBLISH:
@@ -67,7 +69,7 @@ def decode_all(data, size=None, step=None, level=4):
     while True:
         if i < len(data):
             chunk = data[i:i + step] if step else data[i:]
-            i += r.feed(chunk)
+            i += feed(r, chunk)
         t = r.next()
         while t:
             out.append(current(r))

@@ -2,6 +2,7 @@
 # its link state and its timers, in exact bytes (issue "Engine, round 2":
 # the defect each test guards is named in its comment).
 from holdfast import codec as c
+from holdfast import broker
 import consts as mq
 from holdfast.session import Session
 from consts import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
@@ -124,7 +125,7 @@ def test_an_acknowledgement_belongs_to_the_link_it_was_made_on():
     # socket (or the next link).
     for qos in (1, 2):
         s = session(clean=False)
-        s.rx.feed(bytes(wire_publish(qos, 5)))
+        broker.feed(s.rx, bytes(wire_publish(qos, 5)))
         assert s.receive(0) == MESSAGE
         s.lost()  # disconnect() from inside the callback, say
         s.start(0)
@@ -297,11 +298,11 @@ def test_the_receive_buffer_grows_to_size_once_messages_can_arrive():
     pid = s.publish(b"t", b"x", 1, False, 0)
     sent(s)
     ack = wire((mq.PUBACK, pid))
-    s.rx.feed(ack[:3])  # half an ack is buffered when subscribe() comes
+    broker.feed(s.rx, ack[:3])  # half an ack is buffered when subscribe() comes
     e = request(s, b"in/#", 1)
     assert len(s.rx.buf) == 512
     assert sent(s)[0][0] == mq.SUBSCRIBE
-    s.rx.feed(ack[3:])
+    broker.feed(s.rx, ack[3:])
     assert s.receive(0) == DELIVERED and s.done_pid == pid
     feed(s, (mq.SUBACK, e[3], [1]))
     big = b"m" * 400

@@ -4,6 +4,7 @@
 # "latest value per topic" mode. What is in flight is never dropped.
 import sys
 from holdfast.session import Session
+from holdfast.broker import feed
 from consts import CONNECTED
 from drain import drain
 from holdfast.store import MemoryStore
@@ -82,7 +83,7 @@ def _msg(i):
 
 def _connect(s):
     s.start(0)
-    s.rx.feed(b"\x20\x02\x00\x00")
+    feed(s.rx, b"\x20\x02\x00\x00")
     drain(s)
     assert s.state == CONNECTED
     s.tx_start = s.tx_end = 0
@@ -159,7 +160,7 @@ def test_released_qos2_message_is_never_dropped():
         s = Session(b"dev", store=st, drop_oldest=True)
         _connect(s)
         pid = s.publish(T, _msg(0), 2, False, 0)
-        s.rx.feed(bytes((0x50, 2, pid >> 8, pid & 255)))  # PUBREC
+        feed(s.rx, bytes((0x50, 2, pid >> 8, pid & 255)))  # PUBREC
         drain(s)
         s.lost()  # offline now: nothing is in flight, the PUBREL is owed
         for i in range(1, 6):
@@ -209,7 +210,7 @@ def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
         expire(s, 20)
         assert _payloads(st) == [_msg(0), _msg(2)] and s.expired == 1, (kind, _payloads(st))
         pid = st.pid(st.next(-1))
-        s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+        feed(s.rx, bytes((0x40, 2, pid >> 8, pid & 255)))
         drain(s)
         # The survivor goes out as a plain PUBLISH: the deadline stays in the store.
         sent = bytes(s.tx[s.tx_start:s.tx_end])
@@ -290,7 +291,7 @@ def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
         for i in range(200):
             pid = s.publish(T, _msg(i), 1, False, 0)
             s.tx_start = s.tx_end = 0  # what the socket took
-            s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+            feed(s.rx, bytes((0x40, 2, pid >> 8, pid & 255)))
             drain(s)
             assert len(st) == 1, (kind, i, len(st))
         assert _payloads(st) == [b"stuck"], kind

@@ -4,6 +4,7 @@
 # Apart from test_outbox_file/flash: the engine and the codec do not fit a
 # 32 KB heap together with the store tests.
 from holdfast.session import Session
+from holdfast.broker import feed
 from consts import CONNECTED
 from drain import drain
 from holdfast.fileoutbox import FileStore
@@ -18,14 +19,14 @@ def test_session_publishes_from_filestore():
     st = FileStore(d)
     s = Session(b"dev", store=st)
     s.start(0)
-    s.rx.feed(b"\x20\x02\x00\x00")
+    feed(s.rx, b"\x20\x02\x00\x00")
     drain(s)
     assert s.state == CONNECTED
     s.tx_start = s.tx_end = 0
     pid = s.publish(b"a/b", b"hello", 1, False, 0)
     assert s.tx[0] == 0x32 and len(st) == 1, (s.tx[0], len(st))
     q2 = s.publish(b"a/b", b"twice", 2, False, 0)
-    s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255, 0x50, 2, q2 >> 8, q2 & 255)))
+    feed(s.rx, bytes((0x40, 2, pid >> 8, pid & 255, 0x50, 2, q2 >> 8, q2 & 255)))
     drain(s)
     assert len(st) == 1 and st.released(st.next(-1)), len(st)
     # Reboot: the broker kept the session (session present), so the QoS 2
@@ -35,27 +36,27 @@ def test_session_publishes_from_filestore():
     s = Session(b"dev", store=st, clean=False)
     s.start(0)
     s.tx_start = s.tx_end = 0
-    s.rx.feed(b"\x20\x02\x01\x00")
+    feed(s.rx, b"\x20\x02\x01\x00")
     drain(s)
     assert bytes(s.tx[s.tx_start:s.tx_end]) == bytes((0x62, 2, q2 >> 8, q2 & 255)), bytes(s.tx[s.tx_start:s.tx_end])
-    s.rx.feed(bytes((0x70, 2, q2 >> 8, q2 & 255)))
+    feed(s.rx, bytes((0x70, 2, q2 >> 8, q2 & 255)))
     drain(s)
     assert len(st) == 0
     # Inbound QoS 2: the id is held across a reboot, so a re-sent copy is not
     # delivered twice, when the broker kept the session (session present).
     got = []
     s.on_message = lambda t, m: got.append(m)
-    s.rx.feed(b"\x34\x08\x00\x02in\x00\x07hi")
+    feed(s.rx, b"\x34\x08\x00\x02in\x00\x07hi")
     drain(s)
     st.close()
     st = FileStore(d)
     s = Session(b"dev", store=st, clean=False)
     s.on_message = lambda t, m: got.append(m)
     s.start(0)
-    s.rx.feed(b"\x20\x02\x01\x00\x3c\x08\x00\x02in\x00\x07hi")
+    feed(s.rx, b"\x20\x02\x01\x00\x3c\x08\x00\x02in\x00\x07hi")
     drain(s)
     assert got == [b"hi"], got
-    s.rx.feed(b"\x62\x02\x00\x07")
+    feed(s.rx, b"\x62\x02\x00\x07")
     drain(s)
     assert st.held_ids is not None and not st.held_ids.held(7)
     st.close()
@@ -71,9 +72,9 @@ def test_session_publishes_from_flashstore():
     s = Session(b"dev", store=st)
     s.start(0)
     s.tx_start = s.tx_end = 0
-    s.rx.feed(b"\x20\x02\x00\x00")
+    feed(s.rx, b"\x20\x02\x00\x00")
     drain(s)
     assert s.tx[0] == 0x3A, s.tx[0]  # re-sent with DUP
-    s.rx.feed(bytes((0x40, 2, pid >> 8, pid & 255)))
+    feed(s.rx, bytes((0x40, 2, pid >> 8, pid & 255)))
     drain(s)
     assert len(st) == 0 and len(FlashStore(dev)) == 0

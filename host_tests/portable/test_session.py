@@ -1,6 +1,7 @@
 # The sans-I/O session engine, in exact bytes, with a fake clock.
 import consts as mq
 from holdfast.session import Session
+from holdfast import broker
 from consts import CONNECTED
 from holdfast.subs import match, request
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
@@ -307,10 +308,10 @@ def test_suback_result_is_recorded_in_the_request_and_a_refused_filter_goes():
 
 def test_broker_garbage_and_unexpected_packets_are_protocol_errors():
     s = session()
-    s.rx.feed(b"\xf0\x00")
+    broker.feed(s.rx, b"\xf0\x00")
     raises(MQTTProtocolError, s.receive, 0)
     s = session()
-    s.rx.feed(b"\x82\x06\x00\x01\x00\x01a\x00")  # SUBSCRIBE from a broker
+    broker.feed(s.rx, b"\x82\x06\x00\x01\x00\x01a\x00")  # SUBSCRIBE from a broker
     raises(MQTTProtocolError, s.receive, 0)
     s = session()
     raises(MQTTProtocolError, feed, s, (mq.PINGREQ,))

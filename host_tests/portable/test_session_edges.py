@@ -2,6 +2,7 @@
 # session on the broker, packets larger than the buffer, restores that need
 # several packets, one event at a time, and the sticky error state.
 from holdfast import codec as c
+from holdfast import broker
 import consts as mq
 from holdfast.session import Session
 from consts import MESSAGE, CONNECTED, FAILED
@@ -78,7 +79,7 @@ def test_oversize_publish_acknowledged_whatever_the_read_sizes():
             data = bytearray(300)
             n = c.publish(data, b"t/" + b"x" * 20, b"z" * 200, qos, False, False, 77)
             for i in range(0, n, step):
-                s.rx.feed(data[i:min(n, i + step)])
+                broker.feed(s.rx, data[i:min(n, i + step)])
                 drain(s)
             assert s.dropped == 1 and sent(s) == [(ack, 77)], (qos, step)
 
@@ -88,7 +89,7 @@ def test_one_event_at_a_time_and_views_stay_valid_until_handled():
     data = bytearray(64)
     n = c.publish(data, b"a", b"one", 1, False, False, 1)
     n = c.publish(data, b"b", b"two", 1, True, False, 2, n)
-    s.rx.feed(data[:n])
+    broker.feed(s.rx, data[:n])
     assert s.receive(0) == MESSAGE
     assert bytes(s.topic) == b"a" and bytes(s.msg) == b"one" and not s.retained
     assert sent(s) == []  # acknowledged only once handled
@@ -118,7 +119,7 @@ def test_restore_refusal_is_an_event_and_the_session_stays_up():
         request(s, f, 1)
     grant(s)
     out = relink(s, False)
-    s.rx.feed(bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
+    broker.feed(s.rx, bytes((0x90, 5, out[0][1] >> 8, out[0][1] & 255, 0x80, 1, 0x80)))
     from consts import REFUSED
     assert s.receive(0) == REFUSED and s.subs.refused == b"c"
     assert s.subs.nrefused == 2  # each refused filter counts
@@ -145,7 +146,7 @@ def test_publish_before_connack_is_refused_before_it_is_delivered():
 
 def test_errors_are_sticky_until_a_new_link():
     s = session()
-    s.rx.feed(b"\xf0\x00")
+    broker.feed(s.rx, b"\xf0\x00")
     raises(MQTTProtocolError, s.receive, 0)
     assert s.state != CONNECTED
     raises(MQTTProtocolError, s.receive, 0)  # still in error: nothing more is handled

@@ -6,6 +6,7 @@
 import sys
 
 from holdfast import codec as c
+from holdfast.broker import feed
 from holdfast import inbound
 import consts as mq
 from holdfast import v5more as v5
@@ -28,7 +29,7 @@ def pkt(first, body):
 def dec(data):
     """data (one whole packet) decoded by v5.parse into a Reader's fields."""
     r = c.Reader(len(data) + 4, 5)
-    r.feed(data)
+    feed(r, data)
     n = 0
     s = 0
     i = 1
@@ -331,13 +332,13 @@ def test_a_level_5_reader_decodes_by_v5_and_refuses_what_only_clients_send():
     from holdfast.v5 import Reader5
     from holdfast.errors import MQTTProtocolError
     r = Reader5(64, 5)
-    r.feed(b"\x40\x03\x00\x07\x10")
+    feed(r, b"\x40\x03\x00\x07\x10")
     assert r.next() == mq.PUBACK and (r.pid, r.code) == (7, 0x10), (r.pid, r.code)
     for data, name in ((pkt(0x82, b"\x00\x01\x00\x00\x01a\x00"), "SUBSCRIBE"),
                        (pkt(0xa2, b"\x00\x01\x00\x00\x01a"), "UNSUBSCRIBE"),
                        (pkt(0x10, b"\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00"), "CONNECT")):
         r.reset()
-        r.feed(data)
+        feed(r, data)
         e = raises(MQTTProtocolError, r.next)
         assert str(e) == name + " is sent by clients, not by a broker", str(e)
 
@@ -438,7 +439,7 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     data = pkt(0x32, b"\x00\x03a/b\x00\x05\x0f\x02\x00\x00\x00\x3c\x23\x00\x07\x26\x00\x01k\x00\x01vpayload")
     r = dec(data)  # warm: filters.py loaded
     r4 = c.Reader(64, 4)
-    r4.feed(b"\x32\x0e\x00\x03a/b\x00\x05payload")
+    feed(r4, b"\x32\x0e\x00\x03a/b\x00\x05payload")
     r4.next()
 
     def cost(fn):

@@ -3,6 +3,7 @@
 # from test_v5session: with FileStore and FlashStore loaded too, one module
 # would not fit the portable tests' heap guard.
 from holdfast import v5more as v5
+from holdfast.broker import feed
 
 
 def test_a_level4_session_sends_a_level5_record_without_its_properties():
@@ -21,7 +22,7 @@ def test_a_level4_session_sends_a_level5_record_without_its_properties():
     f = Session(b"four", True, 0, 4, 512, 4, FlashStore(dev))  # after the reboot
     f.start(0)
     f.sent(f.tx_end, 0)
-    f.rx.feed(b"\x20\x02\x00\x00")
+    feed(f.rx, b"\x20\x02\x00\x00")
     t0 = f.tx_end
     assert f.receive(0) == 0
     assert bytes(f.tx[t0:f.tx_end]) == (b"\x3b\xcd\x01\x00\x01t\x00\x01" + b"x" * 200
@@ -50,7 +51,7 @@ def test_a_stored_messages_properties_last_across_a_reboot():
             s = (v5.Session5 if level == 5 else Session)(b"boot", False, 0, level, 256, 4, st)
             s.start(0)
             s.sent(s.tx_end, 0)
-            s.rx.feed(b"\x20\x03\x00\x00\x00" if level == 5 else b"\x20\x02\x00\x00")
+            feed(s.rx, b"\x20\x03\x00\x00\x00" if level == 5 else b"\x20\x02\x00\x00")
             t0 = s.tx_end
             assert s.receive(0) == 0
             assert bytes(s.tx[t0:s.tx_end]) == want, (level, bytes(s.tx[t0:s.tx_end]))

@@ -8,6 +8,7 @@ import sys
 import time
 
 from holdfast import v5more as v5
+from holdfast.broker import feed
 from holdfast.subs import request
 from support import raises
 
@@ -104,7 +105,7 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
     s.lost()
     s.start(0)
     s.sent(s.tx_end, 0)
-    s.rx.feed(b"\x20\x06\x00\x00\x03\x22\x00\x02")
+    feed(s.rx, b"\x20\x06\x00\x00\x03\x22\x00\x02")
     assert s.receive(0) == 0
     assert sent(s, topic, b"21.5", 0, False, 0) == b"\x30\x28\x00\x1e" + topic + b"\x03\x23\x00\x01" + b"21.5"
     assert sent(s, topic, b"21.5", 0, False, 0) == by_alias
@@ -165,7 +166,7 @@ def test_publish_props_go_out_from_the_outbox_at_once_or_later():
     assert s.publish(b"t", b"z", 1, False, 0) == 3 and len(s.store) == 3
     s.start(0)
     s.sent(s.tx_end, 0)
-    s.rx.feed(b"\x20\x03\x00\x00\x00")
+    feed(s.rx, b"\x20\x03\x00\x00\x00")
     t0 = s.tx_end
     assert s.receive(0) == 0
     assert bytes(s.tx[t0:s.tx_end]) == (b"\x3a" + want[1:2] + b"\x00\x01t\x00\x01" + want[7:-1] + b"x"
@@ -182,7 +183,7 @@ def test_one_subscription_identifier_a_subscribe():
         request(s, flt, o)  # before the link: queued
     s.start(0)
     s.sent(s.tx_end, 0)
-    s.rx.feed(b"\x20\x03\x00\x00\x00")
+    feed(s.rx, b"\x20\x03\x00\x00\x00")
     t0 = s.tx_end
     assert s.receive(0) == 0
     assert bytes(s.tx[t0:s.tx_end]) == (b"\x82\x0d\x00\x01\x02\x0b\x05\x00\x01a\x05\x00\x01b\x00"

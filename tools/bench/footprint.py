@@ -542,13 +542,14 @@ def wire_bytes():
     if fw not in sys.path:
         sys.path.insert(0, fw)
     from holdfast.session import Session
+    from holdfast.broker import feed
     from holdfast.v5 import Session5
 
     def engine(cls, level, connack):
         s = cls(b"wire", True, 0, level, 256, 4)
         s.start(0)
         s.sent(s.tx_end, 0)
-        s.rx.feed(connack)
+        feed(s.rx, connack)
         s.receive(0)
         return s
 

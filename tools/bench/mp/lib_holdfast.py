@@ -67,10 +67,11 @@ def engine(qos, n, t, p):
     no client shell: what the protocol engine costs per message."""
     from time import ticks_us, ticks_diff
     from holdfast.session import Session
+    from holdfast.broker import feed
     s = Session("engine", True, 0, 4, 1024, 8, MemoryStore())
     s.start(0)
     s.sent(s.tx_end - s.tx_start, 0)
-    s.rx.feed(b"\x20\x02\x00\x00")
+    feed(s.rx, b"\x20\x02\x00\x00")
     s.receive(0)
     ack = bytearray(b"\x40\x02\x00\x00")
     us = ticks_us()
@@ -80,6 +81,6 @@ def engine(qos, n, t, p):
         if qos:
             ack[2] = pid >> 8
             ack[3] = pid & 0xFF
-            s.rx.feed(ack)
+            feed(s.rx, ack)
             s.receive(0)
     return ticks_diff(ticks_us(), us) / n
