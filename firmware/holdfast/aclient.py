@@ -105,14 +105,13 @@ class AsyncClient(Front):
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None, **opts):
-        e = self._request(topic, qos, handler, opts)
+        import holdfast.subs as m  # the subscribe side: loaded on the first subscribe()
+        e = m.ask(self, topic, qos, handler, opts)
         self._write()
-        return self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
+        return m.answer(self, e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
-        e = self._request(topic, None, None)
-        self._write()
-        self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
+        await self.subscribe(topic, None)  # qos None: UNSUBSCRIBE
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""

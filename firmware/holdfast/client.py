@@ -122,13 +122,12 @@ class MQTTClient(Front):
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        e = self._request(topic, qos, handler, opts)
-        return self._reply(e, self._wait(_REPLIED, e, None))
+        import holdfast.subs as m  # the subscribe side: loaded on the first subscribe()
+        e = m.ask(self, topic, qos, handler, opts)
+        return m.answer(self, e, self._wait(_REPLIED, e, None))
 
     def unsubscribe(self, topic):
-        self._service()
-        e = self._request(topic, None, None)
-        self._reply(e, self._wait(_REPLIED, e, None))
+        self.subscribe(topic, None)  # qos None: UNSUBSCRIBE
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.

@@ -24,7 +24,6 @@ _MESSAGE = const(1)
 _DELIVERED = const(2)
 _REJECTED = const(4)
 _ACK_ROOM = const(16)
-_SUBACK_FAILURE = const(0x80)
 
 # What _ready() waits for; the shells use the same numbers.
 _ANSWERED = const(0)
@@ -43,13 +42,9 @@ _ECONNRESET = (104, 54)  # Linux and lwIP, BSD
 # Error reasons (reasons.py has the words).
 _E_EMPTY_ID_CLEAN = const(45)
 _E_NO_CONNACK = const(46)
-_E_NO_UNSUBACK = const(48)
 _E_IN_CALLBACK = const(50)
 _E_WHEN_FULL = const(51)
 _E_OFFLINE = const(52)
-_E_RESTORE_REFUSED = const(53)
-_E_SUB_REFUSED = const(54)
-_E_NO_SUBACK = const(55)
 _E_NO_TCP = const(56)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
@@ -218,27 +213,6 @@ class Front:
         return self.session.publish(topic, msg, qos, retain, ticks_ms(),
                                     wall() + expiry if expiry else 0, latest)
 
-    def _request(self, topic, qos, handler, opts=None):
-        # A SUBSCRIBE (qos None: an UNSUBSCRIBE) queued; its entry in subs.
-        # opts: MQTT 5's subscription options, in the QoS the entry keeps
-        # (v5more.sub_options).
-        self._idle()
-        self._need_link()
-        topic = to_bytes(topic)
-        if opts:
-            qos = self._five(self.session.v5, 35).more().sub_options(qos, **opts)
-        from .subs import request
-        return request(self.session, topic, qos, handler)
-
-    def _reply(self, e, arrived):
-        # After the wait for its ack: the granted QoS, or why there is none.
-        if not arrived:
-            raise errors.MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
-        if e[4] >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-            from .errors import SubscribeError
-            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.session.v5.words(e[4]) if self.session.v5 else ""))
-        return e[4]
-
     # -- events, timers, the link ----------------------------------------------
 
     def _housekeep(self):
@@ -286,10 +260,9 @@ class Front:
                         self._on_delivered(s.done_pid)
                 elif e == _REJECTED:
                     s.v5.more().rejected(self)
-                else:  # REFUSED
-                    from .errors import SubscribeError
-                    self.restore_refused += s.subs.nrefused
-                    self.last_error = SubscribeError(why(_E_RESTORE_REFUSED, s.subs.refused))
+                else:  # REFUSED: filters the broker refused when restored
+                    import holdfast.subs as m
+                    m.refusals(self)
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
