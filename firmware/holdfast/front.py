@@ -269,8 +269,9 @@ class Front:
                 self._report(x)
             finally:
                 self._busy = False
-                if e == _MESSAGE:
-                    s.handled()
+                if e == _MESSAGE:  # acknowledged once the application has it
+                    import holdfast.inbound as m
+                    m.handled(s)
         return True
 
     def _dial(self, now, ms=0):
