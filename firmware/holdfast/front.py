@@ -32,12 +32,8 @@ _WINDOW = const(2)
 _REPLIED = const(3)
 _EMPTY = const(4)
 
-_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
-
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, errors.MQTTError)
-
-_ECONNRESET = (104, 54)  # Linux and lwIP, BSD
 
 # Error reasons (reasons.py has the words).
 _E_EMPTY_ID_CLEAN = const(45)
@@ -79,16 +75,15 @@ class Front:
         self.session.user = user
         self.session.password = password
         self.sock = None
-        self._dialing = None  # net.dial()'s connect under way (begun at _dialed_at), while _dial() steps it
+        self._dialing = None  # net.dial()'s connect under way (begun at retry_at), while _dial() steps it
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
         # to backoff_ms[1], jittered (_link_failed); a link that stayed up a
         # keepalive (a minute without one) starts it again from the shortest.
         self.backoff_ms = backoff_ms
-        self.stable_ms = keepalive * 1000 or 60000
         self.backoff = 0  # the current delay in ms (0: try at once)
-        self.retry_at = 0  # when the next attempt may start
+        self.retry_at = 0  # when the next attempt may start; once it has, when it did
         self.links = 0  # network connections opened (1 + reconnects)
         self.attempts = 0  # connections tried, failed ones too
         self.last_error = None  # why the link last went down, in words (kept after it is back up)
@@ -120,7 +115,7 @@ class Front:
         # expired, replaced, republished: what the outbox dropped or sent
         # again. Read from the session; one method costs less heap than
         # seven properties.
-        if name in _SESSION_VIEWS:
+        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
             return getattr(self.session, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             from .policy import next_pid
@@ -225,7 +220,7 @@ class Front:
             if w >= s.next_expiry:
                 from .policy import expire
                 expire(s, w)
-        if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
+        if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
 
     def _need_link(self):
@@ -284,11 +279,11 @@ class Front:
         d = self._dialing
         if d is None:
             self.attempts += 1
-            self._dialed_at = now
+            self.retry_at = now
             d = self._dialing = net.dial(self.server, self.port)
         sock = net.connected(d, self.server, self.port, ms)
         if sock is None:
-            if ticks_diff(now, self._dialed_at) > self.timeout_ms:
+            if ticks_diff(now, self.retry_at) > self.timeout_ms:
                 raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
         self._dialing = None
@@ -308,26 +303,28 @@ class Front:
                 pass
         if self._dialing is not None:  # a connect under way is given up
             self._dialing[0].close()
-        self.sock = self._dialing = None
+        # The blocking shell's poll object (client._io_wait) goes with its socket.
+        self.sock = self._dialing = self._poll = None
         self.session.lost(state)
 
-    def _link_failed(self, err):
-        # The link failed: keep the outbox, close, and schedule a reconnect.
+    def _link_failed(self, e):
+        # The link failed (e: why): keep the outbox, close, and schedule a reconnect.
         s = self.session
         now = ticks_ms()
-        if s.state == _CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
-            err = errors.LinkDown(why(_E_RESET_AT_CONNECT, err))
-        self.last_error = err
+        # ECONNRESET (Linux and lwIP, BSD) while CONNECT is unanswered: a TLS port, likely.
+        if s.state == _CONNECTING and isinstance(e, OSError) and e.args and e.args[0] in (104, 54):
+            e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
+        self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
                 net.flush(self.sock, s)
             except OSError:
                 pass
         self._close()
-        refused = isinstance(err, errors.ConnectError)
+        refused = isinstance(e, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
             from .errors import TLSError
-            refused = isinstance(err, TLSError)
+            refused = isinstance(e, TLSError)
         # The next attempt waits between half and all of the delay, so a
         # fleet that lost its broker together does not come back in
         # lockstep. A refusal (credentials, authorization, TLS) will come
