@@ -1,6 +1,6 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, const
 import select
 from . import net
 from .codec import publish_size
@@ -38,7 +38,6 @@ class MQTTClient(Front):
     # __init__ of its own (Front's takes the arguments above).
     _poll = None  # select.poll() on the link's socket, made by its first _io_wait(), dropped by _close()
     _ticked = 0
-    _raising = False  # in check_msg()/wait_msg(): callback errors come out
 
     # -- umqtt.simple API --------------------------------------------------------
 
@@ -268,11 +267,3 @@ class MQTTClient(Front):
             return False
         return bool(p.poll(ms))
 
-    def _report(self, x):
-        # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another
-        # call that waits (connect() with a session's queued messages arriving
-        # behind CONNACK, publish, flush) it is printed, as the asyncio client
-        # does: that call reports its own outcome.
-        if self._raising:
-            raise x
-        print_exception(x)

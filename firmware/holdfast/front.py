@@ -2,7 +2,7 @@
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
 # reach the application, what happens when the link goes down, the counters.
-from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
+from .compat import ticks_ms, ticks_diff, ticks_add, wall, print_exception, const
 from . import net
 from .codec import to_bytes, why, publish_size
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
@@ -48,6 +48,8 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
+    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_report)
+
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -231,8 +233,8 @@ class Front:
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised (blocking client)
-        or printed (asyncio, see _report); the message stays acknowledged.
+        exception: counted in callback_errors, then raised or printed (see
+        _report); the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
@@ -268,6 +270,16 @@ class Front:
                     import holdfast.inbound as m
                     m.handled(s)
         return True
+
+    def _report(self, x):
+        # A callback's exception, once counted: out of the blocking client's
+        # check_msg() / wait_msg(), as umqtt.simple does; printed by every
+        # other call that waits (connect() with a session's queued messages
+        # arriving behind CONNACK, publish, flush: each reports its own
+        # outcome) and by the asyncio client's task, which carries on.
+        if self._raising:
+            raise x
+        print_exception(x)
 
     def _dial(self, now, ms=0):
         # One step of the TCP connect to the broker, begun (resolving the
