@@ -105,10 +105,10 @@ class AsyncClient(Front):
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None, **opts):
-        import holdfast.subs as m  # the subscribe side: loaded on the first subscribe()
-        e = m.ask(self, topic, qos, handler, opts)
+        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        e = ask(self, topic, qos, handler, opts)
         self._write()
-        return m.answer(self, e, await self._until(_REPLIED, e, self.timeout_ms))
+        return answer(self, e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
         await self.subscribe(topic, None)  # qos None: UNSUBSCRIBE

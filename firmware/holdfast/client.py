@@ -120,9 +120,9 @@ class MQTTClient(Front):
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        import holdfast.subs as m  # the subscribe side: loaded on the first subscribe()
-        e = m.ask(self, topic, qos, handler, opts)
-        return m.answer(self, e, self._wait(_REPLIED, e, None))
+        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        e = ask(self, topic, qos, handler, opts)
+        return answer(self, e, self._wait(_REPLIED, e, None))
 
     def unsubscribe(self, topic):
         self.subscribe(topic, None)  # qos None: UNSUBSCRIBE

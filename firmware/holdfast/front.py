@@ -60,14 +60,11 @@ class Front:
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
         # What _dial() wraps each link with: None without TLS, else tls.context()'s
-        # (SSLContext, name) (tls.py loads only then).
+        # (SSLContext, name) (tls.py loads only then; it refuses ssl_params without ssl).
         self.tls = None
-        if ssl:
+        if ssl or ssl_params:
             from .tls import context
             self.tls = context(ssl, ssl_params or {})
-        elif ssl_params:
-            from .errors import TLSError
-            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         S = Session
         if level == 5:  # MQTT 5 loads only here
@@ -258,8 +255,8 @@ class Front:
                 elif e == _REJECTED:
                     s.v5.more().rejected(self)
                 else:  # REFUSED: filters the broker refused when restored
-                    import holdfast.subs as m
-                    m.refusals(self)
+                    from .subs import refusals
+                    refusals(self)
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
