@@ -4,7 +4,7 @@
 # reach the application, what happens when the link goes down, the counters.
 from .compat import ticks_ms, ticks_diff, ticks_add, wall, print_exception, const
 from . import net
-from .codec import to_bytes, why, publish_size
+from .codec import why, publish_size
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session
 
@@ -83,7 +83,6 @@ class Front:
         self.backoff_ms = backoff_ms
         self.backoff = 0  # the current delay in ms (0: try at once)
         self.retry_at = 0  # when the next attempt may start; once it has, when it did
-        self.links = 0  # network connections opened (1 + reconnects)
         self.attempts = 0  # connections tried, failed ones too
         self.last_error = None  # why the link last went down, in words (kept after it is back up)
         self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, no room in time, or in a callback
@@ -121,6 +120,8 @@ class Front:
             return next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
+        if name == "links":  # network connections opened (1 + reconnects): the session counts them
+            return self.session.link
         raise AttributeError(name)
 
     def _five(self, x, n):
@@ -132,7 +133,7 @@ class Front:
         return x
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.session.will = (to_bytes(topic), to_bytes(msg), qos, retain)
+        self.session.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
 
     def isconnected(self):
         return self.session.state == _CONNECTED
@@ -300,7 +301,6 @@ class Front:
             from .tls import secure
             sock = secure(self.tls, sock, self.server, self.timeout_ms)
         self.sock = sock
-        self.links += 1
         self.session.start(ticks_ms())
         return True
 
