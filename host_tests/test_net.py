@@ -26,3 +26,26 @@ def test_connect_to_a_broker_that_stopped_answering_never_waits(runtime):
     assert r["pending_steps"] == 20, r  # each step returned at once, still connecting
     assert r["connected"], r  # and the connect completes once the broker takes it
     assert r["refused"] == 111, r  # ECONNREFUSED, as an OSError
+
+
+def test_the_wait_on_a_socket_is_its_links_and_goes_with_it():
+    # The blocking client waits on its link's socket through one poll object
+    # per link (MQTTClient._io_wait): a closed link's socket left in it
+    # would be reported at once by every later wait, which would then spin.
+    from holdfast.client import MQTTClient
+    cl = MQTTClient(b"d", "127.0.0.1")
+    a, b = socket.socketpair()
+    c, d = socket.socketpair()
+    try:
+        cl.sock = a
+        assert not cl._io_wait(0)  # nothing to read
+        assert cl._io_wait(0, True)  # writable: the mask follows the call
+        assert not cl._io_wait(0)
+        cl._close()  # the link goes, and its socket is closed
+        cl.sock = c
+        assert not cl._io_wait(50)  # the closed socket does not end the new link's wait
+        d.send(b"x")
+        assert cl._io_wait(1000)
+    finally:
+        for s in (b, c, d):
+            s.close()

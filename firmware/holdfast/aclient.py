@@ -2,7 +2,7 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
@@ -105,14 +105,13 @@ class AsyncClient(Front):
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None, **opts):
-        e = self._request(topic, qos, handler, opts)
+        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        e = ask(self, topic, qos, handler, opts)
         self._write()
-        return self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
+        return answer(self, e, await self._until(_REPLIED, e, self.timeout_ms))
 
     async def unsubscribe(self, topic):
-        e = self._request(topic, None, None)
-        self._write()
-        self._reply(e, await self._until(_REPLIED, e, self.timeout_ms))
+        await self.subscribe(topic, None)  # qos None: UNSUBSCRIBE
 
     async def flush(self, timeout_ms=None):
         """As MQTTClient.flush."""
@@ -149,10 +148,6 @@ class AsyncClient(Front):
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
         self.progress.set()
-
-    def _report(self, x):
-        # A callback failed: the task carries on (counted in callback_errors).
-        print_exception(x)
 
     def _write(self):
         s = self.session
@@ -201,7 +196,7 @@ class AsyncClient(Front):
 
     def _fault(self, e):
         self.faults += 1
-        print_exception(e)
+        self._report(e)  # printed
         self._link_failed(e)
 
     async def _read(self):
@@ -245,16 +240,12 @@ class AsyncClient(Front):
         while True:
             await _sleep_ms(100)
             try:
-                self._timers()
+                self._housekeep()
+                if self.sock is not None:
+                    self.session.tick(ticks_ms())
+                    self._write()
             except LINK_ERRORS as e:
                 self._link_failed(e)
             except Exception as e:
                 self._fault(e)
-
-    def _timers(self):
-        self._housekeep()
-        if self.sock is None:
-            return
-        self.session.tick(ticks_ms())
-        self._write()
 

@@ -1,6 +1,6 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, print_exception, const
+from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, const
 import select
 from . import net
 from .codec import publish_size
@@ -36,10 +36,8 @@ class MQTTClient(Front):
 
     # What only the blocking shell keeps, as class attributes: no
     # __init__ of its own (Front's takes the arguments above).
-    _poll = None  # select.poll() on the link's socket, made by the first _io_wait()
-    _mask = 0  # what it waits for
+    _poll = None  # select.poll() on the link's socket, made by its first _io_wait(), dropped by _close()
     _ticked = 0
-    _raising = False  # in check_msg()/wait_msg(): callback errors come out
 
     # -- umqtt.simple API --------------------------------------------------------
 
@@ -51,7 +49,7 @@ class MQTTClient(Front):
         self._connect_begin(clean_session, timeout_ms)
         try:
             self._dial(ticks_ms(), self.timeout_ms)
-            self._linked(ticks_ms())
+            self._pump(ticks_ms(), False)  # CONNECT
         except LINK_ERRORS as e:
             self._link_failed(e)
             raise
@@ -122,13 +120,12 @@ class MQTTClient(Front):
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        e = self._request(topic, qos, handler, opts)
-        return self._reply(e, self._wait(_REPLIED, e, None))
+        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        e = ask(self, topic, qos, handler, opts)
+        return answer(self, e, self._wait(_REPLIED, e, None))
 
     def unsubscribe(self, topic):
-        self._service()
-        e = self._request(topic, None, None)
-        self._reply(e, self._wait(_REPLIED, e, None))
+        self.subscribe(topic, None)  # qos None: UNSUBSCRIBE
 
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
@@ -178,13 +175,6 @@ class MQTTClient(Front):
 
     # -- I/O shell -------------------------------------------------------------
 
-    def _linked(self, now):
-        # A new link (_dial() queued CONNECT): send it. The poll object, if
-        # any, is the last link's; _io_wait() makes one for this link (only
-        # a live link is waited on).
-        self._poll = None
-        self._pump(now, False)
-
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed,
         # one step per call: the TCP connect never waits here.
@@ -193,7 +183,7 @@ class MQTTClient(Front):
         try:
             if (self._dialing is not None or self.sock is None and self.session.state == _OFFLINE
                     and self.reconnect and not self._backoff_wait(now)) and self._dial(now):
-                self._linked(now)
+                self._pump(now, False)  # CONNECT
         except LINK_ERRORS as e:
             self._link_failed(e)
 
@@ -238,16 +228,16 @@ class MQTTClient(Front):
             self._link_failed(e)
         return s.packets - n
 
-    def _wait(self, what, arg, timeout_ms, linkless=False):
+    def _wait(self, what, arg, timeout_ms, offline=False):
         # Runs the I/O until _ready(what, arg) holds (True) or timeout_ms
-        # passes (False). Without a link only a reconnect can help: linkless waits
+        # passes (False). Without a link only a reconnect can help: offline waits
         # (for the outbox, the window) keep stepping it, the others end.
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms or self.timeout_ms)
         while True:
             now = ticks_ms()
             if self.sock is None:
-                if not linkless and self._dialing is None:
+                if not offline and self._dialing is None:
                     return self._ready(what, arg)
                 self._service()
             else:
@@ -264,28 +254,16 @@ class MQTTClient(Front):
 
     def _io_wait(self, ms, out=False):
         # Waits up to ms for the link's socket to be readable (or writable,
-        # with out): True once it is. One poll object per link, its mask
-        # changed only when it must: no allocation per wait on MicroPython.
+        # with out): True once it is. One poll object per link; registering
+        # the socket again only sets what it waits for: no allocation per
+        # wait on MicroPython.
         p = self._poll
         if p is None:
             p = self._poll = select.poll()
-            p.register(self.sock, select.POLLIN)
-            self._mask = select.POLLIN
-        mask = select.POLLIN | (select.POLLOUT if out else 0)
-        if mask != self._mask:
-            p.modify(self.sock, mask)
-            self._mask = mask
+        p.register(self.sock, select.POLLIN | (select.POLLOUT if out else 0))
         if net.MP:
             for _ in p.ipoll(ms):
                 return True
             return False
         return bool(p.poll(ms))
 
-    def _report(self, x):
-        # Out of check_msg() / wait_msg(), as umqtt.simple does. Inside another
-        # call that waits (connect() with a session's queued messages arriving
-        # behind CONNACK, publish, flush) it is printed, as the asyncio client
-        # does: that call reports its own outcome.
-        if self._raising:
-            raise x
-        print_exception(x)

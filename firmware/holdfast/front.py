@@ -2,9 +2,9 @@
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
 # reach the application, what happens when the link goes down, the counters.
-from .compat import ticks_ms, ticks_diff, ticks_add, wall, const
+from .compat import ticks_ms, ticks_diff, ticks_add, wall, print_exception, const
 from . import net
-from .codec import to_bytes, why, publish_size
+from .codec import why, publish_size
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session
 
@@ -24,7 +24,6 @@ _MESSAGE = const(1)
 _DELIVERED = const(2)
 _REJECTED = const(4)
 _ACK_ROOM = const(16)
-_SUBACK_FAILURE = const(0x80)
 
 # What _ready() waits for; the shells use the same numbers.
 _ANSWERED = const(0)
@@ -33,23 +32,15 @@ _WINDOW = const(2)
 _REPLIED = const(3)
 _EMPTY = const(4)
 
-_SESSION_VIEWS = ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished")
-
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, errors.MQTTError)
-
-_ECONNRESET = (104, 54)  # Linux and lwIP, BSD
 
 # Error reasons (reasons.py has the words).
 _E_EMPTY_ID_CLEAN = const(45)
 _E_NO_CONNACK = const(46)
-_E_NO_UNSUBACK = const(48)
 _E_IN_CALLBACK = const(50)
 _E_WHEN_FULL = const(51)
 _E_OFFLINE = const(52)
-_E_RESTORE_REFUSED = const(53)
-_E_SUB_REFUSED = const(54)
-_E_NO_SUBACK = const(55)
 _E_NO_TCP = const(56)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
@@ -57,6 +48,8 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
+    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_report)
+
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -67,14 +60,11 @@ class Front:
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
         # What _dial() wraps each link with: None without TLS, else tls.context()'s
-        # (SSLContext, name) (tls.py loads only then).
+        # (SSLContext, name) (tls.py loads only then; it refuses ssl_params without ssl).
         self.tls = None
-        if ssl:
+        if ssl or ssl_params:
             from .tls import context
             self.tls = context(ssl, ssl_params or {})
-        elif ssl_params:
-            from .errors import TLSError
-            raise TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         self.port = port or (8883 if self.tls else 1883)
         S = Session
         if level == 5:  # MQTT 5 loads only here
@@ -84,17 +74,15 @@ class Front:
         self.session.user = user
         self.session.password = password
         self.sock = None
-        self._dialing = None  # net.dial()'s connect under way (begun at _dialed_at), while _dial() steps it
+        self._dialing = None  # net.dial()'s connect under way (begun at retry_at), while _dial() steps it
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
         # to backoff_ms[1], jittered (_link_failed); a link that stayed up a
         # keepalive (a minute without one) starts it again from the shortest.
         self.backoff_ms = backoff_ms
-        self.stable_ms = keepalive * 1000 or 60000
         self.backoff = 0  # the current delay in ms (0: try at once)
-        self.retry_at = 0  # when the next attempt may start
-        self.links = 0  # network connections opened (1 + reconnects)
+        self.retry_at = 0  # when the next attempt may start; once it has, when it did
         self.attempts = 0  # connections tried, failed ones too
         self.last_error = None  # why the link last went down, in words (kept after it is back up)
         self.dropped_qos0 = 0  # QoS 0 messages not sent: offline, no room in time, or in a callback
@@ -125,13 +113,15 @@ class Front:
         # expired, replaced, republished: what the outbox dropped or sent
         # again. Read from the session; one method costs less heap than
         # seven properties.
-        if name in _SESSION_VIEWS:
+        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
             return getattr(self.session, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             from .policy import next_pid
             return next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
+        if name == "links":  # network connections opened (1 + reconnects): the session counts them
+            return self.session.link
         raise AttributeError(name)
 
     def _five(self, x, n):
@@ -143,7 +133,7 @@ class Front:
         return x
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.session.will = (to_bytes(topic), to_bytes(msg), qos, retain)
+        self.session.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
 
     def isconnected(self):
         return self.session.state == _CONNECTED
@@ -218,27 +208,6 @@ class Front:
         return self.session.publish(topic, msg, qos, retain, ticks_ms(),
                                     wall() + expiry if expiry else 0, latest)
 
-    def _request(self, topic, qos, handler, opts=None):
-        # A SUBSCRIBE (qos None: an UNSUBSCRIBE) queued; its entry in subs.
-        # opts: MQTT 5's subscription options, in the QoS the entry keeps
-        # (v5more.sub_options).
-        self._idle()
-        self._need_link()
-        topic = to_bytes(topic)
-        if opts:
-            qos = self._five(self.session.v5, 35).more().sub_options(qos, **opts)
-        from .subs import request
-        return request(self.session, topic, qos, handler)
-
-    def _reply(self, e, arrived):
-        # After the wait for its ack: the granted QoS, or why there is none.
-        if not arrived:
-            raise errors.MQTTTimeout(why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, self.timeout_ms))
-        if e[4] >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-            from .errors import SubscribeError
-            raise SubscribeError(why(_E_SUB_REFUSED, e[0]) + (": " + self.session.v5.words(e[4]) if self.session.v5 else ""))
-        return e[4]
-
     # -- events, timers, the link ----------------------------------------------
 
     def _housekeep(self):
@@ -251,7 +220,7 @@ class Front:
             if w >= s.next_expiry:
                 from .policy import expire
                 expire(s, w)
-        if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= self.stable_ms:
+        if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
 
     def _need_link(self):
@@ -262,8 +231,8 @@ class Front:
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised (blocking client)
-        or printed (asyncio, see _report); the message stays acknowledged.
+        exception: counted in callback_errors, then raised or printed (see
+        _report); the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
@@ -286,19 +255,29 @@ class Front:
                         self._on_delivered(s.done_pid)
                 elif e == _REJECTED:
                     s.v5.more().rejected(self)
-                else:  # REFUSED
-                    from .errors import SubscribeError
-                    self.restore_refused += s.subs.nrefused
-                    self.last_error = SubscribeError(why(_E_RESTORE_REFUSED, s.subs.refused))
+                else:  # REFUSED: filters the broker refused when restored
+                    from .subs import refusals
+                    refusals(self)
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
                 self._report(x)
             finally:
                 self._busy = False
-                if e == _MESSAGE:
-                    s.handled()
+                if e == _MESSAGE:  # acknowledged once the application has it
+                    import holdfast.inbound as m
+                    m.handled(s)
         return True
+
+    def _report(self, x):
+        # A callback's exception, once counted: out of the blocking client's
+        # check_msg() / wait_msg(), as umqtt.simple does; printed by every
+        # other call that waits (connect() with a session's queued messages
+        # arriving behind CONNACK, publish, flush: each reports its own
+        # outcome) and by the asyncio client's task, which carries on.
+        if self._raising:
+            raise x
+        print_exception(x)
 
     def _dial(self, now, ms=0):
         # One step of the TCP connect to the broker, begun (resolving the
@@ -310,11 +289,11 @@ class Front:
         d = self._dialing
         if d is None:
             self.attempts += 1
-            self._dialed_at = now
+            self.retry_at = now
             d = self._dialing = net.dial(self.server, self.port)
         sock = net.connected(d, self.server, self.port, ms)
         if sock is None:
-            if ticks_diff(now, self._dialed_at) > self.timeout_ms:
+            if ticks_diff(now, self.retry_at) > self.timeout_ms:
                 raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
         self._dialing = None
@@ -322,7 +301,6 @@ class Front:
             from .tls import secure
             sock = secure(self.tls, sock, self.server, self.timeout_ms)
         self.sock = sock
-        self.links += 1
         self.session.start(ticks_ms())
         return True
 
@@ -334,26 +312,28 @@ class Front:
                 pass
         if self._dialing is not None:  # a connect under way is given up
             self._dialing[0].close()
-        self.sock = self._dialing = None
+        # The blocking shell's poll object (client._io_wait) goes with its socket.
+        self.sock = self._dialing = self._poll = None
         self.session.lost(state)
 
-    def _link_failed(self, err):
-        # The link failed: keep the outbox, close, and schedule a reconnect.
+    def _link_failed(self, e):
+        # The link failed (e: why): keep the outbox, close, and schedule a reconnect.
         s = self.session
         now = ticks_ms()
-        if s.state == _CONNECTING and isinstance(err, OSError) and err.args and err.args[0] in _ECONNRESET:
-            err = errors.LinkDown(why(_E_RESET_AT_CONNECT, err))
-        self.last_error = err
+        # ECONNRESET (Linux and lwIP, BSD) while CONNECT is unanswered: a TLS port, likely.
+        if s.state == _CONNECTING and isinstance(e, OSError) and e.args and e.args[0] in (104, 54):
+            e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
+        self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
                 net.flush(self.sock, s)
             except OSError:
                 pass
         self._close()
-        refused = isinstance(err, errors.ConnectError)
+        refused = isinstance(e, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
             from .errors import TLSError
-            refused = isinstance(err, TLSError)
+            refused = isinstance(e, TLSError)
         # The next attempt waits between half and all of the delay, so a
         # fleet that lost its broker together does not come back in
         # lockstep. A refusal (credentials, authorization, TLS) will come

@@ -64,7 +64,7 @@ _ACK_ROOM = const(16)
 _RX_ACKS = const(64)
 
 # What receive() returns.
-_MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then handled()
+_MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then inbound.handled()
 _DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 _REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
@@ -87,8 +87,9 @@ class Session:
 
     receive() returns MESSAGE, DELIVERED or REFUSED, one event at a time;
     the shell hands each to the application and, for MESSAGE, calls
-    handled() afterwards, which queues the acknowledgement. Until then the
-    message's views (views=True) stay valid: nothing else is read.
+    inbound.handled(session) afterwards, which queues the acknowledgement.
+    Until then the message's views (views=True) stay valid: nothing else
+    is read.
 
     After a protocol error, a refused connection, the end of the stream
     (eof()) or a dead link, the session is FAILED (self.error, raised again
@@ -171,7 +172,7 @@ class Session:
         self.ping_at = -1
         self.packets = 0  # packets received
         self.dropped = 0  # inbound packets too large for the receive buffer
-        # The message receive() returned, until handled().
+        # The message receive() returned, until inbound.handled().
         self.topic = self.msg = None
         self.retained = False
         self.qos = 0
@@ -495,11 +496,6 @@ class Session:
         elif t != _PINGRESP:
             raise codec.protocol_error(_E_UNEXPECTED, t)
         return 0
-
-    def handled(self):
-        """The application has the message receive() returned: acknowledge it."""
-        import holdfast.inbound as m
-        m.handled(self)
 
     # -- timers ----------------------------------------------------------------
 

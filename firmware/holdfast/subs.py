@@ -1,8 +1,8 @@
 # The subscribe side of a session: the filters the application asked for
 # and their SUBSCRIBE/UNSUBSCRIBE requests, keyed by packet id; the matching
-# of inbound topics against them; request(), the session's subscribe verb.
-# Loaded on the first subscribe(): a sensor that only publishes never
-# carries it.
+# of inbound topics against them; request(), the session's subscribe verb,
+# and the clients' subscribe() around their wait (ask, answer). Loaded on
+# the first subscribe(): a sensor that only publishes never carries it.
 from array import array
 from .compat import const
 from . import codec, filters
@@ -18,6 +18,10 @@ _PID = const(3)  # 0: to be sent; >0: awaits its ack; -1: granted on this sessio
 _GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the first
 
 # Error reasons (reasons.py has the words).
+_E_NO_UNSUBACK = const(48)
+_E_RESTORE_REFUSED = const(53)
+_E_SUB_REFUSED = const(54)
+_E_NO_SUBACK = const(55)
 _E_SUBACK_COUNT = const(62)
 _E_ACK_TYPE = const(63)
 
@@ -70,6 +74,44 @@ def request(s, flt, qos, handler=None):
         s._rx_full()
     s._fill(s.last_tx)
     return e
+
+
+# -- a client's part (front.Front c): subscribe() and unsubscribe() are
+# ask(), the shell's wait for the entry's answer, answer().
+
+def ask(c, flt, qos, handler, opts):
+    """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
+    opts: MQTT 5's subscription options, in the QoS the entry keeps
+    (v5more.sub_options)."""
+    c._idle()
+    c._need_link()
+    flt = codec.to_bytes(flt)
+    if opts:
+        qos = c._five(c.session.v5, 35).more().sub_options(qos, **opts)
+    return request(c.session, flt, qos, handler)
+
+
+def answer(c, e, arrived):
+    """After client c's wait for entry e's ack: the granted QoS, or why
+    there is none."""
+    if not arrived:
+        from .errors import MQTTTimeout
+        raise MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
+    g = e[_GRANTED]
+    if g >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
+        from .errors import SubscribeError
+        v5 = c.session.v5
+        raise SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(g) if v5 else ""))
+    return g
+
+
+def refusals(c):
+    """The session's REFUSED event: the broker refused filters it restored.
+    Counted in client c's restore_refused, the last named in its last_error."""
+    from .errors import SubscribeError
+    subs = c.session.subs
+    c.restore_refused += subs.nrefused
+    c.last_error = SubscribeError(codec.why(_E_RESTORE_REFUSED, subs.refused))
 
 
 class Subs:

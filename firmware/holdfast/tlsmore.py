@@ -26,8 +26,11 @@ _KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostn
 def build(tls, params):
     """MQTTClient's ssl and ssl_params -> (SSLContext, name to check or None).
     ssl=True builds a context from params; an SSLContext made by the caller
-    is used as it is (only server_hostname may be given with it)."""
+    is used as it is (only server_hostname may be given with it); params
+    without ssl are refused."""
     try:
+        if not tls:
+            raise errors.TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         for k in params:
             if k not in _KEYS:
                 raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)"

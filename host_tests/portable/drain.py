@@ -1,6 +1,7 @@
 # The least a test needs to play the I/O shell for a bare Session: apart from
 # fakebroker.py so the outbox tests do not load the codec's broker half.
 from consts import MESSAGE, DELIVERED
+from holdfast.inbound import handled
 
 
 def drain(s, now=0):
@@ -19,7 +20,7 @@ def drain(s, now=0):
             f = getattr(s, "on_message", None)
             if f:
                 f(s.topic, s.msg)
-            s.handled()
+            handled(s)
         elif e == DELIVERED:
             f = getattr(s, "on_delivered", None)
             if f:

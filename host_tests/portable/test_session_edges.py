@@ -9,6 +9,7 @@ from consts import MESSAGE, CONNECTED, FAILED
 from holdfast.store import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
 from holdfast.subs import request
+from holdfast.inbound import handled
 from holdfast.policy import next_pid
 from fakebroker import session, sent, feed, grant
 from drain import drain
@@ -95,9 +96,9 @@ def test_one_event_at_a_time_and_views_stay_valid_until_handled():
     assert sent(s) == []  # acknowledged only once handled
     s.publish(b"x", b"y", 1, False, 0)  # what a callback may do: queue
     assert bytes(s.msg) == b"one" and s.qos == 1 and not s.retained
-    s.handled()
+    handled(s)
     assert s.receive(0) == MESSAGE and bytes(s.msg) == b"two" and s.retained
-    s.handled()
+    handled(s)
     assert s.receive(0) == 0
     assert [p[0] for p in sent(s)] == [PUB, mq.PUBACK, mq.PUBACK]
 
