@@ -51,7 +51,9 @@ ALIAS = f
 def test_object_walk_under_micropython(tmp_path):
     (tmp_path / "fp_sample.py").write_text(_SAMPLE)
     script = ("import sys, footprint\nfootprint.COUNT[0] = True\nb = set(sys.modules)\n"
-              "import fp_sample\nfootprint.count_objects(b)\n")
+              "footprint.names()\nimport fp_sample\n"
+              "print('RESULT {\"code\": 0, \"total\": 0, \"mpy\": 0}')\n"
+              "footprint.count_objects(b)\n")
     exe = os.path.join(ROOT, ".venv", "bin", "micropython")
     out = subprocess.run([exe, "-c", script], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, MICROPYPATH="%s:%s:.frozen" % (PROBE, tmp_path)))
@@ -62,6 +64,11 @@ def test_object_walk_under_micropython(tmp_path):
     # the names: __name__, __file__, Oops, Thing, f, g, ALIAS.
     assert c == {"modules": 1, "functions": 2, "methods": 3, "classes": 1, "exceptions": 1,
                  "names": 7}, c
+    # The interned names: qstr_info() before the import and after the walk,
+    # read by the bench. Importing fp_sample interns at least its module's
+    # name, its file's and three names no runtime has (Oops, Thing, ALIAS).
+    n = footprint.parse(out.stdout)["counts"]
+    assert n["interned"] >= 5 and n["qstrs"] >= n["interned"] and n["pools"] >= 1, n
 
 
 def _row(total, **kw):

@@ -14,7 +14,8 @@
 # (umqtt.simple over TLS, as the tls row).
 # Prints "RESULT {json}": code (heap taken by the import), total (heap held
 # after import + connect [+ subscribe]), mpy (bytes of the .mpy files loaded);
-# with count=1, "COUNTS {json}": the objects the library's modules hold;
+# with count=1, "COUNTS {json}": the objects the library's modules hold, and
+# micropython.qstr_info()'s line before the import and after connect;
 # with mark=1, "MARK" after RESULT, then it waits for a line on stdin (the
 # bench reads what the C library's malloc holds meanwhile: mallocstat.c);
 # then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
@@ -106,6 +107,15 @@ COUNT = [False]  # count=1: the walk allocates, so smallest-heap runs leave it o
 SPLIT = [True]
 
 
+def names():
+    # count=1: the names interned so far ("qstr pool: ... n_qstr=N ..."), read
+    # by the bench before the import and after connect: in .mpy and ROMFS
+    # modes each distinct name costs a pool entry and its string.
+    if COUNT[0]:
+        import micropython
+        micropython.qstr_info()
+
+
 def count_objects(before):
     """What the modules loaded since `before` create, as a frozen build keeps
     them on the heap: modules, functions (module level), methods (in class
@@ -141,11 +151,13 @@ def count_objects(before):
                                             "staticmethod", "classmethod"):
                         c["methods"] += 1
     print("COUNTS " + repr(c).replace("'", '"'))
+    names()
 
 
 def holdfast(cfg, host, port, n, o, report):
     dev = RamFlash(8, 512) if cfg == "flash" else None
     before = set(sys.modules)
+    names()
     base = yield
     if cfg == "async":
         import asyncio  # noqa: F401  (as a user of AsyncClient does)
@@ -206,6 +218,7 @@ async def _arun(c, n):
 
 def peer(lib, host, port, n, report):
     before = set(sys.modules)
+    names()
     base = yield
     m = __import__("lib_" + lib)
     m.load()
@@ -239,6 +252,7 @@ def umqtt_tls(host, port, n, o, report):
     der = a2b_base64(pem[pem.find(b"-----", 10) + 5:pem.find(b"-----END")])
     del pem
     before = set(sys.modules)
+    names()
     base = yield
     import ssl
     sys.modules["ussl"] = ssl  # 1.3.4 imports ussl, MicroPython 1.24+ names it ssl
