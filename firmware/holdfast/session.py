@@ -103,8 +103,7 @@ class Session:
     props = None  # MQTT 5: the properties of the message publish() is given
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
-                 store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
-                 connack_ms=10000):
+                 store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
         self.client_id = client_id
         self.clean = clean
         self.keepalive = keepalive
@@ -150,9 +149,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms
-        # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
-        self.ping_timeout_ms = ping_timeout_ms or keepalive * 1000 or 30000
+        self.retry_ms = retry_ms  # policy.retry() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -176,9 +173,10 @@ class Session:
         self.retained = False
         self.qos = 0
         self.dup = False
-        self._mpid = 0
-        self._mlink = 0
-        self.done_pid = 0  # the message DELIVERED reports
+        self._mlink = 0  # the link it came by: handled() acknowledges it on that one only
+        # The packet id of the event: the message DELIVERED (REJECTED)
+        # reports, or the one MESSAGE returned, until handled().
+        self.done_pid = 0
 
     # -- output buffer -----------------------------------------------------
 
@@ -425,9 +423,9 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == _PUBLISH:
+        if t == _PUBLISH or t == _PUBREL:
             import holdfast.inbound as m
-            return _MESSAGE if m.deliver(self) else 0
+            return m.packet(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
             i = self._slot(r.pid, t)  # the slot whose state is this type
             refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
@@ -453,9 +451,6 @@ class Session:
                     self._sent[i] = now
                 if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
                     self._ack(_PUBREL, r.pid)
-        elif t == _PUBREL:
-            import holdfast.inbound as m
-            m.pubrel(self, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
@@ -517,8 +512,9 @@ class Session:
         if self.tx_start == self.tx_end:
             self.drained = now
         if self.ping_at >= 0:
+            # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
             waited = ticks_diff(now, self.ping_at)
-            if waited >= self.ping_timeout_ms:
+            if waited >= (self.keepalive * 1000 or 30000):
                 self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         ka = self.keepalive * 1000
         if ka:
@@ -537,14 +533,6 @@ class Session:
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
-            for i in range(self.window):
-                st = self._state[i]
-                if st and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                    if self.make_room() - _ACK_ROOM < self.store.size(self._key[i]):
-                        break
-                    if st == _WAIT_PUBCOMP:
-                        self._ack(_PUBREL, self._pid[i])
-                    else:
-                        self._resend(self._key[i], True)
-                    self._sent[i] = now
+            import holdfast.policy as m  # policy.py: loaded on first use
+            m.retry(self, now)
         self._fill(now)

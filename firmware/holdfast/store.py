@@ -82,14 +82,6 @@ class MemoryStore:
                 n += 1
         return n
 
-    def _extreme(self, newest):
-        # Slot of the newest (or oldest) pending key, -1 when none.
-        best = -1
-        for s in range(self.slots):
-            if self._state[s] and (best < 0 or (self._key[s] > self._key[best]) == newest):
-                best = s
-        return best
-
     def put(self, topic, payload, qos, retain, pid, deadline=0):
         n = codec.publish_size(topic, len(payload), qos)
         k = self.tail
@@ -106,7 +98,10 @@ class MemoryStore:
                 o = 0
         else:
             h = self._off[self.head % self.slots]
-            newest = self._extreme(True)
+            newest = -1  # the slot of the newest pending key
+            for s in range(self.slots):
+                if self._state[s] and (newest < 0 or self._key[s] > self._key[newest]):
+                    newest = s
             w = self._end[newest]
             if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
@@ -132,9 +127,9 @@ class MemoryStore:
 
     def done(self, key):
         self._state[key % self.slots] = _FREE
-        if key == self.head:
-            s = self._extreme(False)
-            self.head = self._key[s] if s >= 0 else self.tail
+        if key == self.head:  # every other pending key is newer
+            k = self.next(key)
+            self.head = k if k >= 0 else self.tail
 
     def next(self, after):
         best = -1
