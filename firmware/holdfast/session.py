@@ -320,12 +320,12 @@ class Session:
             except errors.OutboxFull:
                 if not self.drop_oldest:
                     raise
-                from .policy import drop_oldest
-                if not drop_oldest(self):
+                import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                if not m.drop_oldest(self):
                     raise
         if latest:
-            from .policy import replace
-            replace(self, topic, key)
+            import holdfast.policy as m
+            m.replace(self, topic, key)
         if deadline:
             self._deadlines = 1
             if not self.next_expiry or deadline < self.next_expiry:
@@ -411,8 +411,7 @@ class Session:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except errors.MQTTError as e:
-                from .errors import PacketTooLarge
-                if isinstance(e, PacketTooLarge):
+                if isinstance(e, errors.PacketTooLarge):
                     import holdfast.inbound as m  # inbound.py: loaded on first use
                     m.too_large(self, e)
                     continue
