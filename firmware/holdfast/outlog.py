@@ -263,9 +263,6 @@ class Log:
             return plain(buf, off, off + n)
         return off + n
 
-    def last(self):
-        return self.tail - 1
-
     @property
     def bytes_written(self):
         return self._bwh * _WRAP + self._bw

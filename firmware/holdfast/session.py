@@ -135,7 +135,7 @@ class Session:
         self._sent = array("i", [0] * window)
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
-        self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
+        self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
         # QoS 2 messages past PUBREC whose broker session was lost: they go
         # out again as PUBLISH, not PUBREL, until a PUBREC comes back.
         self._republish = None
@@ -312,7 +312,7 @@ class Session:
             return True
         st = self.store
         pid = self.new_pid()
-        prev = st.last()  # keys grow but need not be consecutive
+        prev = st.tail - 1  # keys grow but need not be consecutive
         while True:
             try:
                 key = st.put(topic, payload, qos, retain, pid, deadline)
@@ -385,12 +385,6 @@ class Session:
         if dup and self.tx_end > start:
             self.tx[start] |= 8
 
-    def _slot(self, pid, state):
-        for i in range(self.window):
-            if self._state[i] == state and self._pid[i] == pid:
-                return i
-        return -1
-
     # -- input -----------------------------------------------------------------
 
     def receive(self, now):
@@ -426,9 +420,13 @@ class Session:
             import holdfast.inbound as m
             return m.packet(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
-            i = self._slot(r.pid, t)  # the slot whose state is this type
+            w = 0  # what the slot of this id waits for (the ids in flight are distinct)
+            for i in range(self.window):
+                if self._state[i] and self._pid[i] == r.pid:
+                    w = self._state[i]
+                    break
             refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
-            if i >= 0 and (t != _PUBREC or refused):
+            if w == t and (t != _PUBREC or refused):
                 # The flow is over: the message is delivered, or refused.
                 self.store.done(self._key[i])
                 self._state[i] = _FREE
@@ -437,7 +435,7 @@ class Session:
                 self._fill(now)
                 return _REJECTED if refused else _DELIVERED
             if t == _PUBREC:
-                if i >= 0:
+                if w == t:
                     k = self._key[i]
                     if not self.store.released(k):
                         try:
@@ -448,7 +446,7 @@ class Session:
                         self._republish.remove(k)
                     self._state[i] = _WAIT_PUBCOMP
                     self._sent[i] = now
-                if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
+                if w == t or w == _WAIT_PUBCOMP:  # a PUBREC again: PUBREL again
                     self._ack(_PUBREL, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):

@@ -37,7 +37,8 @@ class MemoryStore:
         find_topic(topic, after) -> key   first pending key > after with this
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
-        last() -> key       highest key ever stored, -1 if none
+        tail                one more than the highest key ever stored (0 if
+                            none): the next put() gets tail or a higher key
         held_ids            the inbound QoS 2 ids awaiting PUBREL: a held.Held
                             (held(pid), hold(pid), unhold(pid), forget_held()),
                             None until held.table(store) makes it with the
@@ -138,9 +139,6 @@ class MemoryStore:
             if self._state[s] and k > after and (best < 0 or k < best):
                 best = k
         return best
-
-    def last(self):
-        return self.tail - 1
 
     def pid(self, key):
         return self._pid[key % self.slots]

@@ -12,7 +12,7 @@ power cut and the one that was running when it came (the "unsure" call):
     release() may or may not have happened;
   - held inbound ids are those whose hold() returned and unhold() did not,
     give or take the unsure hold()/unhold();
-  - nothing else is pending, and last() is at least the highest key stored.
+  - nothing else is pending, and tail - 1 is at least the highest key stored.
 With group commit (FileStore group=N) the puts since the last commit (the
 store's `uncommitted`) may be missing too, all or a newest part of them.
 """
@@ -97,7 +97,7 @@ class Model:
             t = op[0]
             if t == "p":
                 n = len(self.keys)
-                k = st.last() + 1
+                k = st.tail
                 self.keys.append(None)
                 p = payload(n, op[3])
                 self.unsure = ("p", k, n, TOPICS[op[2]], p, op[1])
@@ -143,7 +143,7 @@ class Model:
             if st.next(k - 1) != k and self.msgs[k][4] != 2:  # lost with its group
                 self.keys[self.msgs.pop(k)[0]] = None
         if self.soft:
-            self.top = st.last()
+            self.top = st.tail - 1
         self.soft = []
         self.hard_top = self.top
         u = self.unsure
@@ -226,7 +226,7 @@ def check(st, m, tag=""):
         if u and u[0] in "hx" and u[1] == pid:
             continue
         assert held(st, pid) == (pid in m.held), (tag, "held", pid, m.held)
-    assert st.last() >= (m.hard_top if m.soft else m.top), (tag, st.last(), m.top, m.hard_top)
+    assert st.tail - 1 >= (m.hard_top if m.soft else m.top), (tag, st.tail, m.top, m.hard_top)
 
 
 def cut_point(k):

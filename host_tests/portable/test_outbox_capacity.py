@@ -274,7 +274,7 @@ def _churn(s, st):
         s.publish(T, _msg(i), 1, False, 0)
         if prev >= 0:
             st.done(prev)
-        prev = st.last()
+        prev = st.tail - 1
 
 
 def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
