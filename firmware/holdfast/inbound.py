@@ -91,7 +91,7 @@ def skip_big(r):
 
 # -- the session's part: session s -------------------------------------------
 
-def packet(s, t):
+def receive(s, t):
     """The broker's PUBLISH (t 3) or PUBREL (t 6) in s.rx: 1 (session.MESSAGE)
     for a message receive() returns, else 0 (a PUBREL, acknowledged; a re-sent
     copy of a QoS 2 message already delivered)."""

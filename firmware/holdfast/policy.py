@@ -76,9 +76,10 @@ def next_pid(s):
     return set_next_pid
 
 
-def retry(s, now):
-    """retry_ms: session s sends again, with DUP (a PUBREL past PUBREC), what
-    has waited that long for its acknowledgement, while tx has room."""
+def retry_ms(s, now):
+    """Session s's retry (tick() calls it when s.retry_ms is set): what has
+    waited s.retry_ms for its acknowledgement goes out again, with DUP (a
+    PUBREL past PUBREC), while tx has room."""
     st = s._state
     for i in range(s.window):
         w = st[i]

@@ -132,7 +132,8 @@ class Session:
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)
         self._state = bytearray(window)
-        self._sent = array("i", [0] * window)
+        # When each went out, for the retry (retry_ms) alone: None without one.
+        self._sent = array("i", [0] * window) if retry_ms else None
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
@@ -149,7 +150,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms  # policy.retry() sends again what waits this long for its ack
+        self.retry_ms = retry_ms  # policy.retry_ms() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -347,7 +348,8 @@ class Session:
                 self._key[i] = key
                 self._pid[i] = pid
                 self._state[i] = state
-                self._sent[i] = now
+                if self._sent:
+                    self._sent[i] = now
                 self.inflight += 1
                 self.cursor = key
                 return
@@ -418,7 +420,7 @@ class Session:
         r = self.rx
         if t == _PUBLISH or t == _PUBREL:
             import holdfast.inbound as m
-            return m.packet(self, t)
+            return m.receive(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
             w = 0  # what the slot of this id waits for (the ids in flight are distinct)
             for i in range(self.window):
@@ -445,7 +447,8 @@ class Session:
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
                     self._state[i] = _WAIT_PUBCOMP
-                    self._sent[i] = now
+                    if self._sent:
+                        self._sent[i] = now
                 if w == t or w == _WAIT_PUBCOMP:  # a PUBREC again: PUBREL again
                     self._ack(_PUBREL, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
@@ -531,5 +534,5 @@ class Session:
                 self.ping(now)
         if self.retry_ms and self.inflight:
             import holdfast.policy as m  # policy.py: loaded on first use
-            m.retry(self, now)
+            m.retry_ms(self, now)
         self._fill(now)
