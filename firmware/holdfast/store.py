@@ -67,7 +67,7 @@ class MemoryStore:
         self._off = array("i", [0] * slots)
         self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
-        self._dl = array("I", [0] * slots)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
         # Key k lives in slot k % slots; put() skips the keys whose slot is
@@ -115,7 +115,10 @@ class MemoryStore:
         self._off[s] = o
         self._end[s] = end
         self._pid[s] = pid
-        self._dl[s] = deadline
+        if deadline and self._dl is None:
+            self._dl = array("I", [0] * self.slots)
+        if self._dl:
+            self._dl[s] = deadline
         self._key[s] = k
         self._state[s] = _PENDING
         if self.head == self.tail:
@@ -161,7 +164,7 @@ class MemoryStore:
     sync = tick
 
     def deadline(self, key):
-        return self._dl[key % self.slots]
+        return self._dl[key % self.slots] if self._dl else 0
 
     def find_topic(self, topic, after):
         topic = codec.to_bytes(topic)
