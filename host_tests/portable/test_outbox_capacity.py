@@ -300,6 +300,23 @@ def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
     b.done()
 
 
+def test_ram_ring_reuses_only_the_room_before_the_oldest_pending_record():
+    # Records of 2 + 2 + 1 + 2 + 10 = 17 bytes in a 60-byte ring: three fit.
+    # Once the oldest is done the next one wraps to the start, and the one
+    # after has no room: the space up to the oldest pending record is all.
+    st = MemoryStore(size=60, slots=8)
+    k = [st.put(b"t", b"%010d" % i, 1, False, i + 1) for i in range(3)]
+    st.done(k[0])
+    k.append(st.put(b"t", b"%010d" % 3, 1, False, 4))
+    raises(OutboxFull, st.put, b"t", b"%010d" % 4, 1, False, 5)
+    assert _payloads(st) == [b"%010d" % i for i in (1, 2, 3)], _payloads(st)
+    st.done(k[2])  # not the oldest: its room stays behind the oldest
+    raises(OutboxFull, st.put, b"t", b"%010d" % 5, 1, False, 6)
+    st.done(k[1])
+    st.put(b"t", b"%010d" % 6, 1, False, 7)
+    assert _payloads(st) == [b"%010d" % i for i in (3, 6)], _payloads(st)
+
+
 def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
     b = Backends()
     for kind in KINDS:

@@ -72,6 +72,27 @@ def test_qos2_outgoing_full_flow():
     assert done == [pid] and len(s.store) == 0
 
 
+def test_acks_find_their_message_by_id_and_by_what_it_waits_for():
+    # A PUBREC repeated (the broker did not get our PUBREL) gets PUBREL again;
+    # an ack of the wrong type, or for an id not in flight, changes nothing.
+    s = session()
+    done = []
+    s.on_delivered = done.append
+    p1 = s.publish(b"t", b"one", 1, False, 0)
+    p2 = s.publish(b"t", b"two", 2, False, 0)
+    sent(s)
+    feed(s, (mq.PUBREC, p1), (mq.PUBCOMP, p2), (mq.PUBACK, p2), (mq.PUBACK, 999))
+    assert sent(s) == [] and done == [] and s.inflight == 2
+    feed(s, (mq.PUBREC, p2))
+    assert sent(s) == [(mq.PUBREL, p2)]
+    feed(s, (mq.PUBREC, p2))
+    assert sent(s) == [(mq.PUBREL, p2)] and done == []
+    feed(s, (mq.PUBACK, p1), (mq.PUBCOMP, p2))
+    assert done == [p1, p2] and len(s.store) == 0 and s.inflight == 0
+    feed(s, (mq.PUBREC, p2))  # for a flow that is over: no PUBREL
+    assert sent(s) == []
+
+
 def test_retry_after_interval_resends_with_dup_and_same_id():
     s = session(retry_ms=5000)
     pid = s.publish(b"t", b"x", 1, False, 0)
