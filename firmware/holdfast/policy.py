@@ -18,8 +18,8 @@ def droppable(s, k):
     reached PUBREC or that the broker may hold from an earlier connection:
     its id could be reused, and the broker would take the new message for a
     duplicate."""
-    st = s.store
-    return k > s.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= s.dup_upto)
+    q = s.store.qos(k)  # 3: past PUBREC
+    return k > s.cursor and q != 3 and not (q == 2 and k <= s.dup_upto)
 
 
 def replace(s, topic, newest):

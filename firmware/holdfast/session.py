@@ -56,6 +56,8 @@ _WAIT_PUBACK = const(4)  # PUBACK
 _WAIT_PUBREC = const(5)  # PUBREC
 _WAIT_PUBCOMP = const(7)  # PUBCOMP
 
+_RELEASED = const(3)  # store.qos() of a QoS 2 message past PUBREC (release())
+
 # tx bytes kept free so an acknowledgement can always be queued: the usable
 # room for a PUBLISH is the send buffer's size minus this.
 _ACK_ROOM = const(16)
@@ -368,7 +370,8 @@ class Session:
                 return
             pid = st.pid(k)
             again = self._republish and k in self._republish  # its broker session was lost
-            if st.released(k) and not again:
+            q = st.qos(k)
+            if q == _RELEASED and not again:
                 if self.make_room() < _ACK_ROOM:
                     return
                 self._ack(_PUBREL, pid)
@@ -379,7 +382,7 @@ class Session:
                 if again:
                     self.republished += 1
                 self._resend(k, k <= self.dup_upto)
-                self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
+                self._track(k, pid, _WAIT_PUBACK if q == 1 else _WAIT_PUBREC, now)
 
     def _resend(self, key, dup):
         start = self.tx_end
@@ -439,7 +442,7 @@ class Session:
             if t == _PUBREC:
                 if w == t:
                     k = self._key[i]
-                    if not self.store.released(k):
+                    if self.store.qos(k) != _RELEASED:
                         try:
                             self.store.release(k)
                         except errors.OutboxFull:
@@ -478,7 +481,7 @@ class Session:
                     st.held_ids.forget_held()
                 k = st.next(-1)
                 while k >= 0:
-                    if st.released(k):
+                    if st.qos(k) == _RELEASED:
                         if self._republish is None:
                             self._republish = []
                         if k not in self._republish:

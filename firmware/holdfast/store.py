@@ -28,7 +28,9 @@ class MemoryStore:
         release(key)        QoS 2 message reached PUBREC
         done(key)           acknowledged: forget it
         next(after) -> key  first pending key > after, or -1
-        pid(key), qos(key), released(key)
+        pid(key)
+        qos(key)            1 or 2; 3 once released: a QoS 2 message past
+                            PUBREC, which resumes with PUBREL
         get(key, buf, off) -> end   encoded PUBLISH written at off; DUP
                             clear, or set when mark was (MQTT 5: its
                             property block leads the payload)
@@ -147,10 +149,8 @@ class MemoryStore:
         return self._pid[key % self.slots]
 
     def qos(self, key):
-        return (self.ring[self._off[key % self.slots]] >> 1) & 3
-
-    def released(self, key):
-        return self._state[key % self.slots] == _RELEASED
+        s = key % self.slots
+        return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
 
     def size(self, key):
         s = key % self.slots

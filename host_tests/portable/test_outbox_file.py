@@ -47,7 +47,7 @@ def test_segments_are_deleted_and_compacted():
     assert st._unit[st._find(keep)] != 1, "the long-lived message was not copied forward"
     st.close()
     st = FileStore(d, segment_bytes=256, compact=3)
-    assert w.pending(st) == [keep] and st.released(keep), w.pending(st)
+    assert w.pending(st) == [keep] and st.qos(keep) == 3, w.pending(st)
     assert st.tail == 121, st.tail
     st.close()
     rmtree(top)

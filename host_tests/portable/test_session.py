@@ -66,7 +66,7 @@ def test_qos2_outgoing_full_flow():
     assert sent(s) == [(PUB, b"t", b"x", 2, False, False, pid)]
     feed(s, (mq.PUBREC, pid))
     assert sent(s) == [(mq.PUBREL, pid)]
-    assert s.store.released(s.store.next(-1))
+    assert s.store.qos(s.store.next(-1)) == 3  # released
     assert done == []
     feed(s, (mq.PUBCOMP, pid))
     assert done == [pid] and len(s.store) == 0
@@ -399,7 +399,7 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
     sent(s)
     feed(s, (mq.PUBREC, pid))
     assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
-    assert s.inflight == 1 and not s.store.released(s.store.next(-1))
+    assert s.inflight == 1 and s.store.qos(s.store.next(-1)) == 2  # not released
     h = s.store.held_ids = _FullOnUnhold(s.store)
     h.hold(5)
     feed(s, (mq.PUBREL, 5))
