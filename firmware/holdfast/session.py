@@ -514,12 +514,12 @@ class Session:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
-        if self.ping_at >= 0:
-            # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
-            waited = ticks_diff(now, self.ping_at)
-            if waited >= (self.keepalive * 1000 or 30000):
-                self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         ka = self.keepalive * 1000
+        if self.ping_at >= 0:
+            # A PINGREQ may go unanswered a keepalive; with keepalive off, ping() still works.
+            waited = ticks_diff(now, self.ping_at)
+            if waited >= (ka or 30000):
+                self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.

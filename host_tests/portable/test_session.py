@@ -93,6 +93,21 @@ def test_acks_find_their_message_by_id_and_by_what_it_waits_for():
     assert sent(s) == []
 
 
+def test_an_unanswered_pingreq_ends_the_link_after_a_keepalive_or_30_s():
+    s = session()  # keepalive 0: ping() still works, and waits 30 s
+    s.ping(1000)
+    s.tick(30999)
+    assert s.state == CONNECTED
+    e = raises(LinkDown, s.tick, 31000)
+    assert "30000 ms after PINGREQ" in str(e) and s.state != CONNECTED, str(e)
+    s = session(keepalive=10)  # before the 15 s of silence that end it too
+    s.ping(1000)
+    s.tick(10999)
+    assert s.state == CONNECTED
+    e = raises(LinkDown, s.tick, 11000)
+    assert "10000 ms after PINGREQ" in str(e), str(e)
+
+
 def test_retry_after_interval_resends_with_dup_and_same_id():
     s = session(retry_ms=5000)
     pid = s.publish(b"t", b"x", 1, False, 0)
