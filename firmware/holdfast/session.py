@@ -147,6 +147,7 @@ class Session:
         # Earliest deadline pending (0: none). What a reopened store holds is
         # looked at once; deadlines set since are tracked as they come.
         self.next_expiry = 1 if len(self.store) else 0
+        self._deadlines = self.next_expiry  # some message had a deadline: look again after a drop
         self.overflowed = 0
         self.expired = 0
         self.replaced = 0
@@ -240,14 +241,14 @@ class Session:
         CLOSED (none is: after disconnect(), or when given)."""
         if self.cursor > self.dup_upto:
             self.dup_upto = self.cursor
+        if self._deadlines:
+            self.next_expiry = 1  # what was in flight may expire now: look again
         if state < 0:
             state = _CLOSED if self.state == _CLOSING or self.state == _CLOSED else _OFFLINE
         self.state = state
         self.cursor = -1
         self.inflight = 0
         for i in range(self.window):
-            if self._state[i] and self.store.deadline(self._key[i]):
-                self.next_expiry = 1  # no longer in flight, it may expire now: look again
             self._state[i] = _FREE
         self.rx.reset()
         self.tx_start = self.tx_end = 0
@@ -328,8 +329,10 @@ class Session:
         if latest:
             import holdfast.policy as m
             m.replace(self, topic, key)
-        if deadline and (not self.next_expiry or deadline < self.next_expiry):
-            self.next_expiry = deadline
+        if deadline:
+            self._deadlines = 1
+            if not self.next_expiry or deadline < self.next_expiry:
+                self.next_expiry = deadline
         if (self.state == _CONNECTED and self.cursor == prev and self.inflight < self.window
                 and self.make_room() - _ACK_ROOM >= n):
             # The common case: window open, nothing queued before it. Encode
