@@ -59,7 +59,7 @@ if mode == "fill":
     for i in range(n):
         st.put(b"sensors/board-1/t", b"x" * 64, 1, False, i + 1)
 else:
-    last = st.last()
+    last = st.tail - 1
     print("pending %d first %d last %d pid %d" % (len(st), st.next(-1), last, st.pid(last)))
     k = st.put(b"sensors/board-1/t", b"after boot", 1, False, n + 1)
     print("put key %d" % k)

@@ -119,14 +119,11 @@ def test_bad_commands_are_named(m, words):
 
 
 class FakeStore:
-    """Keys as the outbox gives them: +1 per put, last() survives reboots
+    """Keys as the outbox gives them: +1 per put, tail survives reboots
     unless wiped."""
 
     def __init__(self):
         self.tail = 0
-
-    def last(self):
-        return self.tail - 1
 
     def put(self):
         self.tail += 1
@@ -220,7 +217,6 @@ sys.path.insert(0, %(common)r)
 import app, appconfig, json
 class S:
     def __init__(self): self.tail = 0
-    def last(self): return self.tail - 1
 st = S()
 seen = []
 for boot in range(3):

@@ -77,7 +77,7 @@ class Seq:
                 break
             except (OSError, ValueError):
                 pass
-        last = store.last()
+        last = store.tail - 1
         base = st.get("base", 0)
         hi = st.get("hi", 0)
         nxt = last + 1 + base
@@ -94,13 +94,13 @@ class Seq:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             f.write('{"b":%d,"base":%d,"hi":%d,"k":%d,"keyed":%s}' % (
-                self.boot, self.base, hi, self.store.last(), "true" if self.keyed else "false"))
+                self.boot, self.base, hi, self.store.tail - 1, "true" if self.keyed else "false"))
         os.rename(tmp, self.path)
 
     def take(self):
         """The s for the next reading (not yet consumed)."""
         if self.keyed:
-            self.next = self.store.last() + 1 + self.base
+            self.next = self.store.tail + self.base
         if self.next >= self.hi:
             self._save(self.next + _RESERVE)
         return self.next
@@ -108,7 +108,7 @@ class Seq:
     def used(self, s, stored):
         """The reading with s was published; stored: it went to the outbox."""
         if self.keyed and stored:
-            k = self.store.last()
+            k = self.store.tail - 1
             if k + self.base != s:  # a backend that numbers differently: follow it
                 self.base = s - k
                 self._save(self.hi)

@@ -410,7 +410,7 @@ class FileStore(Log):
             n = segs[0]
             if len(segs) == 1:
                 if not all:
-                    break  # the newest segment carries last() across reboots
+                    break  # the newest segment carries tail across reboots
                 if self._f is not None:
                     try:
                         self._f.close()

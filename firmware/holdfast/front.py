@@ -69,8 +69,8 @@ class Front:
         S = Session
         if level == 5:  # MQTT 5 loads only here
             from .v5 import Session5 as S
-        self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, 0,
-                         views, when_full == "drop_oldest", timeout_ms)
+        self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
+                         when_full == "drop_oldest", timeout_ms)
         self.session.user = user
         self.session.password = password
         self.sock = None

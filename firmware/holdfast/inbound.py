@@ -11,6 +11,7 @@ from .filters import utf8_ok, string
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
 _PUBREC = const(5)
+_PUBREL = const(6)
 _PUBCOMP = const(7)
 
 # Error reasons (reasons.py has the words).
@@ -94,21 +95,30 @@ def skip_big(r):
 
 # -- the session's part: session s -------------------------------------------
 
-def deliver(s):
-    """Takes the PUBLISH in s.rx as the message receive() returns: True, or
-    False for a re-sent copy of a QoS 2 message already delivered."""
+def receive(s, t):
+    """The broker's PUBLISH (t 3) or PUBREL (t 6) in s.rx: 1 (session.MESSAGE)
+    for a message receive() returns, else 0 (a PUBREL, acknowledged; a re-sent
+    copy of a QoS 2 message already delivered)."""
     r = s.rx
-    f = r.flags
-    qos = (f >> 1) & 3
     pid = r.pid
     h = s.store.held_ids
+    if t == _PUBREL:  # the broker released an inbound QoS 2 message: forget its id, PUBCOMP
+        try:
+            if h is not None:
+                h.unhold(pid)
+        except errors.OutboxFull:
+            return 0  # flash full: no PUBCOMP yet; the broker repeats PUBREL
+        s._ack(_PUBCOMP, pid)
+        return 0
+    f = r.flags
+    qos = (f >> 1) & 3
     if qos == 2 and h is not None and h.held(pid):
         s._ack(_PUBREC, pid)
-        return False
+        return 0
     s.retained = bool(f & 1)
     s.qos = qos
     s.dup = bool(f & 8)
-    s._mpid = pid
+    s.done_pid = pid
     s._mlink = s.link
     if s.views:
         s.topic = r.topic
@@ -116,7 +126,7 @@ def deliver(s):
     else:
         s.topic = bytes(r.topic)
         s.msg = bytes(r.payload)
-    return True
+    return 1
 
 
 def handled(s):
@@ -126,21 +136,10 @@ def handled(s):
     qos = s.qos
     if qos == 2:
         from .held import table
-        table(s.store).hold(s._mpid)  # never fails: a full table evicts its oldest, counted
+        table(s.store).hold(s.done_pid)  # never fails: a full table evicts its oldest, counted
     if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
         return
-    s._ack(_PUBACK if qos == 1 else _PUBREC, s._mpid)
-
-
-def pubrel(s, pid):
-    """The broker released an inbound QoS 2 message: forget its id, PUBCOMP."""
-    h = s.store.held_ids
-    try:
-        if h is not None:
-            h.unhold(pid)
-    except errors.OutboxFull:
-        return  # flash full: no PUBCOMP yet; the broker repeats PUBREL
-    s._ack(_PUBCOMP, pid)
+    s._ack(_PUBACK if qos == 1 else _PUBREC, s.done_pid)
 
 
 def too_large(s, e):

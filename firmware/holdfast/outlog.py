@@ -184,11 +184,9 @@ class Log:
 
     def qos(self, key):
         i = self._find(key)
-        return self._st[i] & 3 if i >= 0 else 0
-
-    def released(self, key):
-        i = self._find(key)
-        return i >= 0 and bool(self._st[i] & _F_REL)
+        if i < 0:
+            return 0
+        return 3 if self._st[i] & _F_REL else self._st[i] & 3  # 3: released
 
     def size(self, key):
         i = self._find(key)
@@ -262,9 +260,6 @@ class Log:
             from .v5more import plain
             return plain(buf, off, off + n)
         return off + n
-
-    def last(self):
-        return self.tail - 1
 
     @property
     def bytes_written(self):

@@ -1,10 +1,14 @@
 # What the outbox may drop, and when: a passed deadline (expiry), a newer
 # value of the same topic (latest), room for a new message (drop_oldest);
-# and set_next_pid, the hook for tests of id wrap-around. Loaded the first
-# time one of them is used, so a sensor that never sets them does not carry
-# this code.
-from .compat import const
+# the retry of unacknowledged messages (retry_ms); and set_next_pid, the
+# hook for tests of id wrap-around. Loaded the first time one of them is
+# used, so a sensor that never sets them does not carry this code.
+from .compat import const, ticks_diff
 from . import codec
+
+_ACK_ROOM = const(16)  # session.py's
+_PUBREL = const(6)
+_WAIT_PUBCOMP = const(7)
 
 _E_PID_SET = const(39)  # error reason (reasons.py has the words)
 
@@ -14,8 +18,8 @@ def droppable(s, k):
     reached PUBREC or that the broker may hold from an earlier connection:
     its id could be reused, and the broker would take the new message for a
     duplicate."""
-    st = s.store
-    return k > s.cursor and not st.released(k) and not (st.qos(k) == 2 and k <= s.dup_upto)
+    q = s.store.qos(k)  # 3: past PUBREC
+    return k > s.cursor and q != 3 and not (q == 2 and k <= s.dup_upto)
 
 
 def replace(s, topic, newest):
@@ -70,3 +74,20 @@ def next_pid(s):
             raise ValueError(codec.why(_E_PID_SET, pid))
         s.next_pid = pid
     return set_next_pid
+
+
+def retry_ms(s, now):
+    """Session s's retry (tick() calls it when s.retry_ms is set): what has
+    waited s.retry_ms for its acknowledgement goes out again, with DUP (a
+    PUBREL past PUBREC), while tx has room."""
+    st = s._state
+    for i in range(s.window):
+        w = st[i]
+        if w and ticks_diff(now, s._sent[i]) >= s.retry_ms:
+            if s.make_room() - _ACK_ROOM < s.store.size(s._key[i]):
+                break
+            if w == _WAIT_PUBCOMP:
+                s._ack(_PUBREL, s._pid[i])
+            else:
+                s._resend(s._key[i], True)
+            s._sent[i] = now

@@ -56,6 +56,8 @@ _WAIT_PUBACK = const(4)  # PUBACK
 _WAIT_PUBREC = const(5)  # PUBREC
 _WAIT_PUBCOMP = const(7)  # PUBCOMP
 
+_RELEASED = const(3)  # store.qos() of a QoS 2 message past PUBREC (release())
+
 # tx bytes kept free so an acknowledgement can always be queued: the usable
 # room for a PUBLISH is the send buffer's size minus this.
 _ACK_ROOM = const(16)
@@ -104,8 +106,7 @@ class Session:
     props = None  # MQTT 5: the properties of the message publish() is given
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
-                 store=None, retry_ms=0, ping_timeout_ms=0, views=False, drop_oldest=False,
-                 connack_ms=10000):
+                 store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
         self.client_id = client_id
         self.clean = clean
         self.keepalive = keepalive
@@ -134,10 +135,11 @@ class Session:
         self._key = array("i", [-1] * window)
         self._pid = array("H", [0] * window)
         self._state = bytearray(window)
-        self._sent = array("i", [0] * window)
+        # When each went out, for the retry (retry_ms) alone: None without one.
+        self._sent = array("i", [0] * window) if retry_ms else None
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
-        self.dup_upto = self.store.last()  # keys up to here went out before: re-send with DUP
+        self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
         # QoS 2 messages past PUBREC whose broker session was lost: they go
         # out again as PUBLISH, not PUBREL, until a PUBREC comes back.
         self._republish = None
@@ -151,9 +153,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms
-        # How long a PINGREQ may go unanswered; with keepalive off, ping() still works.
-        self.ping_timeout_ms = ping_timeout_ms or keepalive * 1000 or 30000
+        self.retry_ms = retry_ms  # policy.retry_ms() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -177,9 +177,10 @@ class Session:
         self.retained = False
         self.qos = 0
         self.dup = False
-        self._mpid = 0
-        self._mlink = 0
-        self.done_pid = 0  # the message DELIVERED reports
+        self._mlink = 0  # the link it came by: handled() acknowledges it on that one only
+        # The packet id of the event: the message DELIVERED (REJECTED)
+        # reports, or the one MESSAGE returned, until handled().
+        self.done_pid = 0
 
     # -- output buffer -----------------------------------------------------
 
@@ -315,7 +316,7 @@ class Session:
             return True
         st = self.store
         pid = self.new_pid()
-        prev = st.last()  # keys grow but need not be consecutive
+        prev = st.tail - 1  # keys grow but need not be consecutive
         while True:
             try:
                 key = st.put(topic, payload, qos, retain, pid, deadline)
@@ -323,12 +324,12 @@ class Session:
             except errors.OutboxFull:
                 if not self.drop_oldest:
                     raise
-                from .policy import drop_oldest
-                if not drop_oldest(self):
+                import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                if not m.drop_oldest(self):
                     raise
         if latest:
-            from .policy import replace
-            replace(self, topic, key)
+            import holdfast.policy as m
+            m.replace(self, topic, key)
         if deadline:
             self._deadlines = 1
             if not self.next_expiry or deadline < self.next_expiry:
@@ -350,7 +351,8 @@ class Session:
                 self._key[i] = key
                 self._pid[i] = pid
                 self._state[i] = state
-                self._sent[i] = now
+                if self._sent:
+                    self._sent[i] = now
                 self.inflight += 1
                 self.cursor = key
                 return
@@ -369,7 +371,8 @@ class Session:
                 return
             pid = st.pid(k)
             again = self._republish and k in self._republish  # its broker session was lost
-            if st.released(k) and not again:
+            q = st.qos(k)
+            if q == _RELEASED and not again:
                 if self.make_room() < _ACK_ROOM:
                     return
                 self._ack(_PUBREL, pid)
@@ -380,19 +383,13 @@ class Session:
                 if again:
                     self.republished += 1
                 self._resend(k, k <= self.dup_upto)
-                self._track(k, pid, _WAIT_PUBACK if st.qos(k) == 1 else _WAIT_PUBREC, now)
+                self._track(k, pid, _WAIT_PUBACK if q == 1 else _WAIT_PUBREC, now)
 
     def _resend(self, key, dup):
         start = self.tx_end
         self.tx_end = self.store.get(key, self.tx, start)
         if dup and self.tx_end > start:
             self.tx[start] |= 8
-
-    def _slot(self, pid, state):
-        for i in range(self.window):
-            if self._state[i] == state and self._pid[i] == pid:
-                return i
-        return -1
 
     # -- input -----------------------------------------------------------------
 
@@ -414,8 +411,7 @@ class Session:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except errors.MQTTError as e:
-                from .errors import PacketTooLarge
-                if isinstance(e, PacketTooLarge):
+                if isinstance(e, errors.PacketTooLarge):
                     import holdfast.inbound as m  # inbound.py: loaded on first use
                     m.too_large(self, e)
                     continue
@@ -426,13 +422,17 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == _PUBLISH:
+        if t == _PUBLISH or t == _PUBREL:
             import holdfast.inbound as m
-            return _MESSAGE if m.deliver(self) else 0
+            return m.receive(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
-            i = self._slot(r.pid, t)  # the slot whose state is this type
+            w = 0  # what the slot of this id waits for (the ids in flight are distinct)
+            for i in range(self.window):
+                if self._state[i] and self._pid[i] == r.pid:
+                    w = self._state[i]
+                    break
             refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
-            if i >= 0 and (t != _PUBREC or refused):
+            if w == t and (t != _PUBREC or refused):
                 # The flow is over: the message is delivered, or refused.
                 self.store.done(self._key[i])
                 self._state[i] = _FREE
@@ -441,9 +441,9 @@ class Session:
                 self._fill(now)
                 return _REJECTED if refused else _DELIVERED
             if t == _PUBREC:
-                if i >= 0:
+                if w == t:
                     k = self._key[i]
-                    if not self.store.released(k):
+                    if self.store.qos(k) != _RELEASED:
                         try:
                             self.store.release(k)
                         except errors.OutboxFull:
@@ -451,12 +451,10 @@ class Session:
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
                     self._state[i] = _WAIT_PUBCOMP
-                    self._sent[i] = now
-                if i >= 0 or self._slot(r.pid, _WAIT_PUBCOMP) >= 0:
+                    if self._sent:
+                        self._sent[i] = now
+                if w == t or w == _WAIT_PUBCOMP:  # a PUBREC again: PUBREL again
                     self._ack(_PUBREL, r.pid)
-        elif t == _PUBREL:
-            import holdfast.inbound as m
-            m.pubrel(self, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs and self.subs.acked(t, r.pid, r.payload):
                 self._fill(now)
@@ -484,7 +482,7 @@ class Session:
                     st.held_ids.forget_held()
                 k = st.next(-1)
                 while k >= 0:
-                    if st.released(k):
+                    if st.qos(k) == _RELEASED:
                         if self._republish is None:
                             self._republish = []
                         if k not in self._republish:
@@ -512,11 +510,12 @@ class Session:
             return
         if self.tx_start == self.tx_end:
             self.drained = now
-        if self.ping_at >= 0:
-            waited = ticks_diff(now, self.ping_at)
-            if waited >= self.ping_timeout_ms:
-                self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         ka = self.keepalive * 1000
+        if self.ping_at >= 0:
+            # A PINGREQ may go unanswered a keepalive; with keepalive off, ping() still works.
+            waited = ticks_diff(now, self.ping_at)
+            if waited >= (ka or 30000):
+                self._fail(errors.LinkDown(codec.why(_E_NO_PINGRESP, waited)))
         if ka:
             # Liveness never depends on room to queue a PINGREQ: silence from
             # the broker, or a socket that takes nothing, for 1.5 keepalives.
@@ -533,14 +532,6 @@ class Session:
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
-            for i in range(self.window):
-                st = self._state[i]
-                if st and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                    if self.make_room() - _ACK_ROOM < self.store.size(self._key[i]):
-                        break
-                    if st == _WAIT_PUBCOMP:
-                        self._ack(_PUBREL, self._pid[i])
-                    else:
-                        self._resend(self._key[i], True)
-                    self._sent[i] = now
+            import holdfast.policy as m  # policy.py: loaded on first use
+            m.retry_ms(self, now)
         self._fill(now)

@@ -28,7 +28,9 @@ class MemoryStore:
         release(key)        QoS 2 message reached PUBREC
         done(key)           acknowledged: forget it
         next(after) -> key  first pending key > after, or -1
-        pid(key), qos(key), released(key)
+        pid(key)
+        qos(key)            1 or 2; 3 once released: a QoS 2 message past
+                            PUBREC, which resumes with PUBREL
         get(key, buf, off) -> end   encoded PUBLISH written at off; DUP
                             clear, or set when mark was (MQTT 5: its
                             property block leads the payload)
@@ -37,7 +39,8 @@ class MemoryStore:
         find_topic(topic, after) -> key   first pending key > after with this
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
-        last() -> key       highest key ever stored, -1 if none
+        tail                one more than the highest key ever stored (0 if
+                            none): the next put() gets tail or a higher key
         held_ids            the inbound QoS 2 ids awaiting PUBREL: a held.Held
                             (held(pid), hold(pid), unhold(pid), forget_held()),
                             None until held.table(store) makes it with the
@@ -66,7 +69,7 @@ class MemoryStore:
         self._off = array("i", [0] * slots)
         self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
-        self._dl = array("I", [0] * slots)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
         # Key k lives in slot k % slots; put() skips the keys whose slot is
@@ -81,14 +84,6 @@ class MemoryStore:
             if self._state[s]:
                 n += 1
         return n
-
-    def _extreme(self, newest):
-        # Slot of the newest (or oldest) pending key, -1 when none.
-        best = -1
-        for s in range(self.slots):
-            if self._state[s] and (best < 0 or (self._key[s] > self._key[best]) == newest):
-                best = s
-        return best
 
     def put(self, topic, payload, qos, retain, pid, deadline=0):
         n = codec.publish_size(topic, len(payload), qos)
@@ -106,7 +101,10 @@ class MemoryStore:
                 o = 0
         else:
             h = self._off[self.head % self.slots]
-            newest = self._extreme(True)
+            newest = -1  # the slot of the newest pending key
+            for s in range(self.slots):
+                if self._state[s] and (newest < 0 or self._key[s] > self._key[newest]):
+                    newest = s
             w = self._end[newest]
             if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
@@ -119,7 +117,10 @@ class MemoryStore:
         self._off[s] = o
         self._end[s] = end
         self._pid[s] = pid
-        self._dl[s] = deadline
+        if deadline and self._dl is None:
+            self._dl = array("I", [0] * self.slots)
+        if self._dl:
+            self._dl[s] = deadline
         self._key[s] = k
         self._state[s] = _PENDING
         if self.head == self.tail:
@@ -132,9 +133,9 @@ class MemoryStore:
 
     def done(self, key):
         self._state[key % self.slots] = _FREE
-        if key == self.head:
-            s = self._extreme(False)
-            self.head = self._key[s] if s >= 0 else self.tail
+        if key == self.head:  # every other pending key is newer
+            k = self.next(key)
+            self.head = k if k >= 0 else self.tail
 
     def next(self, after):
         best = -1
@@ -144,17 +145,12 @@ class MemoryStore:
                 best = k
         return best
 
-    def last(self):
-        return self.tail - 1
-
     def pid(self, key):
         return self._pid[key % self.slots]
 
     def qos(self, key):
-        return (self.ring[self._off[key % self.slots]] >> 1) & 3
-
-    def released(self, key):
-        return self._state[key % self.slots] == _RELEASED
+        s = key % self.slots
+        return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
 
     def size(self, key):
         s = key % self.slots
@@ -168,7 +164,7 @@ class MemoryStore:
     sync = tick
 
     def deadline(self, key):
-        return self._dl[key % self.slots]
+        return self._dl[key % self.slots] if self._dl else 0
 
     def find_topic(self, topic, after):
         topic = codec.to_bytes(topic)

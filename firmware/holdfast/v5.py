@@ -509,8 +509,7 @@ class Session5(Session):
             self.window = min(len(self._state), get(b, _RECEIVE_MAXIMUM, 65535, p0, p1))
             ka = get(b, _SERVER_KEEP_ALIVE, -1, p0, p1)
             if ka >= 0:
-                self.keepalive = ka
-                self.ping_timeout_ms = ka * 1000 or 30000
+                self.keepalive = ka  # and how long a PINGREQ may go unanswered
             cid = get(b, _ASSIGNED_CLIENT_ID, None, p0, p1)
             if cid:
                 self.client_id = cid

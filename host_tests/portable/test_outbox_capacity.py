@@ -165,7 +165,7 @@ def test_released_qos2_message_is_never_dropped():
         s.lost()  # offline now: nothing is in flight, the PUBREL is owed
         for i in range(1, 6):
             s.publish(T, _msg(i), 1, False, 0)
-        assert _payloads(st)[0] == _msg(0) and st.released(st.next(-1)), kind
+        assert _payloads(st)[0] == _msg(0) and st.qos(st.next(-1)) == 3, kind
         # (MemoryStore: only the newest free room behind a pinned oldest record.)
         kept = [_msg(5)] if kind == "memory" else [_msg(4), _msg(5)]
         assert _payloads(st)[1:] == kept, (kind, _payloads(st))
@@ -215,6 +215,25 @@ def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
         # The survivor goes out as a plain PUBLISH: the deadline stays in the store.
         sent = bytes(s.tx[s.tx_start:s.tx_end])
         assert sent[0] == 0x32 and sent.endswith(_msg(2)) and len(sent) == 2 + sent[1], (kind, sent)
+    b.done()
+
+
+def test_what_expired_in_flight_is_dropped_once_the_link_is_lost():
+    # expire() spares a message in flight; a lost link makes it droppable,
+    # and the session looks again then.
+    b = Backends()
+    for kind in KINDS:
+        st = b.fresh(kind, 0)
+        s = Session(b"dev", store=st, window=1)
+        _connect(s)
+        s.publish(T, _msg(0), 1, False, 0, 10)
+        s.publish(T, _msg(1), 1, False, 0)
+        expire(s, 20)
+        assert len(st) == 2 and s.expired == 0 and s.next_expiry == 0, (kind, s.next_expiry)
+        s.lost()
+        assert s.next_expiry == 1, (kind, s.next_expiry)
+        expire(s, 20)
+        assert _payloads(st) == [_msg(1)] and s.expired == 1, (kind, _payloads(st))
     b.done()
 
 
@@ -275,7 +294,7 @@ def _churn(s, st):
         s.publish(T, _msg(i), 1, False, 0)
         if prev >= 0:
             st.done(prev)
-        prev = st.last()
+        prev = st.tail - 1
 
 
 def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
@@ -299,6 +318,23 @@ def test_a_message_stuck_in_a_qos2_flow_costs_one_slot_not_the_outbox():
             st = b.reopen(kind, st)
             assert _payloads(st) == [b"stuck"], kind
     b.done()
+
+
+def test_ram_ring_reuses_only_the_room_before_the_oldest_pending_record():
+    # Records of 2 + 2 + 1 + 2 + 10 = 17 bytes in a 60-byte ring: three fit.
+    # Once the oldest is done the next one wraps to the start, and the one
+    # after has no room: the space up to the oldest pending record is all.
+    st = MemoryStore(size=60, slots=8)
+    k = [st.put(b"t", b"%010d" % i, 1, False, i + 1) for i in range(3)]
+    st.done(k[0])
+    k.append(st.put(b"t", b"%010d" % 3, 1, False, 4))
+    raises(OutboxFull, st.put, b"t", b"%010d" % 4, 1, False, 5)
+    assert _payloads(st) == [b"%010d" % i for i in (1, 2, 3)], _payloads(st)
+    st.done(k[2])  # not the oldest: its room stays behind the oldest
+    raises(OutboxFull, st.put, b"t", b"%010d" % 5, 1, False, 6)
+    st.done(k[1])
+    st.put(b"t", b"%010d" % 6, 1, False, 7)
+    assert _payloads(st) == [b"%010d" % i for i in (3, 6)], _payloads(st)
 
 
 def test_held_ids_fill_free_entries_first_and_forget_held_lasts():

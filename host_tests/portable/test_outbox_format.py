@@ -2,7 +2,7 @@
 # holdfast wrote (outbox_images.py) open with this one, and hold what the
 # same calls leave in a MemoryStore: the same pending messages byte for
 # byte, their ids, QoS, released marks and deadlines, the same held inbound
-# ids in the same order, and the same last(). Then the store takes new work.
+# ids in the same order, and the same tail. Then the store takes new work.
 import os
 from holdfast.store import MemoryStore
 from holdfast.fileoutbox import FileStore
@@ -44,9 +44,9 @@ def _same(st, ref, tag):
     for k in keys:
         n = st.get(k, A, 0)
         assert n == ref.get(k, B, 0) == st.size(k) and A[:n] == B[:n], (tag, k, bytes(A[:n]), bytes(B[:n]))
-        got = (st.pid(k), st.qos(k), st.released(k), st.deadline(k))
-        assert got == (ref.pid(k), ref.qos(k), ref.released(k), ref.deadline(k)), (tag, k, got)
-    assert st.last() == ref.last(), (tag, st.last(), ref.last())
+        got = (st.pid(k), st.qos(k), st.deadline(k))  # qos 3: released
+        assert got == (ref.pid(k), ref.qos(k), ref.deadline(k)), (tag, k, got)
+    assert st.tail == ref.tail, (tag, st.tail, ref.tail)
     assert st.corrupt == 0 and st.foreign == 0, (tag, st.corrupt, st.foreign)
     # The held ids, and their order: hold new ids until every old one is
     # evicted; each store must evict the same ids in the same order.

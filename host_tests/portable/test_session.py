@@ -67,10 +67,46 @@ def test_qos2_outgoing_full_flow():
     assert sent(s) == [(PUB, b"t", b"x", 2, False, False, pid)]
     feed(s, (mq.PUBREC, pid))
     assert sent(s) == [(mq.PUBREL, pid)]
-    assert s.store.released(s.store.next(-1))
+    assert s.store.qos(s.store.next(-1)) == 3  # released
     assert done == []
     feed(s, (mq.PUBCOMP, pid))
     assert done == [pid] and len(s.store) == 0
+
+
+def test_acks_find_their_message_by_id_and_by_what_it_waits_for():
+    # A PUBREC repeated (the broker did not get our PUBREL) gets PUBREL again;
+    # an ack of the wrong type, or for an id not in flight, changes nothing.
+    s = session()
+    done = []
+    s.on_delivered = done.append
+    p1 = s.publish(b"t", b"one", 1, False, 0)
+    p2 = s.publish(b"t", b"two", 2, False, 0)
+    sent(s)
+    feed(s, (mq.PUBREC, p1), (mq.PUBCOMP, p2), (mq.PUBACK, p2), (mq.PUBACK, 999))
+    assert sent(s) == [] and done == [] and s.inflight == 2
+    feed(s, (mq.PUBREC, p2))
+    assert sent(s) == [(mq.PUBREL, p2)]
+    feed(s, (mq.PUBREC, p2))
+    assert sent(s) == [(mq.PUBREL, p2)] and done == []
+    feed(s, (mq.PUBACK, p1), (mq.PUBCOMP, p2))
+    assert done == [p1, p2] and len(s.store) == 0 and s.inflight == 0
+    feed(s, (mq.PUBREC, p2))  # for a flow that is over: no PUBREL
+    assert sent(s) == []
+
+
+def test_an_unanswered_pingreq_ends_the_link_after_a_keepalive_or_30_s():
+    s = session()  # keepalive 0: ping() still works, and waits 30 s
+    s.ping(1000)
+    s.tick(30999)
+    assert s.state == CONNECTED
+    e = raises(LinkDown, s.tick, 31000)
+    assert "30000 ms after PINGREQ" in str(e) and s.state != CONNECTED, str(e)
+    s = session(keepalive=10)  # before the 15 s of silence that end it too
+    s.ping(1000)
+    s.tick(10999)
+    assert s.state == CONNECTED
+    e = raises(LinkDown, s.tick, 11000)
+    assert "10000 ms after PINGREQ" in str(e), str(e)
 
 
 def test_retry_after_interval_resends_with_dup_and_same_id():
@@ -379,7 +415,7 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
     sent(s)
     feed(s, (mq.PUBREC, pid))
     assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
-    assert s.inflight == 1 and not s.store.released(s.store.next(-1))
+    assert s.inflight == 1 and s.store.qos(s.store.next(-1)) == 2  # not released
     h = s.store.held_ids = _FullOnUnhold(s.store)
     h.hold(5)
     feed(s, (mq.PUBREL, 5))
