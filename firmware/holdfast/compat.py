@@ -7,7 +7,7 @@ try:
     from sys import print_exception
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 except ImportError:  # CPython
-    from .hostcompat import const, print_exception, ticks_ms, ticks_diff, ticks_add, sleep_ms
+    from .hostcompat import const, print_exception, ticks_ms, ticks_diff, ticks_add, sleep_ms  # type: ignore[assignment]
 import time
 
 

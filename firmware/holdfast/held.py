@@ -2,21 +2,18 @@
 # client that receives QoS 2 messages needs them: the store's table
 # (store.held_ids) is made by table() with the first id it holds, so a
 # publish-only client never loads this module; a persistent store (outlog.Log)
-# gets an outheld.Logged, which records each id in the log.
+# makes its own, an outheld.Logged, which records each id in the log.
 from array import array
 
 
 def table(st):
     """Store st's table of held ids, st.held_ids, made now if it has none:
-    a Held, or for a log (outlog.Log) an outheld.Logged."""
+    a Held, or what the store makes itself (outlog.Log.held_table: an
+    outheld.Logged, which records each id in the log)."""
     h = st.held_ids
     if h is None:
-        if getattr(st, "logs_holds", False):
-            from .outheld import Logged
-            h = Logged(st)
-        else:
-            h = Held(st)
-        st.held_ids = h
+        make = getattr(st, "held_table", None)
+        h = st.held_ids = make() if make else Held(st)
     return h
 
 

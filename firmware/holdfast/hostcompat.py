@@ -1,7 +1,7 @@
 # CPython's stand-ins for what MicroPython has built in (compat.py maps
 # them); a board never loads this module.
 import time as _time
-import traceback
+import traceback  # type: ignore[import-not-found]  # CPython only: the MicroPython stubs have none
 
 _PERIOD = 1 << 30  # ticks wrap at 30 bits, as on the boards
 _HALF = _PERIOD >> 1

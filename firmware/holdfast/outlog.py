@@ -89,9 +89,6 @@ class Log:
     # 3.1.1 PUBLISH without the properties. MemoryStore needs no such
     # check: its records do not outlive the program that marked them.
     five = False
-    # held.table() makes the held-id table an outheld.Logged: each hold and
-    # its end a record in the log.
-    logs_holds = True
 
     def __init__(self, slots, held, limit):
         self.held_max = held
@@ -249,6 +246,12 @@ class Log:
             if st[i] and p[i] == pid:
                 return True
         return False
+
+    def held_table(self):
+        # held.table() asks for it with the first id held: a table that also
+        # records each hold and its end in the log.
+        from .outheld import Logged
+        return Logged(self)
 
     def get(self, key, buf, off):
         i = self._find(key)

@@ -89,6 +89,15 @@ def _connect(s):
     s.tx_start = s.tx_end = 0
 
 
+def _linked_one_at_a_time(b, kind):
+    # An empty store of this kind and a connected session that has one
+    # message in flight at a time: the first publish goes out, the rest wait.
+    st = b.fresh(kind, 0)
+    s = Session(b"dev", store=st, window=1)
+    _connect(s)
+    return st, s
+
+
 def test_byte_limit_refuses_and_keeps_what_is_stored():
     b = Backends()
     for kind in KINDS:
@@ -200,9 +209,7 @@ def test_expired_messages_are_dropped_offline_and_after_a_reboot():
 def test_expiry_spares_what_is_in_flight_and_sends_the_rest_exactly():
     b = Backends()
     for kind in KINDS:
-        st = b.fresh(kind, 0)
-        s = Session(b"dev", store=st, window=1)
-        _connect(s)
+        st, s = _linked_one_at_a_time(b, kind)
         s.publish(T, _msg(0), 1, False, 0, 10)
         s.publish(T, _msg(1), 1, False, 0, 10)
         s.publish(T, _msg(2), 1, False, 0, 50)
@@ -223,9 +230,7 @@ def test_what_expired_in_flight_is_dropped_once_the_link_is_lost():
     # and the session looks again then.
     b = Backends()
     for kind in KINDS:
-        st = b.fresh(kind, 0)
-        s = Session(b"dev", store=st, window=1)
-        _connect(s)
+        st, s = _linked_one_at_a_time(b, kind)
         s.publish(T, _msg(0), 1, False, 0, 10)
         s.publish(T, _msg(1), 1, False, 0)
         expire(s, 20)
@@ -240,9 +245,7 @@ def test_what_expired_in_flight_is_dropped_once_the_link_is_lost():
 def test_latest_value_per_topic():
     b = Backends()
     for kind in KINDS:
-        st = b.fresh(kind, 0)
-        s = Session(b"dev", store=st, window=1)
-        _connect(s)
+        st, s = _linked_one_at_a_time(b, kind)
         s.publish(b"state/a", _msg(0), 1, False, 0, 0, True)  # sent: in flight
         s.publish(b"state/a", _msg(1), 1, False, 0, 0, True)
         s.publish(b"state/b", _msg(2), 1, False, 0, 0, True)
