@@ -239,14 +239,14 @@ def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, g
     return i + n
 
 
-def ack(buf, type, pid, dup=False, off=0):
-    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK for message id pid (DUP
-    only for a 3.1 PUBREL); PINGREQ, PINGRESP and DISCONNECT, which carry
-    no id (pid is not looked at)."""
+def ack(buf, type, pid, off=0):
+    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK for message id pid;
+    PINGREQ, PINGRESP and DISCONNECT, which carry no id (pid is not looked
+    at)."""
     if type >= _PINGREQ:
         return _header(buf, type << 4, 0, off)
     _check_pid(pid)
-    return _u16(buf, _header(buf, type << 4 | (2 if type == _PUBREL else 0) | (8 if dup else 0), 2, off), pid)
+    return _u16(buf, _header(buf, type << 4 | (2 if type == _PUBREL else 0), 2, off), pid)
 
 
 def shift(buf, start, end):

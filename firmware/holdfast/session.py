@@ -206,7 +206,7 @@ class Session:
 
     def _ack(self, type, pid):
         self.make_room()
-        self.tx_end = codec.ack(self.tx, type, pid, False, self.tx_end)
+        self.tx_end = codec.ack(self.tx, type, pid, self.tx_end)
 
     # -- the link ------------------------------------------------------------
 
@@ -274,8 +274,7 @@ class Session:
     def disconnect(self):
         """Queues DISCONNECT if there is a link; either way no reconnect follows."""
         if self.state == _CONNECTED:
-            self.make_room()
-            self.tx_end = codec.ack(self.tx, _DISCONNECT, 0, False, self.tx_end)
+            self._ack(_DISCONNECT, 0)
             self.state = _CLOSING
         elif self.state == _CONNECTING:
             self.state = _CLOSING
@@ -283,8 +282,7 @@ class Session:
             self.lost(_CLOSED)
 
     def ping(self, now):
-        self.make_room()
-        self.tx_end = codec.ack(self.tx, _PINGREQ, 0, False, self.tx_end)
+        self._ack(_PINGREQ, 0)
         if self.ping_at < 0:
             self.ping_at = now
 
@@ -431,7 +429,9 @@ class Session:
                 if self._state[i] and self._pid[i] == r.pid:
                     w = self._state[i]
                     break
-            refused = self.v5 and r.code >= 0x80  # MQTT 5: the broker refused the message
+            # MQTT 5: the broker refused the message (a 3.1.1 Reader's code is
+            # CONNACK's, 0 once connected)
+            refused = r.code >= 0x80
             if w == t and (t != _PUBREC or refused):
                 # The flow is over: the message is delivered, or refused.
                 self.store.done(self._key[i])
