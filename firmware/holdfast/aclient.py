@@ -91,7 +91,11 @@ class AsyncClient(Front):
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
         s = self.session
-        s.props = props and self._five(props, 34)
+        if s.v5:  # MQTT 5: this message's properties (None: none)
+            s.props = props
+        elif props:
+            from .v5words import text
+            raise ValueError(text(34, ()))
         if not qos:
             if not self._publish0(topic, msg, retain, self._busy):
                 await self._until(_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms)

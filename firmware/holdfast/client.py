@@ -96,7 +96,11 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.session
-        s.props = props and self._five(props, 34)
+        if s.v5:  # MQTT 5: this message's properties (None: none)
+            s.props = props
+        elif props:
+            from .v5words import text
+            raise ValueError(text(34, ()))
         if self.sock is None and not self._busy:
             self._service()
         if not qos:

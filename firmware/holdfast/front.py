@@ -124,14 +124,6 @@ class Front:
             return self.session.link
         raise AttributeError(name)
 
-    def _five(self, x, n):
-        # x: MQTT 5's (publish's props, subscribe's options); at level 4
-        # a ValueError, v5words.py's words n.
-        if self.session.v5 is None:
-            from .v5words import text
-            raise ValueError(text(n, ()))
-        return x
-
     def set_last_will(self, topic, msg, retain=False, qos=0):
         self.session.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
 

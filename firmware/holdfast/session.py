@@ -103,7 +103,6 @@ class Session:
     """
 
     v5 = None  # MQTT 5's encoders, in Session5: the v5 module
-    props = None  # MQTT 5: the properties of the message publish() is given
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):

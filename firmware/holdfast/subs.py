@@ -87,7 +87,11 @@ def ask(c, flt, qos, handler, opts):
     c._need_link()
     flt = codec.to_bytes(flt)
     if opts:
-        qos = c._five(c.session.v5, 35).more().sub_options(qos, **opts)
+        v5 = c.session.v5
+        if not v5:
+            from .v5words import text
+            raise ValueError(text(35, ()))
+        qos = v5.more().sub_options(qos, **opts)
     return request(c.session, flt, qos, handler)
 
 

@@ -456,6 +456,8 @@ class Session5(Session):
     Interval a session that is not clean asks for (never ends, as in 3.1.1:
     MQTT 5 would end it with the link)."""
 
+    props = None  # the properties of the message publish() is given (the shells set them)
+
     def __init__(self, *args):
         Session.__init__(self, *args)
         from . import v5
