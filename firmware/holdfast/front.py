@@ -144,9 +144,9 @@ class Front:
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
-        if not self.session.client_id and not clean and self.session.level < 5:  # MQTT 5 allows it
-            raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s = self.session
+        if not s.client_id and not clean and not s.v5:  # MQTT 5 allows it
+            raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s.clean = clean
         s.connack_ms = timeout_ms or self.timeout_ms
         self._close(_OFFLINE)  # a reconnect is wanted from here on, if this one fails

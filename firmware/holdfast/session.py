@@ -109,7 +109,6 @@ class Session:
         self.client_id = client_id
         self.clean = clean
         self.keepalive = keepalive
-        self.level = level
         # Until messages can arrive (a subscription, or a session the broker
         # keeps), only acks and CONNACK come in: a small receive buffer
         # does; _rx_full() makes it size bytes.
@@ -224,13 +223,13 @@ class Session:
             self.tx_end = self.v5.start(self)
             return
         self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive, self.will,
-                                    self.user, self.password, self.level)
+                                    self.user, self.password, self.rx.level)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
         r = self.rx
         if len(r.buf) < self.size:
-            x = type(r)(self.size, self.level)  # an MQTT 5 one stays one
+            x = type(r)(self.size, r.level)  # an MQTT 5 one stays one
             x.end = n = r.end - r.start
             x.mv[:n] = r.mv[r.start:r.end]
             self.rx = x
@@ -262,7 +261,7 @@ class Session:
         Before CONNACK that usually means the broker would not take our
         CONNECT, as a broker that does not speak the protocol level may."""
         if self.state == _CONNECTING:
-            self._fail(errors.LinkDown(codec.why(_E_CLOSED_AT_CONNECT, self.level)))
+            self._fail(errors.LinkDown(codec.why(_E_CLOSED_AT_CONNECT, self.rx.level)))
         self._fail(errors.LinkDown(codec.why(_E_CLOSED)))
 
     def _fail(self, e):
@@ -470,7 +469,7 @@ class Session:
             self.since = now
             self.session_present = sp = r.session_present
             # MQTT 3.1 cannot say whether the session was kept, unless clean.
-            new = not sp and (self.clean or self.level == 4)
+            new = not sp and (self.clean or r.level == 4)
             if new:
                 # A new session on the broker: it holds no QoS 2 message of ours
                 # half way (those past PUBREC go out again as PUBLISH, the one
