@@ -68,7 +68,7 @@ _RX_ACKS = const(64)
 # What receive() returns.
 _MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then inbound.handled()
 _DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
-_REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused
+_REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused (Subs.acked returns it)
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
@@ -454,9 +454,8 @@ class Session:
                 if w == t or w == _WAIT_PUBCOMP:  # a PUBREC again: PUBREL again
                     self._ack(_PUBREL, r.pid)
         elif t == _SUBACK or t == _UNSUBACK:
-            if self.subs and self.subs.acked(t, r.pid, r.payload):
-                self._fill(now)
-                return _REFUSED if self.subs.nrefused else 0
+            if self.subs:
+                return self.subs.acked(self, t, now)
         elif t == _CONNACK:
             # The one reconciliation with the broker's session: what happens to
             # every ledger entry once the broker says whether it kept our session.

@@ -10,6 +10,7 @@ from . import codec, filters
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
 _UNSUBACK = const(11)  # packet type (codec.py)
+_REFUSED = const(3)  # what session.receive() returns for filters refused on a restore
 _SUBACK_FAILURE = const(0x80)
 
 # A request's entry: [filter, qos, handler, pid, answer]; an UNSUBSCRIBE's
@@ -254,23 +255,28 @@ class Subs:
                 s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
             self.out[slot] = pid
 
-    def acked(self, t, pid, codes):
-        """A SUBACK (codes: its return codes) or UNSUBACK for pid: True if it
-        answers one of our requests. Refused filters leave the list."""
+    def acked(self, s, t, now):
+        """Session s's SUBACK or UNSUBACK (t, in s.rx): what s.receive()
+        returns, REFUSED (3) if restored filters were refused, else 0.
+        Refused filters leave the list."""
+        r = s.rx
+        pid = r.pid
         slot = -1
         for k in range(_OUT):
             if self.out[k] == pid:
                 slot = k
         if slot < 0:
-            return False
+            return 0  # none of our requests
         self.out[slot] = 0
         if t == _UNSUBACK:
             for g in self.gone:
                 if g[_PID] == pid:
                     g[_GRANTED] = 0
                     self.gone.remove(g)
-                    return True
+                    s._fill(now)
+                    return _REFUSED if self.nrefused else 0
             raise codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
+        codes = r.payload
         self.nrefused = 0
         j = 0
         i = 0
@@ -298,7 +304,8 @@ class Subs:
             for g in self.gone:
                 if g[_PID] == pid:
                     raise codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
-        return True
+        s._fill(now)
+        return _REFUSED if self.nrefused else 0
 
 
 def _free(a):
