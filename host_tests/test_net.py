@@ -38,9 +38,11 @@ def test_the_wait_on_a_socket_is_its_links_and_goes_with_it():
     c, d = socket.socketpair()
     try:
         cl.sock = a
-        assert not cl._io_wait(0)  # nothing to read
-        assert cl._io_wait(0, True)  # writable: the mask follows the call
-        assert not cl._io_wait(0)
+        assert not cl._io_wait(0)  # nothing to read, nothing queued
+        cl.session.tx_end = 1  # bytes queued: a writable socket ends the wait
+        assert cl._io_wait(0)
+        cl.session.tx_end = 0
+        assert not cl._io_wait(0)  # the mask follows what the session has queued
         cl._close()  # the link goes, and its socket is closed
         cl.sock = c
         assert not cl._io_wait(50)  # the closed socket does not end the new link's wait

@@ -73,7 +73,7 @@ class MQTTClient(Front):
                     # writable and still take nothing. Past it the link
                     # closes with DISCONNECT unsent, as after a link error.
                     left = ticks_diff(deadline, ticks_ms())
-                    if left <= 0 or not self._io_wait(left, True):
+                    if left <= 0 or not self._io_wait(left):
                         break
             except OSError:
                 pass
@@ -161,7 +161,7 @@ class MQTTClient(Front):
                 if left <= 0:
                     return
                 if self.sock:
-                    self._io_wait(left, self.session.tx_end > self.session.tx_start)
+                    self._io_wait(left)
                 else:
                     sleep_ms(max(1, min(left, self._backoff_wait(now))))
         finally:
@@ -252,19 +252,20 @@ class MQTTClient(Front):
             if left <= 0:
                 return False
             if self.sock is not None:
-                self._io_wait(min(left, 100), self.session.tx_end > self.session.tx_start)
+                self._io_wait(min(left, 100))
             else:
                 sleep_ms(min(left, 50))
 
-    def _io_wait(self, ms, out=False):
+    def _io_wait(self, ms):
         # Waits up to ms for the link's socket to be readable (or writable,
-        # with out): True once it is. One poll object per link; registering
-        # the socket again only sets what it waits for: no allocation per
-        # wait on MicroPython.
+        # while the session has bytes queued): True once it is. One poll
+        # object per link; registering the socket again only sets what it
+        # waits for: no allocation per wait on MicroPython.
         p = self._poll
         if p is None:
             p = self._poll = select.poll()
-        p.register(self.sock, select.POLLIN | (select.POLLOUT if out else 0))
+        s = self.session
+        p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
         if net.MP:
             for _ in p.ipoll(ms):
                 return True

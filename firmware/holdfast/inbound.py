@@ -119,7 +119,7 @@ def receive(s, t):
     s.qos = qos
     s.dup = bool(f & 8)
     s.done_pid = pid
-    s._mlink = s.link
+    s._mlink = s.link  # the link it came by: handled() acknowledges it on that one only
     if s.views:
         s.topic = r.topic
         s.msg = r.payload

@@ -175,7 +175,6 @@ class Session:
         self.retained = False
         self.qos = 0
         self.dup = False
-        self._mlink = 0  # the link it came by: handled() acknowledges it on that one only
         # The packet id of the event: the message DELIVERED (REJECTED)
         # reports, or the one MESSAGE returned, until handled().
         self.done_pid = 0
