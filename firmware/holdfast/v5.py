@@ -105,17 +105,12 @@ _OUT = const(8)
 _MORE = const(9)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry, alias
 
 
-_more = None
-
-
 def more():
     """v5more.py, loaded on first use (a subscription, an inbound PUBLISH, a
-    refused message, a stored one sent again) and cached here."""
-    global _more
-    if _more is None:
-        import holdfast.v5more as m
-        _more = m
-    return _more
+    refused message, a stored one sent again): once loaded, the import
+    allocates nothing."""
+    import holdfast.v5more as m
+    return m
 
 
 def _words(n, args, code=-1):
