@@ -44,7 +44,7 @@ class Client:
         c = self.c
         s = c.session
         while s.tx_end > s.tx_start and c.sock is not None:
-            c._io_wait(100, True)
+            c._io_wait(100)  # writable counts: bytes are queued
             c.check_msg()
 
     def drain1(self):
