@@ -109,12 +109,12 @@ class Front:
         self._on_delivered = f
 
     def __getattr__(self, name):
-        # retained, qos, dup: the message a callback is given (0 before the
-        # first); overflowed, expired, replaced, republished: what the outbox
-        # dropped or sent again. Read from the session; one method costs
-        # less heap than seven properties.
+        # retained, qos, dup: the message a callback is given; overflowed,
+        # expired, replaced, republished: what the outbox dropped or sent
+        # again. Read from the session; one method costs less heap than
+        # seven properties.
         if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
-            return getattr(self.session, name, 0)
+            return getattr(self.session, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             from .policy import next_pid
             return next_pid(self.session)

@@ -170,9 +170,11 @@ class Session:
         self.ping_at = -1
         self.packets = 0  # packets received
         self.dropped = 0  # inbound packets too large for the receive buffer
-        # The message receive() returned, until inbound.handled(): topic,
-        # msg, retained, qos, dup, set by inbound.receive() (not before: five
-        # attributes more would take the session's dictionary a size up).
+        # The message receive() returned, until inbound.handled().
+        self.topic = self.msg = None
+        self.retained = False
+        self.qos = 0
+        self.dup = False
         # The packet id of the event: the message DELIVERED (REJECTED)
         # reports, or the one MESSAGE returned, until handled().
         self.done_pid = 0
