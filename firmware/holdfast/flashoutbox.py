@@ -6,10 +6,10 @@
 from array import array
 from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, VERSION, UNIT, T_REL
+from .outlog import Log, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
-# Block states
+# Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
 _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased) before use
 _BLANK = const(1)  # erased by us
 _USED = const(2)  # valid header: part of the log
@@ -53,7 +53,9 @@ class FlashStore(Log):
         self._wunit = -1  # block being written
         self._wpos = self.bs  # where its next record goes
         self._nseq = 1
-        self._open()
+        from . import outscan as sc
+        sc.blocks(self, _KIND)
+        sc.gone()
 
     def sync(self):
         """Makes what was written durable: it is, once programmed."""
@@ -99,51 +101,6 @@ class FlashStore(Log):
         self._bst[blk] = _BLANK
         self._live[blk] = 0
 
-    # -- recovery ----------------------------------------------------------------
-
-    def _open(self):
-        from . import outscan as sc
-        bs = self.bs
-        used = []
-        salvage = []
-        for b in range(self.n):
-            self._rd(b, 0, self._unithead)
-            u = sc.unit_check(self.buf, _KIND)
-            if u is None:
-                if self._nonff(b, 0, UNIT) < UNIT:
-                    salvage.append(b)  # torn header or erase, or damage
-                continue
-            if u[0] > VERSION:
-                self._bst[b] = _FOREIGN
-                self.foreign += 1
-                continue
-            self._bst[b] = _USED
-            used.append((u[1], b, u[2]))
-        # A block whose header is damaged but holds valid records is read as
-        # the oldest part of the log.
-        for b in salvage:
-            live = []  # the block's records not done (the last of on()'s arguments)
-            c = self.corrupt
-            sc.scan(self, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
-            self.corrupt = c
-            if live:
-                self.corrupt += 1
-                self._bst[b] = _USED
-                used.append((-1, b, 0))
-        used.sort()
-        self._holds = []
-        for seq, b, base in used:
-            if base > self.tail:
-                self.tail = base
-            if seq >= self._nseq:
-                self._nseq = seq + 1
-            wp = sc.scan(self, b, UNIT, bs, True, sc.found)
-            if seq >= 0:
-                self._wunit = b
-                self._wpos = wp
-        sc.opened(self)
-        sc.gone()
-
     def _nonff(self, blk, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end
         (erased flash reads 0xFF)."""
@@ -157,10 +114,6 @@ class FlashStore(Log):
                     return p + i
             p += n
         return end
-
-    def _superseded(self, blk, pos):
-        # Marked done, so it cannot come back once its newer copy is gone.
-        self._prog(blk, pos + 11, self._zero)
 
     # -- space -------------------------------------------------------------------
 
@@ -208,7 +161,9 @@ class FlashStore(Log):
                     v = b
             if v >= 0 and UNIT + self._live[v] + need <= self.bs:
                 self._take(first)
-                self._move(v)
+                from . import outscan as sc
+                sc.move(self, v)
+                sc.gone()
                 self._erase(v)
                 return
         held = 0

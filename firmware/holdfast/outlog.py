@@ -1,9 +1,10 @@
 # What the persistent outboxes (fileoutbox.FileStore, flashoutbox.FlashStore)
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
-# file, flash block); what put(), release(), done() and the held ids write;
-# copying a unit's live records forward. The scan that rebuilds all of it
-# after a reboot is outscan.py, loaded only while a store opens. A backend only reads (_rd), appends a record to the unit it
+# file, flash block); what put(), release(), done() and the held ids write.
+# The scan that rebuilds all of it after a reboot, and copying a unit's live
+# records forward, are outscan.py, loaded only while a store opens or
+# compacts. A backend only reads (_rd), appends a record to the unit it
 # writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
@@ -97,7 +98,19 @@ class Log:
             Held(self)  # raises ValueError with the words
         self.held_evicted = 0
         self.held_ids = None  # made by held.table() with the first id held (or by the scan)
-        self._alloc(slots)
+        self.slots = slots
+        self._key = array("i", [0] * slots)
+        self._unit = array("i", [0] * slots)
+        self._off = array("i", [0] * slots)
+        self._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
+        self._pid = array("H", [0] * slots)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
+        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
+        self._st = bytearray(slots)
+        self._n = 0  # entries in use (some may be done)
+        self._count = 0  # pending
+        self._ck = -1  # last key found, and where
+        self._ci = 0
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
@@ -114,28 +127,12 @@ class Log:
         self._unithead = v[0:UNIT]
         self._buf16 = v[0:REC]
         self._bufrest = v[REC:]
-        self._cparts = [self._buf16, None]  # a compaction copy: header, body
         self._holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
         self._bw = 0  # bytes_written = _bwh * _WRAP + _bw
         self._bwh = 0
-
-    def _alloc(self, n):
-        self.slots = n
-        self._key = array("i", [0] * n)
-        self._unit = array("i", [0] * n)
-        self._off = array("i", [0] * n)
-        self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
-        self._pid = array("H", [0] * n)
-        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
-        self._st = bytearray(n)
-        self._n = 0  # entries in use (some may be done)
-        self._count = 0  # pending
-        self._ck = -1  # last key found, and where
-        self._ci = 0
 
     # -- MemoryStore interface, RAM side ---------------------------------------
 
@@ -203,41 +200,39 @@ class Log:
         h = crc32(topic) & 0xFFFF
         if not self._th:
             self._th = array("H", [0] * self.slots)
+        b = self.buf
+        v = self._bufv
+        n = len(topic)
         i = self._at(after + 1)
         st = self._st
         while i < self._n:
             s = st[i]
-            if s and not (s & _S_TH and self._th[i] != h) and self._topic_is(i, topic):
-                self._th[i] = h
-                st[i] = s | _S_TH
-                return self._key[i]
+            if s and not (s & _S_TH and self._th[i] != h):
+                # The topic out of the stored PUBLISH: fixed header,
+                # remaining length (1-4 bytes), topic length, topic.
+                u = self._unit[i]
+                p = self._off[i] + REC
+                self._rd(u, p, v[0:7])
+                j = 1
+                while b[j] & 0x80:
+                    j += 1
+                same = (b[j + 1] << 8 | b[j + 2]) == n
+                p += j + 3
+                k = 0
+                while same and k < n:
+                    m = min(len(b), n - k)
+                    self._rd(u, p + k, v[0:m])
+                    for x in range(m):
+                        if b[x] != topic[k + x]:
+                            same = False
+                            break
+                    k += m
+                if same:
+                    self._th[i] = h
+                    st[i] = s | _S_TH
+                    return self._key[i]
             i += 1
         return -1
-
-    def _topic_is(self, i, topic):
-        # Reads the topic out of the stored PUBLISH: fixed header, remaining
-        # length (1-4 bytes), topic length, topic.
-        b = self.buf
-        v = self._bufv
-        u = self._unit[i]
-        p = self._off[i] + REC
-        self._rd(u, p, v[0:7])
-        j = 1
-        while b[j] & 0x80:
-            j += 1
-        n = len(topic)
-        if (b[j + 1] << 8 | b[j + 2]) != n:
-            return False
-        p += j + 3
-        k = 0
-        while k < n:
-            m = min(len(b), n - k)
-            self._rd(u, p + k, v[0:m])
-            for x in range(m):
-                if b[x] != topic[k + x]:
-                    return False
-            k += m
-        return True
 
     def uses(self, pid):
         st = self._st
@@ -360,44 +355,6 @@ class Log:
         """A segment / block header in self._unithead (self.buf[0:20])."""
         struct.pack_into(_UFMT, self.buf, 0, _MAGIC, VERSION, kind, 0, seq, base, 0)
         struct.pack_into("<I", self.buf, 16, crc32(self._buf16))
-
-    def _move(self, old):
-        """Copies the live records of unit old to _wunit (the caller made
-        room), a released message with the released flag; once the copies
-        are durable the index points at them, and old holds nothing live."""
-        new = self._wunit
-        parts = self._cparts
-        start = self._wpos
-        for write in (True, False):
-            if not write:
-                self._commit()
-            p = start
-            for i in range(self._n):
-                if self._st[i] and self._unit[i] == old:
-                    n = self._size[i]
-                    if write:
-                        body = bytearray(n)
-                        self._rd(old, self._off[i] + REC, body)
-                        self._head(self._buf16, T_MSG, self._st[i] & 15, self._key[i], self._pid[i], body)
-                        parts[1] = body
-                        self._append(_aligned(n), parts, 0)
-                        parts[1] = None
-                    else:
-                        self._unit[i] = new
-                        self._off[i] = p
-                    p += _aligned(n)
-            h = self.held_ids
-            for i in range(len(h._hpid) if h else 0):
-                if h._hpid[i] and h._hunit[i] == old:
-                    if write:
-                        self._head(self._buf16, T_HOLD, 0, h._hord[i], h._hpid[i])
-                        self._append(REC, parts, 0)
-                    else:
-                        h._hunit[i] = new
-                        h._hpos[i] = p
-                    p += REC
-        self._live[new] += self._live[old]
-        self._live[old] = 0
 
     # -- the index -----------------------------------------------------------------
 

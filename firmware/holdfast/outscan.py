@@ -1,17 +1,20 @@
 # Reading a persistent outbox back after a reboot: the scan of a unit's
-# records and what the log rebuilds from them (docs/outbox.md, recovery).
-# A store needs this once, when it opens: FileStore and FlashStore load it
+# records and what the log rebuilds from them (docs/outbox.md, recovery),
+# and copying a unit's live records forward (a compaction). A store needs
+# this when it opens and when it compacts: FileStore and FlashStore load it
 # then and unload it again (gone()), so its code does not stay on the heap.
 import struct
 import sys
 from array import array
 from .compat import const
-from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
+from .outlog import crc32, _aligned, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
-# outlog's private constants (const() names with _ are not importable):
+# outlog's and flashoutbox's private constants (const() names with _ are not importable):
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
+_USED = const(2)
+_FOREIGN = const(3)
 
 
 def gone():
@@ -98,7 +101,7 @@ def _rec_at(log, unit, p, end, blank):
         return -1
     b[10] = rel
     b[11] = done
-    return (REC + blen + 3) & ~3
+    return _aligned(blen)
 
 
 def scan(log, unit, start, end, blank, on):
@@ -185,10 +188,11 @@ def _superseded(log, unit, pos):
     # A later copy of the record at pos was found: a compaction was cut
     # short before the old copy went. Flash marks the old one done
     # (FlashStore._superseded); a file's old segment goes once nothing in
-    # it is live.
-    f = getattr(log, "_superseded", None)
-    if f:
-        f(unit, pos)
+    # it is live. Marked done, it cannot come back once its newer copy is
+    # gone.
+    z = getattr(log, "_zero", None)  # FlashStore's
+    if z:
+        log._prog(unit, pos + 11, z)
 
 
 def opened(log):
@@ -222,18 +226,156 @@ def opened(log):
 def grow(log, n):
     """n entries in the index: the scan found more messages pending than
     slots (the store was written with more)."""
-    old = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
-    k = log._n
-    c = log._count
-    log._alloc(n)
-    if old[5]:  # the arrays made on first use
-        log._dl = array("I", [0] * n)
-    if old[6]:
-        log._th = array("H", [0] * n)
-    new = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
-    for a in range(len(old)):
-        if old[a]:
-            for i in range(k):
-                new[a][i] = old[a][i]
-    log._n = k
-    log._count = c
+    k = n - log.slots
+    log.slots = n
+    for a in (log._key, log._unit, log._off):
+        a.extend(array("i", [0] * k))
+    for a in (log._size, log._pid, log._th):
+        if a:
+            a.extend(array("H", [0] * k))
+    if log._dl:
+        log._dl.extend(array("I", [0] * k))
+    log._st.extend(bytearray(k))
+
+
+def files(log, kind):
+    """FileStore's opening: scans the segment files of log.dir, oldest
+    first, and goes on appending to the newest if it ended cleanly."""
+    from .fileoutbox import _errno
+    nums = []
+    try:
+        names = log.fs.listdir(log.dir)
+    except OSError as err:
+        raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
+                      % log.dir)
+    for name in names:
+        if len(name) == 12 and name.endswith(".hfo"):
+            try:
+                nums.append(int(name[:8], 16))
+            except ValueError:
+                pass
+    nums.sort()
+    log._holds = []
+    end = 0
+    clean = False
+    for n in nums:
+        if n >= log._nseg:
+            log._nseg = n + 1
+        f = log._fopen(log._path(n), "rb")
+        log._rf = f
+        log._rseg = n
+        size = f.seek(0, 2)
+        f.seek(0)
+        got = f.readinto(log._unithead) or 0
+        if got < UNIT:
+            # Created, header not (all) written: a power cut at creation.
+            # It can hold no record.
+            log._close_reader()
+            log._remove(n)
+            continue
+        u = unit_check(log.buf, kind)
+        if u is None:
+            log.corrupt += 1  # unreadable header: left alone
+            log._close_reader()
+            continue
+        if u[0] > VERSION:
+            log.foreign += 1  # a newer format: left alone for it
+            log._close_reader()
+            continue
+        if u[2] > log.tail:
+            log.tail = u[2]
+        log._segs.append(n)
+        log._live[n] = 0
+        end = scan(log, n, UNIT, size, False, found)
+        clean = end == size
+        log._close_reader()
+    opened(log)
+    if log._segs and clean and end < log.segment_bytes and log._segs[-1] == nums[-1]:
+        n = log._segs[-1]
+        log._f = log._fopen(log._path(n), "a+b")
+        log._wunit = n
+        log._wpos = log._csize = end
+
+
+def blocks(log, kind):
+    """FlashStore's opening: reads the block headers, then scans the log's
+    blocks in the order they were written."""
+    bs = log.bs
+    used = []
+    salvage = []
+    for b in range(log.n):
+        log._rd(b, 0, log._unithead)
+        u = unit_check(log.buf, kind)
+        if u is None:
+            if log._nonff(b, 0, UNIT) < UNIT:
+                salvage.append(b)  # torn header or erase, or damage
+            continue
+        if u[0] > VERSION:
+            log._bst[b] = _FOREIGN
+            log.foreign += 1
+            continue
+        log._bst[b] = _USED
+        used.append((u[1], b, u[2]))
+    # A block whose header is damaged but holds valid records is read as
+    # the oldest part of the log.
+    for b in salvage:
+        live = []  # the block's records not done (the last of on()'s arguments)
+        c = log.corrupt
+        scan(log, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
+        log.corrupt = c
+        if live:
+            log.corrupt += 1
+            log._bst[b] = _USED
+            used.append((-1, b, 0))
+    used.sort()
+    log._holds = []
+    for seq, b, base in used:
+        if base > log.tail:
+            log.tail = base
+        if seq >= log._nseq:
+            log._nseq = seq + 1
+        wp = scan(log, b, UNIT, bs, True, found)
+        if seq >= 0:
+            log._wunit = b
+            log._wpos = wp
+    opened(log)
+
+
+def move(log, old):
+    """Copies the live records of unit old to log._wunit (the caller made
+    room), a released message with the released flag; once the copies are
+    durable the index points at them, and old holds nothing live."""
+    new = log._wunit
+    head = log._buf16
+    parts = [head, None]
+    start = log._wpos
+    for write in (True, False):
+        if not write:
+            log._commit()
+        p = start
+        for i in range(log._n):
+            if log._st[i] and log._unit[i] == old:
+                n = log._size[i]
+                if write:
+                    body = bytearray(n)
+                    log._rd(old, log._off[i] + REC, body)
+                    log._head(head, T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
+                    parts[1] = body
+                    log._append(_aligned(n), parts, 0)
+                    parts[1] = None
+                else:
+                    log._unit[i] = new
+                    log._off[i] = p
+                p += _aligned(n)
+        h = log.held_ids
+        for i in range(len(h._hpid) if h else 0):
+            if h._hpid[i] and h._hunit[i] == old:
+                if write:
+                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i])
+                    log._append(REC, parts, 0)
+                else:
+                    h._hunit[i] = new
+                    h._hpos[i] = p
+                p += REC
+    log._live[new] += log._live[old]
+    log._live[old] = 0
