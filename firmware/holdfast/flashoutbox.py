@@ -57,15 +57,12 @@ class FlashStore(Log):
         sc.blocks(self, _KIND)
         sc.gone()
 
-    def sync(self):
-        """Makes what was written durable: it is, once programmed."""
+    def sync(self, *now):
+        """Makes what was written durable: it is, once programmed. Nothing
+        to commit (_commit), nor to do as time passes (tick)."""
         return True
 
-    def _commit(self, *now):
-        """A record is durable once programmed: nothing to commit, nor to
-        do as time passes (tick)."""
-
-    tick = _commit
+    _commit = tick = sync
 
     # -- device access -----------------------------------------------------
 

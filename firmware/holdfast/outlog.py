@@ -114,8 +114,7 @@ class Log:
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
-        h = self._mhead = bytearray(23)  # record header + PUBLISH fixed header + topic length
-        v = memoryview(h)
+        v = memoryview(bytearray(23))  # record header + PUBLISH fixed header + topic length
         self._mheads = (v[0:20], v[0:21], v[0:22], v[0:23])  # by the length's bytes
         self._pidb = bytearray(2)
         self._dlb = bytearray(4)  # a deadline
@@ -126,8 +125,6 @@ class Log:
         v = self._bufv = memoryview(self.buf)
         self._unithead = v[0:UNIT]
         self._buf16 = v[0:REC]
-        self._bufrest = v[REC:]
-        self._holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
@@ -183,11 +180,11 @@ class Log:
         return 3 if self._st[i] & _F_REL else self._st[i] & 3  # 3: released
 
     def size(self, key):
+        # The packet: the record body without its deadline. Found, the
+        # entry is left in _ci (get() reads it there).
         i = self._find(key)
-        return self._psize(i) if i >= 0 else 0
-
-    def _psize(self, i):
-        # The packet: the record body without its deadline.
+        if i < 0:
+            return 0
         return self._size[i] - 4 if self._st[i] & _F_EXP else self._size[i]
 
     def deadline(self, key):
@@ -249,10 +246,10 @@ class Log:
         return Logged(self)
 
     def get(self, key, buf, off):
-        i = self._find(key)
-        if i < 0:
+        n = self.size(key)
+        if not n:
             return off  # lost after a failed write
-        n = self._psize(i)
+        i = self._ci
         self._rd(self._unit[i], self._off[i] + REC, memoryview(buf)[off:off + n])
         if buf[off] & 8 and not self.five:
             from .v5more import plain
@@ -279,7 +276,7 @@ class Log:
         codec.check_topic(topic)
         if qos:
             codec._check_pid(pid)
-        h = self._mhead
+        h = self._mheads[3]
         rl = 2 + len(topic) + len(payload) + (2 if qos else 0)
         j = codec.put_length(h, 17, rl)
         blen = j - 16 + rl + (4 if deadline else 0)

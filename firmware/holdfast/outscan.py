@@ -16,6 +16,8 @@ _S_PEND = const(16)
 _USED = const(2)
 _FOREIGN = const(3)
 
+_holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
+
 
 def gone():
     """Unloads this module: the last reference to its code goes with the
@@ -53,10 +55,11 @@ def _vote(b):
     return n < 4
 
 
-def _rec_at(log, unit, p, end, blank):
+def _rec_at(log, unit, p, end, blank, body):
     # The record at p: its aligned length, 0 for an erased header (only
     # when blank, i.e. on flash), -1 if it is not a whole valid record. The
-    # header is left in log.buf[0:16], state bytes included.
+    # header is left in log.buf[0:16], state bytes included. body: the rest
+    # of log.buf, so no slice is made per full chunk.
     b = log.buf
     v = log._bufv
     h = log._buf16
@@ -87,7 +90,6 @@ def _rec_at(log, unit, p, end, blank):
     c = crc32(h)
     q = p + REC
     left = blen
-    body = log._bufrest  # the rest of buf: no slice made per full chunk
     room = len(body)
     while left:
         n = left if left < room else room
@@ -118,8 +120,9 @@ def scan(log, unit, start, end, blank, on):
     good = start
     bad = False
     damaged = False
+    rest = log._bufv[REC:]
     while p + REC <= end:
-        n = _rec_at(log, unit, p, end, blank)
+        n = _rec_at(log, unit, p, end, blank, rest)
         if n > 0:
             b = log.buf
             on(log, unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
@@ -151,7 +154,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
     records of a key or a held id supersede earlier ones. Each pending
     message goes straight into the index; nothing else is kept per message,
     so booting takes no more heap with a long backlog. The held ids are
-    collected in log._holds (a list the caller makes, opened() empties)."""
+    collected in _holds (a list the caller makes, opened() empties)."""
     if t == T_MSG:
         if seq >= log.tail:
             log.tail = seq + 1
@@ -167,7 +170,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
                 d = u32(log._dlb, 0)
             log._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
     elif t == T_HOLD or t == T_UNHOLD:
-        holds = log._holds
+        holds = _holds
         for i in range(len(holds)):
             if holds[i][1] == pid:
                 h = holds.pop(i)
@@ -199,8 +202,9 @@ def opened(log):
     """After the scan: the held ids it found go into the table. One smaller
     than what the log holds (reopened with a smaller held) keeps the newest,
     and counts the others in held_evicted."""
-    holds = log._holds
-    log._holds = None
+    global _holds
+    holds = _holds
+    _holds = None
     if not holds:
         return  # the table is made with the first hold
     from .held import table
@@ -255,7 +259,8 @@ def files(log, kind):
             except ValueError:
                 pass
     nums.sort()
-    log._holds = []
+    global _holds
+    _holds = []
     end = 0
     clean = False
     for n in nums:
@@ -328,7 +333,8 @@ def blocks(log, kind):
             log._bst[b] = _USED
             used.append((-1, b, 0))
     used.sort()
-    log._holds = []
+    global _holds
+    _holds = []
     for seq, b, base in used:
         if base > log.tail:
             log.tail = base
