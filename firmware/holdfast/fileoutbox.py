@@ -60,7 +60,6 @@ class FileStore(Log):
         self._csize = 0  # size of the active segment at its last commit
         self.lost = 0  # uncommitted messages forgotten after a failed write
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
-        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path
         self._lastn = self._prevn = -1  # the segments of the two paths made last
         self._lastp = self._prevp = None
         self.segment_bytes = segment_bytes
@@ -99,7 +98,7 @@ class FileStore(Log):
             return self._lastp
         if n == self._prevn:
             return self._prevp
-        p = self._fmt % n
+        p = "%s/%08x.hfo" % (self.dir, n)
         self._prevn = self._lastn
         self._prevp = self._lastp
         self._lastn = n
@@ -169,11 +168,6 @@ class FileStore(Log):
         except OSError as e:
             self._failed(e)
             return False
-
-    def _remove(self, n):
-        if n == self._rseg:
-            self._close_reader()
-        self.fs.remove(self._path(n))
 
     def _failed(self, e):
         """A write failed. The filesystem keeps what was committed before it;
@@ -363,7 +357,9 @@ class FileStore(Log):
                     self._f = None
                 self._wunit = -1
                 self._dirty = False
-            self._remove(n)
+            if n == self._rseg:
+                self._close_reader()
+            self.fs.remove(self._path(n))
             segs.pop(0)
             del self._live[n]
             gone = True

@@ -131,52 +131,49 @@ class FlashStore(Log):
         self._live[b] = 0
         self._wpos = UNIT
 
-    def _advance(self, need):
-        """A block to write with room for need more bytes. Every record, a
-        held id's too, leaves the reserve block for a compaction: taken by a
-        record, it would leave put() no way to make room."""
-        n = self.n
-        first = -1
-        count = 0
-        h = self._wunit if self._wunit >= 0 else n - 1
-        for i in range(1, n + 1):
-            b = (h + i) % n
-            s = self._bst[b]
-            if b != self._wunit and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._live[b])):
-                count += 1
-                if first < 0:
-                    first = b
-        if count >= 2:
-            self._take(first)
-            return
-        if count == 1:
-            # Only the reserve is left: copy the pending records of the block
-            # with the fewest live bytes into it, then erase that block.
-            v = -1
-            for b in range(n):
-                if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
-                    v = b
-            if v >= 0 and UNIT + self._live[v] + need <= self.bs:
-                self._take(first)
-                from . import outscan as sc
-                sc.move(self, v)
-                sc.gone()
-                self._erase(v)
-                return
-        held = 0
-        for p in self.held_ids._hpid if self.held_ids else ():
-            if p:
-                held += 1
-        raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
-                                % (len(self), held, n, self.bs))
-
     # -- the log -------------------------------------------------------------------
 
     def _append(self, n, parts, t):
         if UNIT + n > self.bs:
             raise errors.OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
         if self._wunit < 0 or self._wpos + n > self.bs:
-            self._advance(n)
+            # A block with room: a free one, but every record, a held id's
+            # too, leaves the reserve block for a compaction: taken by a
+            # record, it would leave put() no way to make room.
+            k = self.n
+            first = -1
+            count = 0
+            w = self._wunit
+            h = w if w >= 0 else k - 1
+            for i in range(1, k + 1):
+                b = (h + i) % k
+                s = self._bst[b]
+                if b != w and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._live[b])):
+                    count += 1
+                    if first < 0:
+                        first = b
+            if count >= 2:
+                self._take(first)
+            else:
+                # Only the reserve is left (or not even that): copy the
+                # pending records of the block with the fewest live bytes
+                # into it, then erase that block.
+                v = -1
+                for b in range(k if count else 0):
+                    if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
+                        v = b
+                if v < 0 or UNIT + self._live[v] + n > self.bs:
+                    held = 0
+                    for p in self.held_ids._hpid if self.held_ids else ():
+                        if p:
+                            held += 1
+                    raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks "
+                                            "of %d bytes" % (len(self), held, k, self.bs))
+                self._take(first)
+                from . import outscan as sc
+                sc.move(self, v)
+                sc.gone()
+                self._erase(v)
         b = self._wunit
         p = q = self._wpos
         self._wpos = self.bs  # if programming fails, nothing more goes in this block

@@ -276,7 +276,7 @@ def files(log, kind):
             # Created, header not (all) written: a power cut at creation.
             # It can hold no record.
             log._close_reader()
-            log._remove(n)
+            log.fs.remove(log._path(n))
             continue
         u = unit_check(log.buf, kind)
         if u is None:
