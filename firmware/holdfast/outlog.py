@@ -318,7 +318,9 @@ class Log:
             parts[1] = parts[3] = None  # the caller's objects
         k = self.tail
         self.tail = k + 1
-        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
+        i = self._n
+        self._n = i + 1
+        self._index(i, k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
         if self._th:  # find_topic() is in use: its hashes from now on
             self._th[i] = crc32(topic) & 0xFFFF
             self._st[i] |= _S_TH
@@ -355,22 +357,9 @@ class Log:
 
     # -- the index -----------------------------------------------------------------
 
-    def _index(self, key, unit, pos, blen, pid, state, deadline):
-        """Enters pending message key in the index, in key order (a put's is
-        the highest; a copy found by the scan may come after newer keys),
-        replacing an earlier copy of it. Returns its entry."""
-        i = self._at(key)
-        if i < self._n and self._key[i] == key:
-            if self._st[i]:
-                self._tally(i, -1)
-        else:
-            if self._n == self.slots and self._close_gaps() == self.slots:
-                from .outscan import grow  # loaded: only the scan finds more than slots
-                grow(self, self.slots + 8)
-            i = self._at(key)
-            for j in range(self._n, i, -1):
-                self._copy_entry(j - 1, j)
-            self._n += 1
+    def _index(self, i, key, unit, pos, blen, pid, state, deadline):
+        """Makes entry i (in key order: a put's is the last, the scan makes
+        room for one that comes before newer keys) pending message key."""
         self._key[i] = key
         self._unit[i] = unit
         self._off[i] = pos
@@ -383,7 +372,6 @@ class Log:
         self._st[i] = state
         self._tally(i, 1)
         self._ck = -1
-        return i
 
     def _tally(self, i, sign):
         # Entry i's record comes (sign 1) or goes (-1): counts, bytes, its unit's live bytes.

@@ -168,7 +168,19 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
             if flags & _F_EXP:
                 log._rd(unit, pos + REC + blen - 4, log._dlb)
                 d = u32(log._dlb, 0)
-            log._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
+            # Its entry, in key order: a copy may come after newer keys.
+            i = log._at(seq)
+            if i < log._n and log._key[i] == seq:
+                if log._st[i]:
+                    log._tally(i, -1)
+            else:
+                if log._n == log.slots and log._close_gaps() == log.slots:
+                    grow(log, log.slots + 8)
+                i = log._at(seq)
+                for j in range(log._n, i, -1):
+                    log._copy_entry(j - 1, j)
+                log._n += 1
+            log._index(i, seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
     elif t == T_HOLD or t == T_UNHOLD:
         holds = _holds
         for i in range(len(holds)):
