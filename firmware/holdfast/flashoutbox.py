@@ -44,8 +44,7 @@ class FlashStore(Log):
         self.n = blocks or bdev.ioctl(4, 0) - start
         if self.n < 3:
             raise ValueError("a flash outbox needs at least 3 blocks, has %d" % self.n)
-        self.prog = prog
-        self._page = bytearray(prog) if prog > 1 else None
+        self._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
         self._zero = bytearray(1)
         self.erases = 0
         self._bst = bytearray(self.n)
@@ -78,7 +77,7 @@ class FlashStore(Log):
             return
         # Whole aligned pages, 0xFF around the data.
         pg = self._page
-        ps = self.prog
+        ps = len(pg)
         i = 0
         while i < n:
             a = (pos + i) // ps * ps
