@@ -60,6 +60,7 @@ class FileStore(Log):
         self._csize = 0  # size of the active segment at its last commit
         self.lost = 0  # uncommitted messages forgotten after a failed write
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
+        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
         self._lastn = self._prevn = -1  # the segments of the two paths made last
         self._lastp = self._prevp = None
         self.segment_bytes = segment_bytes
@@ -98,7 +99,7 @@ class FileStore(Log):
             return self._lastp
         if n == self._prevn:
             return self._prevp
-        p = "%s/%08x.hfo" % (self.dir, n)
+        p = self._fmt % n
         self._prevn = self._lastn
         self._prevp = self._lastp
         self._lastn = n
@@ -287,7 +288,7 @@ class FileStore(Log):
         if t != T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
             self._reclaim()  # deleting the segment is the record
             return True
-        self._head(self._rhead, t, 0, seq, pid)
+        self._head(self._rhead, t, 0, seq, pid, None)
         try:
             self._append(REC, self._rparts, t)
         except errors.OutboxFull:

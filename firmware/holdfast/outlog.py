@@ -341,9 +341,9 @@ class Log:
             if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _head(self, b, t, flags, seq, pid, body=None):
+    def _head(self, b, t, flags, seq, pid, body):
         """The header of a record in b (16 bytes) with its CRC; body: its
-        body, if it has one."""
+        body, or None."""
         struct.pack_into(_FMT, b, 0, t, flags, len(body) if body else 0, seq, pid, 255, 255, 0)
         c = crc32(b)
         if body:

@@ -389,7 +389,7 @@ def move(log, old):
         for i in range(len(h._hpid) if h else 0):
             if h._hpid[i] and h._hunit[i] == old:
                 if write:
-                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i])
+                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i], None)
                     log._append(REC, parts, 0)
                 else:
                     h._hunit[i] = new
