@@ -4,7 +4,7 @@
 import os
 from .compat import const, ticks_ms, ticks_diff
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, UNIT, REC, T_MSG, T_DONE, T_REL
+from .outlog import Log, unload, UNIT, REC, T_MSG, T_DONE, T_REL
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
@@ -86,7 +86,7 @@ class FileStore(Log):
             pass  # there already, or its parent is missing: listdir says which
         from . import outscan as sc
         sc.files(self, _KIND)
-        sc.gone()
+        unload(sc.__name__)
         self._reclaim()
 
     # -- paths and handles -------------------------------------------------
@@ -334,9 +334,9 @@ class FileStore(Log):
         self._live[n] = 0
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
-            from . import outscan as sc
-            sc.move(self, segs[0])
-            sc.gone()
+            from . import outmove
+            outmove.move(self, segs[0])
+            unload(outmove.__name__)
             self._reclaim()
 
     def _reclaim(self, all=False):

@@ -6,7 +6,7 @@
 from array import array
 from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, UNIT, T_REL
+from .outlog import Log, unload, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
@@ -54,7 +54,7 @@ class FlashStore(Log):
         self._nseq = 1
         from . import outscan as sc
         sc.blocks(self, _KIND)
-        sc.gone()
+        unload(sc.__name__)
 
     def sync(self, *now):
         """Makes what was written durable: it is, once programmed. Nothing
@@ -169,9 +169,9 @@ class FlashStore(Log):
                     raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks "
                                             "of %d bytes" % (len(self), held, k, self.bs))
                 self._take(first)
-                from . import outscan as sc
-                sc.move(self, v)
-                sc.gone()
+                from . import outmove
+                outmove.move(self, v)
+                unload(outmove.__name__)
                 self._erase(v)
         b = self._wunit
         p = q = self._wpos

@@ -2,12 +2,13 @@
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
 # file, flash block); what put(), release(), done() and the held ids write.
-# The scan that rebuilds all of it after a reboot, and copying a unit's live
-# records forward, are outscan.py, loaded only while a store opens or
-# compacts. A backend only reads (_rd), appends a record to the unit it
+# The scan that rebuilds all of it after a reboot is outscan.py, loaded only
+# while a store opens; copying a unit's live records forward is outmove.py,
+# loaded only while a store compacts. A backend only reads (_rd), appends a record to the unit it
 # writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
+import sys
 from array import array
 from .compat import const
 from . import codec
@@ -28,6 +29,17 @@ try:
     from binascii import crc32
 except ImportError:
     crc32 = crc32_soft
+
+
+def unload(name):
+    """Unloads module name (outscan, outmove: what a store runs only at
+    times): the last reference to its code goes with the caller's."""
+    sys.modules.pop(name, None)
+    pkg, _, name = name.rpartition(".")
+    try:
+        delattr(sys.modules[pkg], name)
+    except (KeyError, AttributeError):
+        pass  # imported on its own, not as the package's attribute
 
 
 VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are

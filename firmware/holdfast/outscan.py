@@ -1,10 +1,9 @@
 # Reading a persistent outbox back after a reboot: the scan of a unit's
-# records and what the log rebuilds from them (docs/outbox.md, recovery),
-# and copying a unit's live records forward (a compaction). A store needs
-# this when it opens and when it compacts: FileStore and FlashStore load it
-# then and unload it again (gone()), so its code does not stay on the heap.
+# records and what the log rebuilds from them (docs/outbox.md, recovery).
+# A store needs this once, when it opens: FileStore and FlashStore load it
+# then and unload it again (outlog.unload()), so its code does not stay on
+# the heap.
 import struct
-import sys
 from array import array
 from .compat import const
 from .outlog import crc32, _aligned, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
@@ -17,17 +16,6 @@ _USED = const(2)
 _FOREIGN = const(3)
 
 _holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
-
-
-def gone():
-    """Unloads this module: the last reference to its code goes with the
-    caller's."""
-    sys.modules.pop(__name__, None)
-    pkg, _, name = __name__.rpartition(".")
-    try:
-        delattr(sys.modules[pkg], name)
-    except (KeyError, AttributeError):
-        pass  # imported on its own, not as the package's attribute
 
 
 def u32(b, i):
@@ -357,43 +345,3 @@ def blocks(log, kind):
             log._wunit = b
             log._wpos = wp
     opened(log)
-
-
-def move(log, old):
-    """Copies the live records of unit old to log._wunit (the caller made
-    room), a released message with the released flag; once the copies are
-    durable the index points at them, and old holds nothing live."""
-    new = log._wunit
-    head = log._buf16
-    parts = [head, None]
-    start = log._wpos
-    for write in (True, False):
-        if not write:
-            log._commit()
-        p = start
-        for i in range(log._n):
-            if log._st[i] and log._unit[i] == old:
-                n = log._size[i]
-                if write:
-                    body = bytearray(n)
-                    log._rd(old, log._off[i] + REC, body)
-                    log._head(head, T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
-                    parts[1] = body
-                    log._append(_aligned(n), parts, 0)
-                    parts[1] = None
-                else:
-                    log._unit[i] = new
-                    log._off[i] = p
-                p += _aligned(n)
-        h = log.held_ids
-        for i in range(len(h._hpid) if h else 0):
-            if h._hpid[i] and h._hunit[i] == old:
-                if write:
-                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i], None)
-                    log._append(REC, parts, 0)
-                else:
-                    h._hunit[i] = new
-                    h._hpos[i] = p
-                p += REC
-    log._live[new] += log._live[old]
-    log._live[old] = 0
