@@ -4,7 +4,7 @@
 import os
 from .compat import const, ticks_ms, ticks_diff
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL
+from .outlog import Log, unload, UNIT, REC, T_MSG, T_DONE, T_REL
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
@@ -60,7 +60,7 @@ class FileStore(Log):
         self._csize = 0  # size of the active segment at its last commit
         self.lost = 0  # uncommitted messages forgotten after a failed write
         self.dir = dir.rstrip("/") if len(dir) > 1 else dir
-        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path
+        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
         self._lastn = self._prevn = -1  # the segments of the two paths made last
         self._lastp = self._prevp = None
         self.segment_bytes = segment_bytes
@@ -84,7 +84,10 @@ class FileStore(Log):
             self.fs.mkdir(self.dir)
         except OSError:
             pass  # there already, or its parent is missing: listdir says which
-        self._open()
+        from . import outscan as sc
+        sc.files(self, _KIND)
+        unload(sc.__name__)
+        self._reclaim()
 
     # -- paths and handles -------------------------------------------------
 
@@ -137,67 +140,6 @@ class FileStore(Log):
             finally:
                 f.close()
 
-    # -- recovery ----------------------------------------------------------------
-
-    def _open(self):
-        nums = []
-        try:
-            names = self.fs.listdir(self.dir)
-        except OSError as err:
-            raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
-                          % self.dir)
-        for name in names:
-            if len(name) == 12 and name.endswith(".hfo"):
-                try:
-                    nums.append(int(name[:8], 16))
-                except ValueError:
-                    pass
-        nums.sort()
-        from . import outscan as sc
-        self._holds = []
-        end = 0
-        clean = False
-        for n in nums:
-            if n >= self._nseg:
-                self._nseg = n + 1
-            f = self._fopen(self._path(n), "rb")
-            self._rf = f
-            self._rseg = n
-            size = f.seek(0, 2)
-            f.seek(0)
-            got = f.readinto(self._unithead) or 0
-            if got < UNIT:
-                # Created, header not (all) written: a power cut at creation.
-                # It can hold no record.
-                self._close_reader()
-                self._remove(n)
-                continue
-            u = sc.unit_check(self.buf, _KIND)
-            if u is None:
-                self.corrupt += 1  # unreadable header: left alone
-                self._close_reader()
-                continue
-            if u[0] > VERSION:
-                self.foreign += 1  # a newer format: left alone for it
-                self._close_reader()
-                continue
-            if u[2] > self.tail:
-                self.tail = u[2]
-            self._segs.append(n)
-            self._live[n] = 0
-            end = sc.scan(self, n, UNIT, size, False, sc.found)
-            clean = end == size
-            self._close_reader()
-        sc.opened(self)
-        sc.gone()
-        # Keep appending to the newest segment if it ended cleanly.
-        if self._segs and clean and end < self.segment_bytes and self._segs[-1] == nums[-1]:
-            n = self._segs[-1]
-            self._f = self._fopen(self._path(n), "a+b")
-            self._wunit = n
-            self._wpos = self._csize = end
-        self._reclaim()
-
     # -- writing -----------------------------------------------------------------
 
     def _commit(self, f=None):
@@ -227,11 +169,6 @@ class FileStore(Log):
         except OSError as e:
             self._failed(e)
             return False
-
-    def _remove(self, n):
-        if n == self._rseg:
-            self._close_reader()
-        self.fs.remove(self._path(n))
 
     def _failed(self, e):
         """A write failed. The filesystem keeps what was committed before it;
@@ -351,7 +288,7 @@ class FileStore(Log):
         if t != T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
             self._reclaim()  # deleting the segment is the record
             return True
-        self._head(self._rhead, t, 0, seq, pid)
+        self._head(self._rhead, t, 0, seq, pid, None)
         try:
             self._append(REC, self._rparts, t)
         except errors.OutboxFull:
@@ -397,7 +334,9 @@ class FileStore(Log):
         self._live[n] = 0
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
-            self._move(segs[0])
+            from . import outmove
+            outmove.move(self, segs[0])
+            unload(outmove.__name__)
             self._reclaim()
 
     def _reclaim(self, all=False):
@@ -419,7 +358,9 @@ class FileStore(Log):
                     self._f = None
                 self._wunit = -1
                 self._dirty = False
-            self._remove(n)
+            if n == self._rseg:
+                self._close_reader()
+            self.fs.remove(self._path(n))
             segs.pop(0)
             del self._live[n]
             gone = True

@@ -6,10 +6,10 @@
 from array import array
 from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, VERSION, UNIT, T_REL
+from .outlog import Log, unload, UNIT, T_REL
 
 _KIND = const(0x42)  # 'B': a flash block
-# Block states
+# Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
 _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased) before use
 _BLANK = const(1)  # erased by us
 _USED = const(2)  # valid header: part of the log
@@ -44,8 +44,7 @@ class FlashStore(Log):
         self.n = blocks or bdev.ioctl(4, 0) - start
         if self.n < 3:
             raise ValueError("a flash outbox needs at least 3 blocks, has %d" % self.n)
-        self.prog = prog
-        self._page = bytearray(prog) if prog > 1 else None
+        self._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
         self._zero = bytearray(1)
         self.erases = 0
         self._bst = bytearray(self.n)
@@ -53,17 +52,16 @@ class FlashStore(Log):
         self._wunit = -1  # block being written
         self._wpos = self.bs  # where its next record goes
         self._nseq = 1
-        self._open()
+        from . import outscan as sc
+        sc.blocks(self, _KIND)
+        unload(sc.__name__)
 
-    def sync(self):
-        """Makes what was written durable: it is, once programmed."""
+    def sync(self, *now):
+        """Makes what was written durable: it is, once programmed. Nothing
+        to commit (_commit), nor to do as time passes (tick)."""
         return True
 
-    def _commit(self, *now):
-        """A record is durable once programmed: nothing to commit, nor to
-        do as time passes (tick)."""
-
-    tick = _commit
+    _commit = tick = sync
 
     # -- device access -----------------------------------------------------
 
@@ -79,7 +77,7 @@ class FlashStore(Log):
             return
         # Whole aligned pages, 0xFF around the data.
         pg = self._page
-        ps = self.prog
+        ps = len(pg)
         i = 0
         while i < n:
             a = (pos + i) // ps * ps
@@ -99,51 +97,6 @@ class FlashStore(Log):
         self._bst[blk] = _BLANK
         self._live[blk] = 0
 
-    # -- recovery ----------------------------------------------------------------
-
-    def _open(self):
-        from . import outscan as sc
-        bs = self.bs
-        used = []
-        salvage = []
-        for b in range(self.n):
-            self._rd(b, 0, self._unithead)
-            u = sc.unit_check(self.buf, _KIND)
-            if u is None:
-                if self._nonff(b, 0, UNIT) < UNIT:
-                    salvage.append(b)  # torn header or erase, or damage
-                continue
-            if u[0] > VERSION:
-                self._bst[b] = _FOREIGN
-                self.foreign += 1
-                continue
-            self._bst[b] = _USED
-            used.append((u[1], b, u[2]))
-        # A block whose header is damaged but holds valid records is read as
-        # the oldest part of the log.
-        for b in salvage:
-            live = []  # the block's records not done (the last of on()'s arguments)
-            c = self.corrupt
-            sc.scan(self, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
-            self.corrupt = c
-            if live:
-                self.corrupt += 1
-                self._bst[b] = _USED
-                used.append((-1, b, 0))
-        used.sort()
-        self._holds = []
-        for seq, b, base in used:
-            if base > self.tail:
-                self.tail = base
-            if seq >= self._nseq:
-                self._nseq = seq + 1
-            wp = sc.scan(self, b, UNIT, bs, True, sc.found)
-            if seq >= 0:
-                self._wunit = b
-                self._wpos = wp
-        sc.opened(self)
-        sc.gone()
-
     def _nonff(self, blk, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end
         (erased flash reads 0xFF)."""
@@ -157,10 +110,6 @@ class FlashStore(Log):
                     return p + i
             p += n
         return end
-
-    def _superseded(self, blk, pos):
-        # Marked done, so it cannot come back once its newer copy is gone.
-        self._prog(blk, pos + 11, self._zero)
 
     # -- space -------------------------------------------------------------------
 
@@ -181,50 +130,49 @@ class FlashStore(Log):
         self._live[b] = 0
         self._wpos = UNIT
 
-    def _advance(self, need):
-        """A block to write with room for need more bytes. Every record, a
-        held id's too, leaves the reserve block for a compaction: taken by a
-        record, it would leave put() no way to make room."""
-        n = self.n
-        first = -1
-        count = 0
-        h = self._wunit if self._wunit >= 0 else n - 1
-        for i in range(1, n + 1):
-            b = (h + i) % n
-            s = self._bst[b]
-            if b != self._wunit and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._live[b])):
-                count += 1
-                if first < 0:
-                    first = b
-        if count >= 2:
-            self._take(first)
-            return
-        if count == 1:
-            # Only the reserve is left: copy the pending records of the block
-            # with the fewest live bytes into it, then erase that block.
-            v = -1
-            for b in range(n):
-                if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
-                    v = b
-            if v >= 0 and UNIT + self._live[v] + need <= self.bs:
-                self._take(first)
-                self._move(v)
-                self._erase(v)
-                return
-        held = 0
-        for p in self.held_ids._hpid if self.held_ids else ():
-            if p:
-                held += 1
-        raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes"
-                                % (len(self), held, n, self.bs))
-
     # -- the log -------------------------------------------------------------------
 
     def _append(self, n, parts, t):
         if UNIT + n > self.bs:
             raise errors.OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
         if self._wunit < 0 or self._wpos + n > self.bs:
-            self._advance(n)
+            # A block with room: a free one, but every record, a held id's
+            # too, leaves the reserve block for a compaction: taken by a
+            # record, it would leave put() no way to make room.
+            k = self.n
+            first = -1
+            count = 0
+            w = self._wunit
+            h = w if w >= 0 else k - 1
+            for i in range(1, k + 1):
+                b = (h + i) % k
+                s = self._bst[b]
+                if b != w and (s == _UNKNOWN or s == _BLANK or (s == _USED and not self._live[b])):
+                    count += 1
+                    if first < 0:
+                        first = b
+            if count >= 2:
+                self._take(first)
+            else:
+                # Only the reserve is left (or not even that): copy the
+                # pending records of the block with the fewest live bytes
+                # into it, then erase that block.
+                v = -1
+                for b in range(k if count else 0):
+                    if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
+                        v = b
+                if v < 0 or UNIT + self._live[v] + n > self.bs:
+                    held = 0
+                    for p in self.held_ids._hpid if self.held_ids else ():
+                        if p:
+                            held += 1
+                    raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks "
+                                            "of %d bytes" % (len(self), held, k, self.bs))
+                self._take(first)
+                from . import outmove
+                outmove.move(self, v)
+                unload(outmove.__name__)
+                self._erase(v)
         b = self._wunit
         p = q = self._wpos
         self._wpos = self.bs  # if programming fails, nothing more goes in this block

@@ -1,12 +1,14 @@
 # What the persistent outboxes (fileoutbox.FileStore, flashoutbox.FlashStore)
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
-# file, flash block); what put(), release(), done() and the held ids write;
-# copying a unit's live records forward. The scan that rebuilds all of it
-# after a reboot is outscan.py, loaded only while a store opens. A backend only reads (_rd), appends a record to the unit it
+# file, flash block); what put(), release(), done() and the held ids write.
+# The scan that rebuilds all of it after a reboot is outscan.py, loaded only
+# while a store opens; copying a unit's live records forward is outmove.py,
+# loaded only while a store compacts. A backend only reads (_rd), appends a record to the unit it
 # writes (_append) and marks a record released or done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
+import sys
 from array import array
 from .compat import const
 from . import codec
@@ -27,6 +29,17 @@ try:
     from binascii import crc32
 except ImportError:
     crc32 = crc32_soft
+
+
+def unload(name):
+    """Unloads module name (outscan, outmove: what a store runs only at
+    times): the last reference to its code goes with the caller's."""
+    sys.modules.pop(name, None)
+    pkg, _, name = name.rpartition(".")
+    try:
+        delattr(sys.modules[pkg], name)
+    except (KeyError, AttributeError):
+        pass  # imported on its own, not as the package's attribute
 
 
 VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
@@ -97,12 +110,23 @@ class Log:
             Held(self)  # raises ValueError with the words
         self.held_evicted = 0
         self.held_ids = None  # made by held.table() with the first id held (or by the scan)
-        self._alloc(slots)
+        self.slots = slots
+        self._key = array("i", [0] * slots)
+        self._unit = array("i", [0] * slots)
+        self._off = array("i", [0] * slots)
+        self._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
+        self._pid = array("H", [0] * slots)
+        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
+        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
+        self._st = bytearray(slots)
+        self._n = 0  # entries in use (some may be done)
+        self._count = 0  # pending
+        self._ck = -1  # last key found, and where
+        self._ci = 0
         self.limit = limit  # most bytes of pending records; 0: no limit
         self.bytes = 0  # bytes of pending records
         self.tail = 0  # key of the next put
-        h = self._mhead = bytearray(23)  # record header + PUBLISH fixed header + topic length
-        v = memoryview(h)
+        v = memoryview(bytearray(23))  # record header + PUBLISH fixed header + topic length
         self._mheads = (v[0:20], v[0:21], v[0:22], v[0:23])  # by the length's bytes
         self._pidb = bytearray(2)
         self._dlb = bytearray(4)  # a deadline
@@ -113,29 +137,11 @@ class Log:
         v = self._bufv = memoryview(self.buf)
         self._unithead = v[0:UNIT]
         self._buf16 = v[0:REC]
-        self._bufrest = v[REC:]
-        self._cparts = [self._buf16, None]  # a compaction copy: header, body
-        self._holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
         self.corrupt = 0  # records (or unreadable headers) skipped by the scan
         self.foreign = 0  # segments / blocks of a newer format, left alone
         self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
         self._bw = 0  # bytes_written = _bwh * _WRAP + _bw
         self._bwh = 0
-
-    def _alloc(self, n):
-        self.slots = n
-        self._key = array("i", [0] * n)
-        self._unit = array("i", [0] * n)
-        self._off = array("i", [0] * n)
-        self._size = array("H", [0] * n)  # a body is at most 65535 bytes (put() checks)
-        self._pid = array("H", [0] * n)
-        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
-        self._st = bytearray(n)
-        self._n = 0  # entries in use (some may be done)
-        self._count = 0  # pending
-        self._ck = -1  # last key found, and where
-        self._ci = 0
 
     # -- MemoryStore interface, RAM side ---------------------------------------
 
@@ -186,11 +192,11 @@ class Log:
         return 3 if self._st[i] & _F_REL else self._st[i] & 3  # 3: released
 
     def size(self, key):
+        # The packet: the record body without its deadline. Found, the
+        # entry is left in _ci (get() reads it there).
         i = self._find(key)
-        return self._psize(i) if i >= 0 else 0
-
-    def _psize(self, i):
-        # The packet: the record body without its deadline.
+        if i < 0:
+            return 0
         return self._size[i] - 4 if self._st[i] & _F_EXP else self._size[i]
 
     def deadline(self, key):
@@ -203,41 +209,39 @@ class Log:
         h = crc32(topic) & 0xFFFF
         if not self._th:
             self._th = array("H", [0] * self.slots)
+        b = self.buf
+        v = self._bufv
+        n = len(topic)
         i = self._at(after + 1)
         st = self._st
         while i < self._n:
             s = st[i]
-            if s and not (s & _S_TH and self._th[i] != h) and self._topic_is(i, topic):
-                self._th[i] = h
-                st[i] = s | _S_TH
-                return self._key[i]
+            if s and not (s & _S_TH and self._th[i] != h):
+                # The topic out of the stored PUBLISH: fixed header,
+                # remaining length (1-4 bytes), topic length, topic.
+                u = self._unit[i]
+                p = self._off[i] + REC
+                self._rd(u, p, v[0:7])
+                j = 1
+                while b[j] & 0x80:
+                    j += 1
+                same = (b[j + 1] << 8 | b[j + 2]) == n
+                p += j + 3
+                k = 0
+                while same and k < n:
+                    m = min(len(b), n - k)
+                    self._rd(u, p + k, v[0:m])
+                    for x in range(m):
+                        if b[x] != topic[k + x]:
+                            same = False
+                            break
+                    k += m
+                if same:
+                    self._th[i] = h
+                    st[i] = s | _S_TH
+                    return self._key[i]
             i += 1
         return -1
-
-    def _topic_is(self, i, topic):
-        # Reads the topic out of the stored PUBLISH: fixed header, remaining
-        # length (1-4 bytes), topic length, topic.
-        b = self.buf
-        v = self._bufv
-        u = self._unit[i]
-        p = self._off[i] + REC
-        self._rd(u, p, v[0:7])
-        j = 1
-        while b[j] & 0x80:
-            j += 1
-        n = len(topic)
-        if (b[j + 1] << 8 | b[j + 2]) != n:
-            return False
-        p += j + 3
-        k = 0
-        while k < n:
-            m = min(len(b), n - k)
-            self._rd(u, p + k, v[0:m])
-            for x in range(m):
-                if b[x] != topic[k + x]:
-                    return False
-            k += m
-        return True
 
     def uses(self, pid):
         st = self._st
@@ -254,10 +258,10 @@ class Log:
         return Logged(self)
 
     def get(self, key, buf, off):
-        i = self._find(key)
-        if i < 0:
+        n = self.size(key)
+        if not n:
             return off  # lost after a failed write
-        n = self._psize(i)
+        i = self._ci
         self._rd(self._unit[i], self._off[i] + REC, memoryview(buf)[off:off + n])
         if buf[off] & 8 and not self.five:
             from .v5more import plain
@@ -284,7 +288,7 @@ class Log:
         codec.check_topic(topic)
         if qos:
             codec._check_pid(pid)
-        h = self._mhead
+        h = self._mheads[3]
         rl = 2 + len(topic) + len(payload) + (2 if qos else 0)
         j = codec.put_length(h, 17, rl)
         blen = j - 16 + rl + (4 if deadline else 0)
@@ -326,7 +330,9 @@ class Log:
             parts[1] = parts[3] = None  # the caller's objects
         k = self.tail
         self.tail = k + 1
-        i = self._index(k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
+        i = self._n
+        self._n = i + 1
+        self._index(i, k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
         if self._th:  # find_topic() is in use: its hashes from now on
             self._th[i] = crc32(topic) & 0xFFFF
             self._st[i] |= _S_TH
@@ -347,9 +353,9 @@ class Log:
             if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _head(self, b, t, flags, seq, pid, body=None):
+    def _head(self, b, t, flags, seq, pid, body):
         """The header of a record in b (16 bytes) with its CRC; body: its
-        body, if it has one."""
+        body, or None."""
         struct.pack_into(_FMT, b, 0, t, flags, len(body) if body else 0, seq, pid, 255, 255, 0)
         c = crc32(b)
         if body:
@@ -361,62 +367,11 @@ class Log:
         struct.pack_into(_UFMT, self.buf, 0, _MAGIC, VERSION, kind, 0, seq, base, 0)
         struct.pack_into("<I", self.buf, 16, crc32(self._buf16))
 
-    def _move(self, old):
-        """Copies the live records of unit old to _wunit (the caller made
-        room), a released message with the released flag; once the copies
-        are durable the index points at them, and old holds nothing live."""
-        new = self._wunit
-        parts = self._cparts
-        start = self._wpos
-        for write in (True, False):
-            if not write:
-                self._commit()
-            p = start
-            for i in range(self._n):
-                if self._st[i] and self._unit[i] == old:
-                    n = self._size[i]
-                    if write:
-                        body = bytearray(n)
-                        self._rd(old, self._off[i] + REC, body)
-                        self._head(self._buf16, T_MSG, self._st[i] & 15, self._key[i], self._pid[i], body)
-                        parts[1] = body
-                        self._append(_aligned(n), parts, 0)
-                        parts[1] = None
-                    else:
-                        self._unit[i] = new
-                        self._off[i] = p
-                    p += _aligned(n)
-            h = self.held_ids
-            for i in range(len(h._hpid) if h else 0):
-                if h._hpid[i] and h._hunit[i] == old:
-                    if write:
-                        self._head(self._buf16, T_HOLD, 0, h._hord[i], h._hpid[i])
-                        self._append(REC, parts, 0)
-                    else:
-                        h._hunit[i] = new
-                        h._hpos[i] = p
-                    p += REC
-        self._live[new] += self._live[old]
-        self._live[old] = 0
-
     # -- the index -----------------------------------------------------------------
 
-    def _index(self, key, unit, pos, blen, pid, state, deadline):
-        """Enters pending message key in the index, in key order (a put's is
-        the highest; a copy found by the scan may come after newer keys),
-        replacing an earlier copy of it. Returns its entry."""
-        i = self._at(key)
-        if i < self._n and self._key[i] == key:
-            if self._st[i]:
-                self._tally(i, -1)
-        else:
-            if self._n == self.slots and self._close_gaps() == self.slots:
-                from .outscan import grow  # loaded: only the scan finds more than slots
-                grow(self, self.slots + 8)
-            i = self._at(key)
-            for j in range(self._n, i, -1):
-                self._copy_entry(j - 1, j)
-            self._n += 1
+    def _index(self, i, key, unit, pos, blen, pid, state, deadline):
+        """Makes entry i (in key order: a put's is the last, the scan makes
+        room for one that comes before newer keys) pending message key."""
         self._key[i] = key
         self._unit[i] = unit
         self._off[i] = pos
@@ -429,7 +384,6 @@ class Log:
         self._st[i] = state
         self._tally(i, 1)
         self._ck = -1
-        return i
 
     def _tally(self, i, sign):
         # Entry i's record comes (sign 1) or goes (-1): counts, bytes, its unit's live bytes.

@@ -1,28 +1,21 @@
 # Reading a persistent outbox back after a reboot: the scan of a unit's
 # records and what the log rebuilds from them (docs/outbox.md, recovery).
 # A store needs this once, when it opens: FileStore and FlashStore load it
-# then and unload it again (gone()), so its code does not stay on the heap.
+# then and unload it again (outlog.unload()), so its code does not stay on
+# the heap.
 import struct
-import sys
 from array import array
 from .compat import const
-from .outlog import crc32, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
+from .outlog import crc32, _aligned, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
-# outlog's private constants (const() names with _ are not importable):
+# outlog's and flashoutbox's private constants (const() names with _ are not importable):
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
+_USED = const(2)
+_FOREIGN = const(3)
 
-
-def gone():
-    """Unloads this module: the last reference to its code goes with the
-    caller's."""
-    sys.modules.pop(__name__, None)
-    pkg, _, name = __name__.rpartition(".")
-    try:
-        delattr(sys.modules[pkg], name)
-    except (KeyError, AttributeError):
-        pass  # imported on its own, not as the package's attribute
+_holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
 
 
 def u32(b, i):
@@ -50,10 +43,11 @@ def _vote(b):
     return n < 4
 
 
-def _rec_at(log, unit, p, end, blank):
+def _rec_at(log, unit, p, end, blank, body):
     # The record at p: its aligned length, 0 for an erased header (only
     # when blank, i.e. on flash), -1 if it is not a whole valid record. The
-    # header is left in log.buf[0:16], state bytes included.
+    # header is left in log.buf[0:16], state bytes included. body: the rest
+    # of log.buf, so no slice is made per full chunk.
     b = log.buf
     v = log._bufv
     h = log._buf16
@@ -84,7 +78,6 @@ def _rec_at(log, unit, p, end, blank):
     c = crc32(h)
     q = p + REC
     left = blen
-    body = log._bufrest  # the rest of buf: no slice made per full chunk
     room = len(body)
     while left:
         n = left if left < room else room
@@ -98,7 +91,7 @@ def _rec_at(log, unit, p, end, blank):
         return -1
     b[10] = rel
     b[11] = done
-    return (REC + blen + 3) & ~3
+    return _aligned(blen)
 
 
 def scan(log, unit, start, end, blank, on):
@@ -115,8 +108,9 @@ def scan(log, unit, start, end, blank, on):
     good = start
     bad = False
     damaged = False
+    rest = log._bufv[REC:]
     while p + REC <= end:
-        n = _rec_at(log, unit, p, end, blank)
+        n = _rec_at(log, unit, p, end, blank, rest)
         if n > 0:
             b = log.buf
             on(log, unit, p, b[0], b[1], b[2] | b[3] << 8, u32(b, 4),
@@ -148,7 +142,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
     records of a key or a held id supersede earlier ones. Each pending
     message goes straight into the index; nothing else is kept per message,
     so booting takes no more heap with a long backlog. The held ids are
-    collected in log._holds (a list the caller makes, opened() empties)."""
+    collected in _holds (a list the caller makes, opened() empties)."""
     if t == T_MSG:
         if seq >= log.tail:
             log.tail = seq + 1
@@ -162,9 +156,21 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
             if flags & _F_EXP:
                 log._rd(unit, pos + REC + blen - 4, log._dlb)
                 d = u32(log._dlb, 0)
-            log._index(seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
+            # Its entry, in key order: a copy may come after newer keys.
+            i = log._at(seq)
+            if i < log._n and log._key[i] == seq:
+                if log._st[i]:
+                    log._tally(i, -1)
+            else:
+                if log._n == log.slots and log._close_gaps() == log.slots:
+                    grow(log, log.slots + 8)
+                i = log._at(seq)
+                for j in range(log._n, i, -1):
+                    log._copy_entry(j - 1, j)
+                log._n += 1
+            log._index(i, seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
     elif t == T_HOLD or t == T_UNHOLD:
-        holds = log._holds
+        holds = _holds
         for i in range(len(holds)):
             if holds[i][1] == pid:
                 h = holds.pop(i)
@@ -185,18 +191,20 @@ def _superseded(log, unit, pos):
     # A later copy of the record at pos was found: a compaction was cut
     # short before the old copy went. Flash marks the old one done
     # (FlashStore._superseded); a file's old segment goes once nothing in
-    # it is live.
-    f = getattr(log, "_superseded", None)
-    if f:
-        f(unit, pos)
+    # it is live. Marked done, it cannot come back once its newer copy is
+    # gone.
+    z = getattr(log, "_zero", None)  # FlashStore's
+    if z:
+        log._prog(unit, pos + 11, z)
 
 
 def opened(log):
     """After the scan: the held ids it found go into the table. One smaller
     than what the log holds (reopened with a smaller held) keeps the newest,
     and counts the others in held_evicted."""
-    holds = log._holds
-    log._holds = None
+    global _holds
+    holds = _holds
+    _holds = None
     if not holds:
         return  # the table is made with the first hold
     from .held import table
@@ -222,18 +230,118 @@ def opened(log):
 def grow(log, n):
     """n entries in the index: the scan found more messages pending than
     slots (the store was written with more)."""
-    old = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
-    k = log._n
-    c = log._count
-    log._alloc(n)
-    if old[5]:  # the arrays made on first use
-        log._dl = array("I", [0] * n)
-    if old[6]:
-        log._th = array("H", [0] * n)
-    new = (log._key, log._unit, log._off, log._size, log._pid, log._dl, log._th, log._st)
-    for a in range(len(old)):
-        if old[a]:
-            for i in range(k):
-                new[a][i] = old[a][i]
-    log._n = k
-    log._count = c
+    k = n - log.slots
+    log.slots = n
+    for a in (log._key, log._unit, log._off):
+        a.extend(array("i", [0] * k))
+    for a in (log._size, log._pid, log._th):
+        if a:
+            a.extend(array("H", [0] * k))
+    if log._dl:
+        log._dl.extend(array("I", [0] * k))
+    log._st.extend(bytearray(k))
+
+
+def files(log, kind):
+    """FileStore's opening: scans the segment files of log.dir, oldest
+    first, and goes on appending to the newest if it ended cleanly."""
+    from .fileoutbox import _errno
+    nums = []
+    try:
+        names = log.fs.listdir(log.dir)
+    except OSError as err:
+        raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
+                      % log.dir)
+    for name in names:
+        if len(name) == 12 and name.endswith(".hfo"):
+            try:
+                nums.append(int(name[:8], 16))
+            except ValueError:
+                pass
+    nums.sort()
+    global _holds
+    _holds = []
+    end = 0
+    clean = False
+    for n in nums:
+        if n >= log._nseg:
+            log._nseg = n + 1
+        f = log._fopen(log._path(n), "rb")
+        log._rf = f
+        log._rseg = n
+        size = f.seek(0, 2)
+        f.seek(0)
+        got = f.readinto(log._unithead) or 0
+        if got < UNIT:
+            # Created, header not (all) written: a power cut at creation.
+            # It can hold no record.
+            log._close_reader()
+            log.fs.remove(log._path(n))
+            continue
+        u = unit_check(log.buf, kind)
+        if u is None:
+            log.corrupt += 1  # unreadable header: left alone
+            log._close_reader()
+            continue
+        if u[0] > VERSION:
+            log.foreign += 1  # a newer format: left alone for it
+            log._close_reader()
+            continue
+        if u[2] > log.tail:
+            log.tail = u[2]
+        log._segs.append(n)
+        log._live[n] = 0
+        end = scan(log, n, UNIT, size, False, found)
+        clean = end == size
+        log._close_reader()
+    opened(log)
+    if log._segs and clean and end < log.segment_bytes and log._segs[-1] == nums[-1]:
+        n = log._segs[-1]
+        log._f = log._fopen(log._path(n), "a+b")
+        log._wunit = n
+        log._wpos = log._csize = end
+
+
+def blocks(log, kind):
+    """FlashStore's opening: reads the block headers, then scans the log's
+    blocks in the order they were written."""
+    bs = log.bs
+    used = []
+    salvage = []
+    for b in range(log.n):
+        log._rd(b, 0, log._unithead)
+        u = unit_check(log.buf, kind)
+        if u is None:
+            if log._nonff(b, 0, UNIT) < UNIT:
+                salvage.append(b)  # torn header or erase, or damage
+            continue
+        if u[0] > VERSION:
+            log._bst[b] = _FOREIGN
+            log.foreign += 1
+            continue
+        log._bst[b] = _USED
+        used.append((u[1], b, u[2]))
+    # A block whose header is damaged but holds valid records is read as
+    # the oldest part of the log.
+    for b in salvage:
+        live = []  # the block's records not done (the last of on()'s arguments)
+        c = log.corrupt
+        scan(log, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
+        log.corrupt = c
+        if live:
+            log.corrupt += 1
+            log._bst[b] = _USED
+            used.append((-1, b, 0))
+    used.sort()
+    global _holds
+    _holds = []
+    for seq, b, base in used:
+        if base > log.tail:
+            log.tail = base
+        if seq >= log._nseq:
+            log._nseq = seq + 1
+        wp = scan(log, b, UNIT, bs, True, found)
+        if seq >= 0:
+            log._wunit = b
+            log._wpos = wp
+    opened(log)

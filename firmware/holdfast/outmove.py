@@ -1,0 +1,44 @@
+# Copying a unit's live records forward (a compaction): FileStore and
+# FlashStore load it when they compact and unload it after (outlog.unload()),
+# apart from the boot scan so that opening a store does not load it too.
+from .outlog import _aligned, REC, T_MSG, T_HOLD
+
+
+def move(log, old):
+    """Copies the live records of unit old to log._wunit (the caller made
+    room), a released message with the released flag; once the copies are
+    durable the index points at them, and old holds nothing live."""
+    new = log._wunit
+    head = log._buf16
+    parts = [head, None]
+    start = log._wpos
+    for write in (True, False):
+        if not write:
+            log._commit()
+        p = start
+        for i in range(log._n):
+            if log._st[i] and log._unit[i] == old:
+                n = log._size[i]
+                if write:
+                    body = bytearray(n)
+                    log._rd(old, log._off[i] + REC, body)
+                    log._head(head, T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
+                    parts[1] = body
+                    log._append(_aligned(n), parts, 0)
+                    parts[1] = None
+                else:
+                    log._unit[i] = new
+                    log._off[i] = p
+                p += _aligned(n)
+        h = log.held_ids
+        for i in range(len(h._hpid) if h else 0):
+            if h._hpid[i] and h._hunit[i] == old:
+                if write:
+                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i], None)
+                    log._append(REC, parts, 0)
+                else:
+                    h._hunit[i] = new
+                    h._hpos[i] = p
+                p += REC
+    log._live[new] += log._live[old]
+    log._live[old] = 0
