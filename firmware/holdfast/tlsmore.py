@@ -46,14 +46,16 @@ def context(tls, params):
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
         if not _MP:
+            # CPython's names as strings longer than 10 characters, which
+            # mpy-cross does not intern: a board never learns them.
             if reqs == ssl.CERT_NONE:
-                tls.check_hostname = False
+                setattr(tls, "check_hostname", False)
             if not params.get("tls13"):
                 # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
                 # TLS 1.3); the host client matches them, so a broker that
                 # refuses our client certificate fails the handshake on both
                 # runtimes (with 1.3 it only closes the link after the handshake).
-                tls.maximum_version = ssl.TLSVersion.TLSv1_2
+                setattr(tls, "maximum_version", 0x0303)  # ssl.TLSVersion.TLSv1_2
         tls.verify_mode = reqs
         # The CA that signed the broker's certificate.
         data = params.get("cadata")
@@ -77,7 +79,7 @@ def context(tls, params):
             if _MP:
                 raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or "
                                                 "cadata (the CA that signed the broker's certificate)")
-            tls.load_default_certs()  # CPython only: the host's trust store
+            getattr(tls, "load_default_certs")()  # CPython only: the host's trust store
         # The client certificate, if any.
         certfile = params.get("certfile")
         keyfile = params.get("keyfile")
@@ -225,7 +227,7 @@ def explain(e, name):
                 reason = "closed"
             elif n < 0:  # any other mbedtls error
                 reason = "handshake"
-        elif isinstance(e, ssl.SSLError):
+        elif hasattr(e, "reason"):  # CPython's ssl.SSLError (an OSError with library and reason)
             if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
                 reason = "closed"
             else:
