@@ -14,15 +14,16 @@ from .errors import __getattr__  # noqa: F401
 
 
 def secure(tls, s, host, timeout_ms):
-    """Wraps a connected socket in TLS with tls, tlsmore.context()'s
-    (SSLContext, name to check or None); the handshake
-    blocks, bounded by timeout_ms. Returns the socket non-blocking; closes s
-    on failure and raises TLSError when it failed for a TLS reason, the
-    runtime's OSError for a timeout or a lost network."""
-    host = tls[1] or host
+    """Wraps a connected socket in TLS with tls, what tlsmore.context()
+    returned (the SSLContext, or it and the name to check instead of host);
+    the handshake blocks, bounded by timeout_ms. Returns the socket
+    non-blocking; closes s on failure and raises TLSError when it failed for
+    a TLS reason, the runtime's OSError for a timeout or a lost network."""
+    if isinstance(tls, tuple):
+        tls, host = tls
     try:
         s.settimeout(timeout_ms / 1000)
-        s = tls[0].wrap_socket(s, server_hostname=host)
+        s = tls.wrap_socket(s, server_hostname=host)
         s.setblocking(False)
     except BaseException as e:
         s.close()

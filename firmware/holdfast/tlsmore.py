@@ -20,12 +20,14 @@ if _MP:
 else:
     import ssl  # type: ignore[no-redef]
 
+
 def context(tls, params):
     """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
-    (SSLContext, the name to check and send as SNI instead of the server
-    address, or None). ssl=True builds a context from params; an SSLContext
-    made by the caller is used as it is (only server_hostname may be given
-    with it); params without ssl are refused."""
+    the SSLContext, or (SSLContext, the name to check and send as SNI
+    instead of the server address) when server_hostname is given. ssl=True
+    builds a context from params; an SSLContext made by the caller is used
+    as it is (only server_hostname may be given with it); params without ssl
+    are refused."""
     # The CA and the client certificate are loaded here, not in helpers of
     # their own: each helper's name would stay interned after _drop().
     keys = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
@@ -42,74 +44,76 @@ def context(tls, params):
             if len(params) > (1 if name else 0):
                 raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
                                                 "ssl_params can only add server_hostname")
-            return tls, name
-        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
-        if not _MP:
-            # CPython's names as strings longer than 10 characters, which
-            # mpy-cross does not intern: a board never learns them.
-            if reqs == ssl.CERT_NONE:
-                setattr(tls, "check_hostname", False)
-            if not params.get("tls13"):
-                # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
-                # TLS 1.3); the host client matches them, so a broker that
-                # refuses our client certificate fails the handshake on both
-                # runtimes (with 1.3 it only closes the link after the handshake).
-                setattr(tls, "maximum_version", 0x0303)  # ssl.TLSVersion.TLSv1_2
-        tls.verify_mode = reqs
-        # The CA that signed the broker's certificate.
-        data = params.get("cadata")
-        if data is None and params.get("cafile") is not None:
-            data = _read(params["cafile"], "cafile")
-        if data is not None:
-            if isinstance(data, str):
-                data = data.encode()
-            try:
-                # mbedtls here parses DER only: PEM is converted, one CA at a time
-                # (on CPython too, so both load the same bytes).
-                for _, der in der_blocks(data, "CERTIFICATE"):
+        else:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
+            if not _MP:
+                # CPython's names as strings longer than 10 characters, which
+                # mpy-cross does not intern: a board never learns them.
+                if reqs == ssl.CERT_NONE:
+                    setattr(tls, "check_hostname", False)
+                if not params.get("tls13"):
+                    # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
+                    # TLS 1.3); the host client matches them, so a broker that
+                    # refuses our client certificate fails the handshake on both
+                    # runtimes (with 1.3 it only closes the link after the handshake).
+                    setattr(tls, "maximum_version", 0x0303)  # ssl.TLSVersion.TLSv1_2
+            tls.verify_mode = reqs
+            # The CA that signed the broker's certificate.
+            data = params.get("cadata")
+            if data is None and params.get("cafile") is not None:
+                data = _read(params["cafile"], "cafile")
+            if data is not None:
+                if isinstance(data, str):
+                    data = data.encode()
+                try:
+                    # mbedtls here parses DER only: PEM is converted, one CA at a time
+                    # (on CPython too, so both load the same bytes).
+                    for _, der in der_blocks(data, "CERTIFICATE"):
+                        if _MP:
+                            tls.load_verify_locations(der)  # the tls module takes it positional only
+                        else:
+                            tls.load_verify_locations(cadata=der)
+                except (OSError, ValueError) as e:
+                    raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be "
+                                                    "loaded: %s" % _detail(e), e)
+            elif reqs != ssl.CERT_NONE:
+                if _MP:
+                    raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or "
+                                                    "cadata (the CA that signed the broker's certificate)")
+                getattr(tls, "load_default_certs")()  # CPython only: the host's trust store
+            # The client certificate, if any.
+            certfile = params.get("certfile")
+            keyfile = params.get("keyfile")
+            cert = params.get("cert")
+            key = params.get("key")
+            if certfile is not None or keyfile is not None or cert is not None or key is not None:
+                if (certfile is None and cert is None) or (keyfile is None and key is None):
+                    raise errors.TLSError("config", "a client certificate needs both a certificate "
+                                                    "(certfile or cert) and its key (keyfile or key)")
+                try:
                     if _MP:
-                        tls.load_verify_locations(der)  # the tls module takes it positional only
+                        if cert is None:
+                            cert = _read(certfile, "certfile")
+                        if key is None:
+                            key = _read(keyfile, "keyfile")
+                        cert = der_blocks(cert, "CERTIFICATE")[0][1]
+                        key = der_blocks(key, "PRIVATE KEY")[0][1]
+                        tls.load_cert_chain(cert, key)
                     else:
-                        tls.load_verify_locations(cadata=der)
-            except (OSError, ValueError) as e:
-                raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be "
-                                                "loaded: %s" % _detail(e), e)
-        elif reqs != ssl.CERT_NONE:
-            if _MP:
-                raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or "
-                                                "cadata (the CA that signed the broker's certificate)")
-            getattr(tls, "load_default_certs")()  # CPython only: the host's trust store
-        # The client certificate, if any.
-        certfile = params.get("certfile")
-        keyfile = params.get("keyfile")
-        cert = params.get("cert")
-        key = params.get("key")
-        if certfile is None and keyfile is None and cert is None and key is None:
-            return tls, name
-        if (certfile is None and cert is None) or (keyfile is None and key is None):
-            raise errors.TLSError("config", "a client certificate needs both a certificate "
-                                            "(certfile or cert) and its key (keyfile or key)")
-        try:
-            if _MP:
-                if cert is None:
-                    cert = _read(certfile, "certfile")
-                if key is None:
-                    key = _read(keyfile, "keyfile")
-                cert = der_blocks(cert, "CERTIFICATE")[0][1]
-                key = der_blocks(key, "PRIVATE KEY")[0][1]
-                tls.load_cert_chain(cert, key)
-            else:
-                if certfile is None or keyfile is None:
-                    raise errors.TLSError("config", "CPython's ssl loads the client certificate and "
-                                                    "key from files: give certfile and keyfile (PEM)")
-                _path(certfile, "certfile")
-                _path(keyfile, "keyfile")
-                tls.load_cert_chain(certfile, keyfile, password=_encrypted)
-        except (OSError, ValueError) as e:
-            raise errors.TLSError("config", "the client certificate or key could not be loaded "
-                                            "(they must match each other): %s" % _detail(e), e)
-        return tls, name
+                        if certfile is None or keyfile is None:
+                            raise errors.TLSError("config", "CPython's ssl loads the client "
+                                                            "certificate and key from files: give "
+                                                            "certfile and keyfile (PEM)")
+                        _path(certfile, "certfile")
+                        _path(keyfile, "keyfile")
+                        tls.load_cert_chain(certfile, keyfile, password=_encrypted)
+                except (OSError, ValueError) as e:
+                    raise errors.TLSError("config", "the client certificate or key could not be loaded "
+                                                    "(they must match each other): %s" % _detail(e), e)
+        # The name to check, when one was given, rides with the context: a
+        # client that checks the server address keeps no tuple.
+        return (tls, name) if name else tls
     finally:
         _drop()
 
