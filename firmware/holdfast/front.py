@@ -59,11 +59,11 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
-        # What _dial() wraps each link with: None without TLS, else tls.context()'s
-        # (SSLContext, name) (tls.py loads only then; it refuses ssl_params without ssl).
+        # What _dial() wraps each link with: None without TLS, else tlsmore.context()'s
+        # (SSLContext, name) (it refuses ssl_params without ssl, and drops tlsmore again).
         self.tls = None
         if ssl or ssl_params:
-            from .tls import context
+            from .tlsmore import context
             self.tls = context(ssl, ssl_params or {})
         self.port = port or (8883 if self.tls else 1883)
         S = Session

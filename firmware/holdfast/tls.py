@@ -1,10 +1,10 @@
 # TLS for the client, one code path over MicroPython's tls module (mbedtls)
 # and CPython's ssl: wraps the socket (the handshake runs in blocking mode
-# under the socket's timeout, see secure). Imported only when TLS is on, and
-# kept to what every reconnect needs since it stays loaded: building the
-# context from ssl_params and putting a failed handshake into words are in
-# tlsmore.py, which drops itself from the heap after each use (a client
-# builds its context once and reuses it across reconnects).
+# under the socket's timeout, see secure). Imported with the first TLS link,
+# and kept to what every reconnect needs since it stays loaded: building the
+# context from ssl_params (tlsmore.context(), which the client calls once and
+# reuses across reconnects) and putting a failed handshake into words are in
+# tlsmore.py, which drops itself from the heap after each use.
 # docs/security.md describes the parameters and every failure.
 
 # holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
@@ -13,23 +13,17 @@
 from .errors import __getattr__  # noqa: F401
 
 
-def context(tls, params):
-    """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
-    (SSLContext, the name to check and send as SNI instead of the server
-    address, or None) (see tlsmore.build)."""
-    from . import tlsmore
-    return tlsmore.build(tls, params)
-
-
 def secure(tls, s, host, timeout_ms):
-    """Wraps a connected socket in TLS with tls, a context(); the handshake
-    blocks, bounded by timeout_ms. Returns the socket non-blocking; closes s
-    on failure and raises TLSError when it failed for a TLS reason, the
-    runtime's OSError for a timeout or a lost network."""
-    host = tls[1] or host
+    """Wraps a connected socket in TLS with tls, what tlsmore.context()
+    returned (the SSLContext, or it and the name to check instead of host);
+    the handshake blocks, bounded by timeout_ms. Returns the socket
+    non-blocking; closes s on failure and raises TLSError when it failed for
+    a TLS reason, the runtime's OSError for a timeout or a lost network."""
+    if isinstance(tls, tuple):
+        tls, host = tls
     try:
         s.settimeout(timeout_ms / 1000)
-        s = tls[0].wrap_socket(s, server_hostname=host)
+        s = tls.wrap_socket(s, server_hostname=host)
         s.setblocking(False)
     except BaseException as e:
         s.close()

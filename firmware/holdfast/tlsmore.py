@@ -1,9 +1,10 @@
 # The part of TLS that runs once or on failure: building the context from
 # ssl_params (file reading, PEM to DER, the client certificate) and putting a
-# failed handshake into words. tls.py imports it when needed; build() and
-# explain() drop it again before they return (_drop), so all that stays on
-# the heap is the names its import interned (hence few names of CPython's
-# classes and attributes in code only CPython runs). Messages never carry
+# failed handshake into words. The client imports it when needed; context()
+# and explain() drop it again before they return (_drop), so all that stays
+# on the heap is the names its import interned (hence few functions, globals
+# and argument names of its own, and few names of CPython's classes and
+# attributes in code only CPython runs). Messages never carry
 # key material, file contents or passwords: only reasons, host names and
 # file paths. docs/security.md describes the parameters and every failure.
 import sys
@@ -19,43 +20,100 @@ if _MP:
 else:
     import ssl  # type: ignore[no-redef]
 
-_KEYS = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
-         "cert_reqs", "tls13")
 
-
-def build(tls, params):
-    """MQTTClient's ssl and ssl_params -> (SSLContext, name to check or None).
-    ssl=True builds a context from params; an SSLContext made by the caller
-    is used as it is (only server_hostname may be given with it); params
-    without ssl are refused."""
+def context(tls, params):
+    """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
+    the SSLContext, or (SSLContext, the name to check and send as SNI
+    instead of the server address) when server_hostname is given. ssl=True
+    builds a context from params; an SSLContext made by the caller is used
+    as it is (only server_hostname may be given with it); params without ssl
+    are refused."""
+    # The CA and the client certificate are loaded here, not in helpers of
+    # their own: each helper's name would stay interned after _drop().
+    keys = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
+            "cert_reqs", "tls13")
     try:
         if not tls:
             raise errors.TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
         for k in params:
-            if k not in _KEYS:
+            if k not in keys:
                 raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)"
-                                      % (k, ", ".join(_KEYS)))
+                                      % (k, ", ".join(keys)))
         name = params.get("server_hostname")
         if tls is not True:
             if len(params) > (1 if name else 0):
                 raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
                                                 "ssl_params can only add server_hostname")
-            return tls, name
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
-        if not _MP:
-            if reqs == ssl.CERT_NONE:
-                ctx.check_hostname = False
-            if not params.get("tls13"):
-                # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
-                # TLS 1.3); the host client matches them, so a broker that
-                # refuses our client certificate fails the handshake on both
-                # runtimes (with 1.3 it only closes the link after the handshake).
-                ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-        ctx.verify_mode = reqs
-        _load_ca(ctx, params)
-        _load_cert(ctx, params)
-        return ctx, name
+        else:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
+            if not _MP:
+                # CPython's names as strings longer than 10 characters, which
+                # mpy-cross does not intern: a board never learns them.
+                if reqs == ssl.CERT_NONE:
+                    setattr(tls, "check_hostname", False)
+                if not params.get("tls13"):
+                    # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
+                    # TLS 1.3); the host client matches them, so a broker that
+                    # refuses our client certificate fails the handshake on both
+                    # runtimes (with 1.3 it only closes the link after the handshake).
+                    setattr(tls, "maximum_version", 0x0303)  # ssl.TLSVersion.TLSv1_2
+            tls.verify_mode = reqs
+            # The CA that signed the broker's certificate.
+            data = params.get("cadata")
+            if data is None and params.get("cafile") is not None:
+                data = _read(params["cafile"], "cafile")
+            if data is not None:
+                if isinstance(data, str):
+                    data = data.encode()
+                try:
+                    # mbedtls here parses DER only: PEM is converted, one CA at a time
+                    # (on CPython too, so both load the same bytes).
+                    for _, der in der_blocks(data, "CERTIFICATE"):
+                        if _MP:
+                            tls.load_verify_locations(der)  # the tls module takes it positional only
+                        else:
+                            tls.load_verify_locations(cadata=der)
+                except (OSError, ValueError) as e:
+                    raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be "
+                                                    "loaded: %s" % _detail(e), e)
+            elif reqs != ssl.CERT_NONE:
+                if _MP:
+                    raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or "
+                                                    "cadata (the CA that signed the broker's certificate)")
+                getattr(tls, "load_default_certs")()  # CPython only: the host's trust store
+            # The client certificate, if any.
+            certfile = params.get("certfile")
+            keyfile = params.get("keyfile")
+            cert = params.get("cert")
+            key = params.get("key")
+            if certfile is not None or keyfile is not None or cert is not None or key is not None:
+                if (certfile is None and cert is None) or (keyfile is None and key is None):
+                    raise errors.TLSError("config", "a client certificate needs both a certificate "
+                                                    "(certfile or cert) and its key (keyfile or key)")
+                try:
+                    if _MP:
+                        if cert is None:
+                            cert = _read(certfile, "certfile")
+                        if key is None:
+                            key = _read(keyfile, "keyfile")
+                        cert = der_blocks(cert, "CERTIFICATE")[0][1]
+                        key = der_blocks(key, "PRIVATE KEY")[0][1]
+                        tls.load_cert_chain(cert, key)
+                    else:
+                        if certfile is None or keyfile is None:
+                            raise errors.TLSError("config", "CPython's ssl loads the client "
+                                                            "certificate and key from files: give "
+                                                            "certfile and keyfile (PEM)")
+                        _path(certfile, "certfile")
+                        _path(keyfile, "keyfile")
+                        tls.load_cert_chain(certfile, keyfile, password=_encrypted)
+                except (OSError, ValueError) as e:
+                    raise errors.TLSError("config", "the client certificate or key could not be loaded "
+                                                    "(they must match each other): %s" % _detail(e), e)
+        # The name to check, when one was given, rides with the context: a
+        # client that checks the server address keeps no tuple.
+        return (tls, name) if name else tls
     finally:
         _drop()
 
@@ -64,69 +122,11 @@ def _drop():
     # This module leaves the heap at the next collection once nothing refers
     # to it: not sys.modules, nor the package (an import sets it as an
     # attribute; the package's __getattr__ would import it again, hence its
-    # __dict__). The caller's frame holds it until build or explain returns.
+    # __dict__). The caller's frame holds it until context or explain returns.
     sys.modules.pop(__name__, None)
     pkg = sys.modules.get(__name__[:-8])
     if pkg is not None:
         pkg.__dict__.pop("tlsmore", None)
-
-
-def _load_ca(ctx, params):
-    data = params.get("cadata")
-    if data is None and params.get("cafile") is not None:
-        data = _read(params["cafile"], "cafile")
-    if data is None:
-        if ctx.verify_mode == ssl.CERT_NONE:
-            return
-        if _MP:
-            raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or cadata "
-                                     "(the CA that signed the broker's certificate)")
-        ctx.load_default_certs()  # CPython only: the host's trust store
-        return
-    if isinstance(data, str):
-        data = data.encode()
-    try:
-        # mbedtls here parses DER only: PEM is converted, one CA at a time
-        # (on CPython too, so both load the same bytes).
-        for _, der in der_blocks(data, "CERTIFICATE"):
-            if _MP:
-                ctx.load_verify_locations(der)  # the tls module takes it positional only
-            else:
-                ctx.load_verify_locations(cadata=der)
-    except (OSError, ValueError) as e:
-        raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be loaded: %s"
-                       % _detail(e), e)
-
-
-def _load_cert(ctx, params):
-    certfile = params.get("certfile")
-    keyfile = params.get("keyfile")
-    cert = params.get("cert")
-    key = params.get("key")
-    if certfile is None and keyfile is None and cert is None and key is None:
-        return
-    if (certfile is None and cert is None) or (keyfile is None and key is None):
-        raise errors.TLSError("config", "a client certificate needs both a certificate "
-                                 "(certfile or cert) and its key (keyfile or key)")
-    try:
-        if _MP:
-            if cert is None:
-                cert = _read(certfile, "certfile")
-            if key is None:
-                key = _read(keyfile, "keyfile")
-            cert = der_blocks(cert, "CERTIFICATE")[0][1]
-            key = der_blocks(key, "PRIVATE KEY")[0][1]
-            ctx.load_cert_chain(cert, key)
-        else:
-            if certfile is None or keyfile is None:
-                raise errors.TLSError("config", "CPython's ssl loads the client certificate and key "
-                                         "from files: give certfile and keyfile (PEM)")
-            _path(certfile, "certfile")
-            _path(keyfile, "keyfile")
-            ctx.load_cert_chain(certfile, keyfile, password=_encrypted)
-    except (OSError, ValueError) as e:
-        raise errors.TLSError("config", "the client certificate or key could not be loaded "
-                                 "(they must match each other): %s" % _detail(e), e)
 
 
 def _encrypted():
@@ -164,21 +164,22 @@ def der_blocks(data, want=None):
     return out
 
 
-def _path(p, what):
+def _path(p, name):
     # Refuses certificate or key data passed where a path belongs, so that the
     # data never ends up in an error message (a file name is shown in errors).
+    # name: the ssl_params key (an argument name the runtime has interned already).
     if not isinstance(p, str) or p.find("\n") >= 0 or p.find("-----") >= 0:
         raise errors.TLSError("config", "%s must be a file path (give the contents as %s)"
-                       % (what, "cadata" if what == "cafile" else what[:-4]))
+                       % (name, "cadata" if name == "cafile" else name[:-4]))
 
 
-def _read(p, what):
-    _path(p, what)
+def _read(p, name):
+    _path(p, name)
     try:
         with open(p, "rb") as f:
             return f.read()
     except OSError as e:
-        raise errors.TLSError("config", "cannot read %s %r: %s" % (what, p, _detail(e)), e)
+        raise errors.TLSError("config", "cannot read %s %r: %s" % (name, p, _detail(e)), e)
 
 
 def _detail(e):
@@ -187,79 +188,70 @@ def _detail(e):
     return e.__class__.__name__ + (": " + s if s else "")
 
 
-# -- a failed handshake, in words ----------------------------------------------
-
-
-_WORDS = {
-    "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
-                 "(wrong CA, or someone in the middle)",
-    "expired": "the broker's certificate has expired (or this device's clock is wrong)",
-    "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
-                     "set? sync it before connecting)",
-    "hostname": "the broker's certificate is not issued for the name %r",
-    "rejected": "the broker refused the handshake (does it require a client "
-                "certificate, and does it trust ours?)",
-    "closed": "the broker closed the connection during the handshake (it may require a "
-              "client certificate, or the port may not speak TLS)",
-    "handshake": "the TLS handshake failed",
-    "config": "the TLS settings are not usable",
-}
-
-
 def explain(e, name):
     """The runtime's handshake exception -> TLSError with the reason in words,
-    or None for a timeout or a network error that is not TLS's."""
+    or None for a timeout or a network error that is not TLS's (raised as it
+    is)."""
     try:
-        reason = _reason(e)
+        reason = None
+        n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
+        code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
+        if _MP and isinstance(e, ValueError):
+            # mbedtls' verify result, one line per problem, or a usage error.
+            s = str(e)
+            if s.find("server_hostname") >= 0:
+                reason = "config"
+            elif s.find("trusted") >= 0 or s.find("signed") >= 0:
+                reason = "untrusted"
+            elif s.find("expired") >= 0:
+                reason = "expired"
+            elif s.find("future") >= 0:
+                reason = "not-yet-valid"
+            elif s.find("CN") >= 0 or s.find("name") >= 0:
+                reason = "hostname"
+            else:
+                reason = "untrusted"
+        elif code is not None:
+            if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+                reason = "expired"
+            elif code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
+                reason = "not-yet-valid"
+            elif code in (62, 64):  # hostname / IP address mismatch
+                reason = "hostname"
+            else:
+                reason = "untrusted"
+        elif isinstance(e, ValueError):
+            reason = "config"
+        elif n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
+            reason = "closed"
+        elif _MP:
+            if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
+                reason = "rejected"
+            elif n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
+                reason = "closed"
+            elif n < 0:  # any other mbedtls error
+                reason = "handshake"
+        elif hasattr(e, "reason"):  # CPython's ssl.SSLError (an OSError with library and reason)
+            if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
+                reason = "closed"
+            else:
+                reason = "rejected" if str(e).find("ALERT") >= 0 else "handshake"
         if reason is None:
             return None
-        words = _WORDS[reason]
-        if reason == "hostname":
-            words = words % name
+        words = {
+            "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
+                         "(wrong CA, or someone in the middle)",
+            "expired": "the broker's certificate has expired (or this device's clock is wrong)",
+            "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
+                             "set? sync it before connecting)",
+            "hostname": "the broker's certificate is not issued for the name %r" % name,
+            "rejected": "the broker refused the handshake (does it require a client "
+                        "certificate, and does it trust ours?)",
+            "closed": "the broker closed the connection during the handshake (it may require a "
+                      "client certificate, or the port may not speak TLS)",
+            "handshake": "the TLS handshake failed",
+            "config": "the TLS settings are not usable",
+        }[reason]
         return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
     finally:
         _drop()
-
-
-def _reason(e):
-    """The runtime's handshake exception -> a reason, or None for a timeout or
-    a network error that is not TLS's (raised as it is)."""
-    if _MP and isinstance(e, ValueError):
-        # mbedtls' verify result, one line per problem, or a usage error.
-        s = str(e)
-        if s.find("server_hostname") >= 0:
-            return "config"
-        if s.find("trusted") >= 0 or s.find("signed") >= 0:
-            return "untrusted"
-        if s.find("expired") >= 0:
-            return "expired"
-        if s.find("future") >= 0:
-            return "not-yet-valid"
-        if s.find("CN") >= 0 or s.find("name") >= 0:
-            return "hostname"
-        return "untrusted"
-    code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
-    if code is not None:
-        if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
-            return "expired"
-        if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
-            return "not-yet-valid"
-        if code in (62, 64):  # hostname / IP address mismatch
-            return "hostname"
-        return "untrusted"
-    if isinstance(e, ValueError):
-        return "config"
-    n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
-    if n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
-        return "closed"
-    if _MP:
-        if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
-            return "rejected"
-        if n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
-            return "closed"
-        return "handshake" if n < 0 else None  # n < 0: any other mbedtls error
-    if isinstance(e, ssl.SSLError):
-        if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
-            return "closed"
-        return "rejected" if str(e).find("ALERT") >= 0 else "handshake"
-    return None
