@@ -90,21 +90,18 @@ class AsyncClient(Front):
 
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
-        s = self.session
-        if s.v5:  # MQTT 5: this message's properties (None: none)
-            s.props = props
-        elif props:
+        if props and not self.session.v5:
             from .v5words import text
             raise ValueError(text(34, ()))
         if not qos:
-            if not self._publish0(topic, msg, retain, self._busy):
+            if not self._publish0(topic, msg, retain, self._busy, props):
                 await self._until(_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms)
-                self._publish0(topic, msg, retain, True)
+                self._publish0(topic, msg, retain, True, props)
             self._write()
             return None
         if not self._busy and not self._ready(_WINDOW, 0):
             await self._until(_WINDOW, 0, self.timeout_ms)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
         self._write()
         return pid
 

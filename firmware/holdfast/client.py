@@ -96,25 +96,23 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.session
-        if s.v5:  # MQTT 5: this message's properties (None: none)
-            s.props = props
-        elif props:
+        if props and not s.v5:
             from .v5words import text
             raise ValueError(text(34, ()))
         if self.sock is None and not self._busy:
             self._service()
         if not qos:
-            if s.state == _CONNECTED and s.publish(topic, msg, 0, retain, now):
+            if s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
                 pass  # the common case, without a call more
-            elif not self._publish0(topic, msg, retain, self._busy):
+            elif not self._publish0(topic, msg, retain, self._busy, props):
                 self._wait(_ROOM, publish_size(topic, len(msg), 0), None)
-                self._publish0(topic, msg, retain, True)
+                self._publish0(topic, msg, retain, True, props)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)
             return None
         if not self._busy and not self._ready(_WINDOW, 0):
             self._wait(_WINDOW, 0, None, True)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest)
+        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid

@@ -178,11 +178,15 @@ class Front:
             return arg[4] >= 0
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
-    def _publish0(self, topic, msg, retain, last):
+    def _publish0(self, topic, msg, retain, last, props):
         # A QoS 0 message: True once queued or dropped (offline; or, on the
         # last try, no room in the send buffer), False when the caller may
-        # wait for room and try again.
+        # wait for room and try again. props: MQTT 5's properties, given to
+        # the session here and in _queue(), after the caller's waits: a
+        # callback's publish meanwhile gives its own.
         s = self.session
+        if s.v5:
+            s.props = props
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
@@ -194,9 +198,11 @@ class Front:
         self.dropped_qos0 += 1
         return True
 
-    def _queue(self, topic, msg, retain, qos, expiry, latest):
+    def _queue(self, topic, msg, retain, qos, expiry, latest, props):
         # A QoS 1/2 message into the session; expiry in seconds from now, by
         # the wall clock outbox deadlines are kept in (one place for both shells).
+        if self.session.v5:
+            self.session.props = props
         return self.session.publish(topic, msg, qos, retain, ticks_ms(),
                                     wall() + expiry if expiry else 0, latest)
 

@@ -123,3 +123,51 @@ def test_set_next_pid_sets_the_id_the_next_qos1_publish_tries():
         raises(ValueError, cl.set_next_pid, 0)
         raises(ValueError, cl.set_next_pid, 65536)
         assert [p[6] for p in rig.socks[0].take() if p[0] == mq.PUBLISH] == [65535, 1]
+
+
+def _publishes(data):
+    # The PUBLISH packets in what the client wrote: (topic, whole packet).
+    out = []
+    i = 0
+    while i < len(data):
+        t = data[i] >> 4
+        n = shift = 0
+        j = i + 1
+        while True:
+            b = data[j]
+            n |= (b & 0x7F) << shift
+            shift += 7
+            j += 1
+            if not b & 0x80:
+                break
+        if t == mq.PUBLISH:
+            out.append((data[j + 2:j + 2 + (data[j] << 8 | data[j + 1])], data[i:j + n]))
+        i = j + n
+    return out
+
+
+def test_a_publish_that_waits_keeps_its_properties_when_a_callback_publishes_meanwhile():
+    # MQTT 5: publish(props=...) waits for a window slot; meanwhile a
+    # message arrives and the callback publishes with properties of its own.
+    # The waiting message must still go out with its own properties.
+    connack5 = b"\x20\x03\x00\x00\x00"
+    with Rig([connack5]) as rig:
+        cl = rig.client(level=5, window=1)
+
+        def cb(t, m):
+            cl.publish(b"t/cb", b"c", False, 0, props=((3, "cb"),))  # content type
+
+        cl.set_callback(cb)
+        cl.connect()
+        sock = rig.socks[0]
+        cl.publish(b"t/1", b"a", False, 1, props=((3, "first"),))
+        # Read while publish() below waits for the window: a message, then
+        # the PUBACK that frees the slot.
+        sock.push(b"\x30\x08\x00\x04t/in\x00x")
+        sock.push(b"\x40\x02\x00\x01")
+        cl.publish(b"t/2", b"b", False, 1, props=((3, "second"),))
+        cl.check_msg()
+        got = dict(_publishes(sock.written))
+        assert set(got) == {b"t/1", b"t/cb", b"t/2"}, got
+        assert b"\x03\x00\x06second" in got[b"t/2"] and b"\x03\x00\x02cb" not in got[b"t/2"], got
+        assert b"\x03\x00\x02cb" in got[b"t/cb"], got
