@@ -59,8 +59,10 @@ class Front:
         if when_full not in ("refuse", "drop_oldest"):
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
-        # What _dial() wraps each link with: None without TLS, else tlsmore.context()'s
-        # (SSLContext, name) (it refuses ssl_params without ssl, and drops tlsmore again).
+        # What _dial() wraps each link with: None without TLS, else what
+        # tlsmore.context() returns, the SSLContext (with the name to check, a
+        # tuple, when server_hostname is given); it refuses ssl_params without
+        # ssl, and drops tlsmore again.
         self.tls = None
         if ssl or ssl_params:
             from .tlsmore import context
