@@ -245,12 +245,11 @@ def grow(log, n):
 def files(log, kind):
     """FileStore's opening: scans the segment files of log.dir, oldest
     first, and goes on appending to the newest if it ended cleanly."""
-    from .fileoutbox import _errno
     nums = []
     try:
         names = log.fs.listdir(log.dir)
     except OSError as err:
-        raise OSError(_errno(err), "outbox directory %r cannot be made or read (does its parent exist?)"
+        raise OSError(err.args[0] if err.args else 0, "outbox directory %r cannot be made or read (does its parent exist?)"
                       % log.dir)
     for name in names:
         if len(name) == 12 and name.endswith(".hfo"):
