@@ -171,3 +171,14 @@ def test_a_publish_that_waits_keeps_its_properties_when_a_callback_publishes_mea
         assert set(got) == {b"t/1", b"t/cb", b"t/2"}, got
         assert b"\x03\x00\x06second" in got[b"t/2"] and b"\x03\x00\x02cb" not in got[b"t/2"], got
         assert b"\x03\x00\x02cb" in got[b"t/cb"], got
+
+
+def test_the_last_will_goes_out_in_connect_as_given_str_or_bytes():
+    # set_last_will keeps topic and message as given; CONNECT encodes them.
+    for topic, msg in (("dev/status", "gone"), (b"dev/status", b"gone")):
+        with Rig([CONNACK]) as rig:
+            cl = rig.client()
+            cl.set_last_will(topic, msg, retain=True, qos=1)
+            cl.connect()
+            p = rig.socks[0].take()[0]
+            assert p[0] == mq.CONNECT and p[5:9] == (b"dev/status", b"gone", 1, True), p
