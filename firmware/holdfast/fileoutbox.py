@@ -13,10 +13,6 @@ _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
 
 
-def _errno(e):
-    return e.args[0] if e.args else 0
-
-
 class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
 
@@ -52,40 +48,9 @@ class FileStore(Log):
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
-        Log.__init__(self, slots, held, limit)
-        self.group = group
-        self.group_ms = group_ms
-        self.uncommitted = 0  # puts since the last commit (lost by a power cut)
-        self._first = 0  # tick of the oldest of them
-        self._csize = 0  # size of the active segment at its last commit
-        self.lost = 0  # uncommitted messages forgotten after a failed write
-        self.dir = dir.rstrip("/") if len(dir) > 1 else dir
-        self._fmt = self.dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
-        self._lastn = self._prevn = -1  # the segments of the two paths made last
-        self._lastp = self._prevp = None
-        self.segment_bytes = segment_bytes
-        self.sync_done = sync_done
-        self.compact = compact
-        self.fs = fs or os
-        self._fopen = fs.open if fs else open
-        self.fsync = fsync
-        self._f = None  # active segment, open "a+b"
-        self._wunit = -1  # its number
-        self._wpos = 0  # its size
-        self._rf = None  # a read handle on an older segment
-        self._rseg = -1
-        self._segs = []  # segment numbers, oldest first (ours, readable)
-        self._live = {}  # segment -> bytes of its live records
-        self._nseg = 1  # number of the next new segment
-        self._dirty = False  # the active segment holds uncommitted records
-        self.reserve = reserve
-        self._kept = False  # the reserve file is there, whole
-        try:
-            self.fs.mkdir(self.dir)
-        except OSError:
-            pass  # there already, or its parent is missing: listdir says which
-        from . import outscan as sc
-        sc.files(self, _KIND)
+        from . import outscan as sc  # its state and the scan: the code a store runs only to open
+        sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve, limit,
+                 group, group_ms)
         unload(sc.__name__)
         self._reclaim()
 
@@ -95,15 +60,16 @@ class FileStore(Log):
         # One string per new segment: the path made last and the one before
         # are kept, so deleting the segment before the active one (what a
         # rotation does in steady state) makes no new string.
-        if n == self._lastn:
-            return self._lastp
-        if n == self._prevn:
-            return self._prevp
+        c = self._paths
+        if n == c[0]:
+            return c[1]
+        if n == c[2]:
+            return c[3]
         p = self._fmt % n
-        self._prevn = self._lastn
-        self._prevp = self._lastp
-        self._lastn = n
-        self._lastp = p
+        c[2] = c[0]
+        c[3] = c[1]
+        c[0] = n
+        c[1] = p
         return p
 
     def _rd(self, seg, pos, mv):
@@ -135,7 +101,7 @@ class FileStore(Log):
         self._close_reader()
         if f is not None:
             try:
-                if self._dirty:
+                if self._wpos != self._csize:  # records not committed
                     self._commit(f)
             finally:
                 f.close()
@@ -151,7 +117,6 @@ class FileStore(Log):
             elif _sync is not None:
                 _sync()
         if f is self._f:
-            self._dirty = False
             self.uncommitted = 0
             self._csize = self._wpos
 
@@ -161,7 +126,7 @@ class FileStore(Log):
 
     def sync(self):
         """Commits what is written; False if that failed (those messages are lost)."""
-        if self._f is None or not self._dirty:
+        if self._f is None or self._wpos == self._csize:
             return True
         try:
             self._commit()
@@ -176,7 +141,6 @@ class FileStore(Log):
         new segment."""
         f = self._f
         self._f = None
-        self._dirty = False
         if f is None:
             return
         if self.uncommitted:
@@ -192,7 +156,7 @@ class FileStore(Log):
             f.close()
         except OSError:
             pass
-        if _errno(e) != _ENOSPC:
+        if (e.args or (0,))[0] != _ENOSPC:
             return
         try:
             f = self._fopen(self._path(self._wunit), "a+b")
@@ -203,32 +167,6 @@ class FileStore(Log):
         except OSError:
             pass
 
-    def _keep(self):
-        """Makes sure the reserve file is there; OutboxFull if it cannot be."""
-        if self._kept or not self.reserve:
-            return
-        path = self.dir + "/reserve"
-        try:
-            f = self._fopen(path, "a+b")
-            try:
-                n = f.seek(0, 2)
-                b = self.buf
-                for i in range(len(b)):
-                    b[i] = 255
-                while n < self.reserve:
-                    k = min(len(b), self.reserve - n)
-                    f.write(self._bufv[0:k] if k < len(b) else b)
-                    n += k
-                    self._wrote(k)
-                self._commit(f)
-            finally:
-                f.close()
-            self._kept = True
-        except OSError as e:
-            if _errno(e) != _ENOSPC:
-                raise
-            raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
-
     def _full(self, e, what):
         return errors.OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
                                  % (what, e, len(self)))
@@ -238,8 +176,29 @@ class FileStore(Log):
         # room by deleting dead segments; any other record may spend the
         # reserve. A compaction copy is not tried again: the write that made
         # the segment it goes into is.
-        if t == T_MSG:
-            self._keep()
+        if t == T_MSG and not self._kept and self.reserve:
+            # The reserve file: made again after it was spent.
+            path = self.dir + "/reserve"
+            try:
+                f = self._fopen(path, "a+b")
+                try:
+                    k = f.seek(0, 2)
+                    b = self.buf
+                    for i in range(len(b)):
+                        b[i] = 255
+                    while k < self.reserve:
+                        m = min(len(b), self.reserve - k)
+                        f.write(b[0:m] if m < len(b) else b)
+                        k += m
+                        self._wrote(m)
+                    self._commit(f)
+                finally:
+                    f.close()
+                self._kept = True
+            except OSError as e:
+                if (e.args or (0,))[0] != _ENOSPC:
+                    raise
+                raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
         for attempt in (0, 1):
             try:
                 if self._f is None or (self._wpos + n > self.segment_bytes and self._wpos > UNIT):
@@ -254,7 +213,6 @@ class FileStore(Log):
                     self._f.write(_PAD[n - k])
                 self._wrote(n)
                 self._wpos = p + n
-                self._dirty = True
                 if t == T_MSG:  # committed now or with later ones (group commit)
                     u = self.uncommitted = self.uncommitted + 1
                     if u >= self.group:
@@ -271,7 +229,7 @@ class FileStore(Log):
                 if not t:
                     raise
                 self._failed(e)
-                if _errno(e) != _ENOSPC:
+                if (e.args or (0,))[0] != _ENOSPC:
                     raise
                 room = not attempt and (self._reclaim(True) if t == T_MSG else self._kept)
                 if room and t != T_MSG:  # spend the reserve: it is kept for this record
@@ -288,7 +246,7 @@ class FileStore(Log):
         if t != T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
             self._reclaim()  # deleting the segment is the record
             return True
-        self._head(self._rhead, t, 0, seq, pid, None)
+        self._head(self._rparts[0], t, 0, seq, pid, None)
         try:
             self._append(REC, self._rparts, t)
         except errors.OutboxFull:
@@ -304,7 +262,7 @@ class FileStore(Log):
         quarter of segment_bytes, and deletes it too."""
         segs = self._segs
         if self._f is not None:
-            if self._dirty:
+            if self._wpos != self._csize:
                 self._commit()
             self._f.close()
             self._f = None
@@ -357,7 +315,6 @@ class FileStore(Log):
                         pass
                     self._f = None
                 self._wunit = -1
-                self._dirty = False
             if n == self._rseg:
                 self._close_reader()
             self.fs.remove(self._path(n))

@@ -3,7 +3,6 @@
 # ever programs erased bytes (NOR flash: bits go 1 -> 0) and erases a block
 # only to reuse it once nothing in it is pending. Format, recovery rules and
 # what each failure keeps or drops: docs/outbox.md.
-from array import array
 from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload, UNIT, T_REL
@@ -37,23 +36,8 @@ class FlashStore(Log):
     """
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
-        Log.__init__(self, slots, held, limit)
-        self.dev = bdev
-        self.bs = bdev.ioctl(5, 0)
-        self.start = start
-        self.n = blocks or bdev.ioctl(4, 0) - start
-        if self.n < 3:
-            raise ValueError("a flash outbox needs at least 3 blocks, has %d" % self.n)
-        self._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
-        self._zero = bytearray(1)
-        self.erases = 0
-        self._bst = bytearray(self.n)
-        self._live = array("i", [0] * self.n)  # block -> bytes of its live records
-        self._wunit = -1  # block being written
-        self._wpos = self.bs  # where its next record goes
-        self._nseq = 1
-        from . import outscan as sc
-        sc.blocks(self, _KIND)
+        from . import outscan as sc  # its state and the scan: the code a store runs only to open
+        sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
         unload(sc.__name__)
 
     def sync(self, *now):
@@ -100,11 +84,10 @@ class FlashStore(Log):
     def _nonff(self, blk, p, end):
         """Offset of the first byte in [p, end) that is not 0xFF, or end
         (erased flash reads 0xFF)."""
-        v = self._bufv
         b = self.buf
         while p < end:
             n = min(len(b), end - p)
-            self._rd(blk, p, v if n == len(b) else v[0:n])
+            self._rd(blk, p, b if n == len(b) else b[0:n])
             for i in range(n):
                 if b[i] != 255:
                     return p + i

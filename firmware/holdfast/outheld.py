@@ -20,7 +20,7 @@ class Logged(Held):
 
     def _log_hold(self, i, pid, order):
         log = self.store
-        log._head(log._rhead, T_HOLD, 0, order, pid, None)
+        log._head(log._rparts[0], T_HOLD, 0, order, pid, None)
         try:
             p = log._append(REC, log._rparts, T_HOLD)
         except errors.OutboxFull:

@@ -82,6 +82,9 @@ class Log:
     and reboots. _live[unit]: bytes of the live records in a unit (the
     subclass makes it, a dict or an array), 0 when it can go.
 
+    The index and buffers are made by outscan.init() (the code a store runs
+    only when it opens is loaded then, and unloaded after).
+
     A subclass provides _live, _wunit / _wpos (the unit being written, -1
     for none, and where its next record goes), the store's tick(now) and
     sync() and
@@ -103,46 +106,6 @@ class Log:
     # check: its records do not outlive the program that marked them.
     five = False
 
-    def __init__(self, slots, held, limit):
-        self.held_max = held
-        if held < 1:
-            from .held import Held
-            Held(self)  # raises ValueError with the words
-        self.held_evicted = 0
-        self.held_ids = None  # made by held.table() with the first id held (or by the scan)
-        self.slots = slots
-        self._key = array("i", [0] * slots)
-        self._unit = array("i", [0] * slots)
-        self._off = array("i", [0] * slots)
-        self._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
-        self._pid = array("H", [0] * slots)
-        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-        self._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
-        self._st = bytearray(slots)
-        self._n = 0  # entries in use (some may be done)
-        self._count = 0  # pending
-        self._ck = -1  # last key found, and where
-        self._ci = 0
-        self.limit = limit  # most bytes of pending records; 0: no limit
-        self.bytes = 0  # bytes of pending records
-        self.tail = 0  # key of the next put
-        v = memoryview(bytearray(23))  # record header + PUBLISH fixed header + topic length
-        self._mheads = (v[0:20], v[0:21], v[0:22], v[0:23])  # by the length's bytes
-        self._pidb = bytearray(2)
-        self._dlb = bytearray(4)  # a deadline
-        self._mparts = [None] * 5  # what put() appends: heads, topic, _pidb, payload, _dlb
-        self._rhead = bytearray(REC)  # a hold or marker record
-        self._rparts = (self._rhead,)
-        self.buf = bytearray(64)  # scan / copy scratch
-        v = self._bufv = memoryview(self.buf)
-        self._unithead = v[0:UNIT]
-        self._buf16 = v[0:REC]
-        self.corrupt = 0  # records (or unreadable headers) skipped by the scan
-        self.foreign = 0  # segments / blocks of a newer format, left alone
-        self.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
-        self._bw = 0  # bytes_written = _bwh * _WRAP + _bw
-        self._bwh = 0
-
     # -- MemoryStore interface, RAM side ---------------------------------------
 
     def __len__(self):
@@ -162,15 +125,15 @@ class Log:
         return lo
 
     def _find(self, key):
-        """Entry of a pending key, or -1."""
-        if key == self._ck and self._st[self._ci]:
-            return self._ci
-        i = self._at(key)
-        if i < self._n and self._key[i] == key and self._st[i]:
-            self._ck = key
+        """Entry of a pending key, or -1. The entry found last (_ci) is
+        tried first: get() reads the one size() found."""
+        i = self._ci
+        if self._key[i] != key or not self._st[i]:
+            i = self._at(key)
+            if i >= self._n or self._key[i] != key or not self._st[i]:
+                return -1
             self._ci = i
-            return i
-        return -1
+        return i
 
     def next(self, after):
         i = self._at(after + 1)
@@ -210,7 +173,6 @@ class Log:
         if not self._th:
             self._th = array("H", [0] * self.slots)
         b = self.buf
-        v = self._bufv
         n = len(topic)
         i = self._at(after + 1)
         st = self._st
@@ -221,7 +183,7 @@ class Log:
                 # remaining length (1-4 bytes), topic length, topic.
                 u = self._unit[i]
                 p = self._off[i] + REC
-                self._rd(u, p, v[0:7])
+                self._rd(u, p, b[0:7])
                 j = 1
                 while b[j] & 0x80:
                     j += 1
@@ -230,7 +192,7 @@ class Log:
                 k = 0
                 while same and k < n:
                     m = min(len(b), n - k)
-                    self._rd(u, p + k, v[0:m])
+                    self._rd(u, p + k, b[0:m])
                     for x in range(m):
                         if b[x] != topic[k + x]:
                             same = False
@@ -250,12 +212,6 @@ class Log:
             if st[i] and p[i] == pid:
                 return True
         return False
-
-    def held_table(self):
-        # held.table() asks for it with the first id held: a table that also
-        # records each hold and its end in the log.
-        from .outheld import Logged
-        return Logged(self)
 
     def get(self, key, buf, off):
         n = self.size(key)
@@ -288,7 +244,8 @@ class Log:
         codec.check_topic(topic)
         if qos:
             codec._check_pid(pid)
-        h = self._mheads[3]
+        m = self._mbufs
+        h = m[3]
         rl = 2 + len(topic) + len(payload) + (2 if qos else 0)
         j = codec.put_length(h, 17, rl)
         blen = j - 16 + rl + (4 if deadline else 0)
@@ -307,18 +264,18 @@ class Log:
         flags = qos | (_F_EXP if deadline else 0)
         struct.pack_into(_FMT, h, 0, T_MSG, flags, blen, self.tail, pid, 255, 255, 0)
         parts = self._mparts
-        parts[0] = self._mheads[j - 18]
+        parts[0] = m[j - 18]
         parts[1] = topic
         parts[2] = None
         parts[3] = payload
         parts[4] = None
         if qos:
-            parts[2] = self._pidb
-            self._pidb[0] = pid >> 8
-            self._pidb[1] = pid & 0xFF
+            b = parts[2] = m[4]
+            b[0] = pid >> 8
+            b[1] = pid & 0xFF
         if deadline:
-            parts[4] = self._dlb
-            struct.pack_into("<I", self._dlb, 0, deadline)
+            parts[4] = m[5]
+            struct.pack_into("<I", m[5], 0, deadline)
         c = 0
         for x in parts:
             if x:
@@ -383,7 +340,6 @@ class Log:
             self._dl[i] = deadline
         self._st[i] = state
         self._tally(i, 1)
-        self._ck = -1
 
     def _tally(self, i, sign):
         # Entry i's record comes (sign 1) or goes (-1): counts, bytes, its unit's live bytes.
@@ -410,7 +366,6 @@ class Log:
         for i in range(j, self._n):
             st[i] = 0
         self._n = j
-        self._ck = -1
         return j
 
     def _copy_entry(self, i, j):

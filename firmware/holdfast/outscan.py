@@ -3,6 +3,7 @@
 # A store needs this once, when it opens: FileStore and FlashStore load it
 # then and unload it again (outlog.unload()), so its code does not stay on
 # the heap.
+import os
 import struct
 from array import array
 from .compat import const
@@ -21,6 +22,46 @@ _holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
 def u32(b, i):
     """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
+
+
+def init(log, slots, held, limit):
+    """A new Log's (outlog.Log) state: its index of `slots` pending
+    messages, the buffers put() and the markers are built in, its counters."""
+    log.held_max = held
+    if held < 1:
+        from .held import Held
+        Held(log)  # raises ValueError with the words
+    log.held_evicted = 0
+    log.held_ids = None  # made by held.table() with the first id held (or by the scan)
+    log.slots = slots
+    log._key = array("i", [0] * slots)
+    log._unit = array("i", [0] * slots)
+    log._off = array("i", [0] * slots)
+    log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
+    log._pid = array("H", [0] * slots)
+    log._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
+    log._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
+    log._st = bytearray(slots)
+    log._n = 0  # entries in use (some may be done)
+    log._count = 0  # pending
+    log._ci = 0  # the entry found last
+    log.limit = limit  # most bytes of pending records; 0: no limit
+    log.bytes = 0  # bytes of pending records
+    log.tail = 0  # key of the next put
+    # What put() fills: the record header + PUBLISH fixed header + topic
+    # length (by the length's bytes: 0-3), the packet id (4), the deadline (5).
+    v = memoryview(bytearray(29))
+    log._mbufs = (v[0:20], v[0:21], v[0:22], v[0:23], v[23:25], v[25:29])
+    log._mparts = [None] * 5  # what put() appends: header, topic, packet id, payload, deadline
+    log._rparts = (bytearray(REC),)  # a hold or marker record
+    v = log.buf = memoryview(bytearray(64))  # scan / copy scratch
+    log._unithead = v[0:UNIT]
+    log._buf16 = v[0:REC]
+    log.corrupt = 0  # records (or unreadable headers) skipped by the scan
+    log.foreign = 0  # segments / blocks of a newer format, left alone
+    log.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
+    log._bw = 0  # bytes_written = _bwh * _WRAP + _bw
+    log._bwh = 0
 
 
 def unit_check(buf, kind):
@@ -48,8 +89,7 @@ def _rec_at(log, unit, p, end, blank, body):
     # when blank, i.e. on flash), -1 if it is not a whole valid record. The
     # header is left in log.buf[0:16], state bytes included. body: the rest
     # of log.buf, so no slice is made per full chunk.
-    b = log.buf
-    v = log._bufv
+    b = v = log.buf
     h = log._buf16
     if log._rd(unit, p, h) < REC:
         return -1
@@ -108,7 +148,7 @@ def scan(log, unit, start, end, blank, on):
     good = start
     bad = False
     damaged = False
-    rest = log._bufv[REC:]
+    rest = log.buf[REC:]
     while p + REC <= end:
         n = _rec_at(log, unit, p, end, blank, rest)
         if n > 0:
@@ -154,8 +194,9 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
         if not done:
             d = 0
             if flags & _F_EXP:
-                log._rd(unit, pos + REC + blen - 4, log._dlb)
-                d = u32(log._dlb, 0)
+                b = log._mbufs[5]
+                log._rd(unit, pos + REC + blen - 4, b)
+                d = u32(b, 0)
             # Its entry, in key order: a copy may come after newer keys.
             i = log._at(seq)
             if i < log._n and log._key[i] == seq:
@@ -242,9 +283,41 @@ def grow(log, n):
     log._st.extend(bytearray(k))
 
 
-def files(log, kind):
-    """FileStore's opening: scans the segment files of log.dir, oldest
-    first, and goes on appending to the newest if it ended cleanly."""
+def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve, limit,
+          group, group_ms):
+    """FileStore's opening (its arguments): makes its state, then scans the
+    segment files of dir, oldest first, and goes on appending to the newest
+    if it ended cleanly."""
+    init(log, slots, held, limit)
+    log.group = group
+    log.group_ms = group_ms
+    log.uncommitted = 0  # puts since the last commit (lost by a power cut)
+    log._first = 0  # tick of the oldest of them
+    log._csize = 0  # size of the active segment at its last commit (smaller than _wpos: uncommitted records)
+    log.lost = 0  # uncommitted messages forgotten after a failed write
+    log.dir = dir = dir.rstrip("/") if len(dir) > 1 else dir
+    log._fmt = dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
+    log._paths = [-1, None, -1, None]  # the segments of the two paths made last, and the paths
+    log.segment_bytes = segment_bytes
+    log.sync_done = sync_done
+    log.compact = compact
+    log.fs = fs or os
+    log._fopen = fs.open if fs else open
+    log.fsync = fsync
+    log._f = None  # active segment, open "a+b"
+    log._wunit = -1  # its number
+    log._wpos = 0  # its size
+    log._rf = None  # a read handle on an older segment
+    log._rseg = -1
+    log._segs = []  # segment numbers, oldest first (ours, readable)
+    log._live = {}  # segment -> bytes of its live records
+    log._nseg = 1  # number of the next new segment
+    log.reserve = reserve
+    log._kept = False  # the reserve file is there, whole
+    try:
+        log.fs.mkdir(dir)
+    except OSError:
+        pass  # there already, or its parent is missing: listdir says which
     nums = []
     try:
         names = log.fs.listdir(log.dir)
@@ -301,10 +374,25 @@ def files(log, kind):
         log._wpos = log._csize = end
 
 
-def blocks(log, kind):
-    """FlashStore's opening: reads the block headers, then scans the log's
-    blocks in the order they were written."""
-    bs = log.bs
+def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
+    """FlashStore's opening (its arguments): makes its state, reads the
+    block headers, then scans the log's blocks in the order they were
+    written."""
+    init(log, slots, held, limit)
+    log.dev = bdev
+    bs = log.bs = bdev.ioctl(5, 0)
+    log.start = start
+    log.n = count or bdev.ioctl(4, 0) - start
+    if log.n < 3:
+        raise ValueError("a flash outbox needs at least 3 blocks, has %d" % log.n)
+    log._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
+    log._zero = bytearray(1)
+    log.erases = 0
+    log._bst = bytearray(log.n)
+    log._live = array("i", [0] * log.n)  # block -> bytes of its live records
+    log._wunit = -1  # block being written
+    log._wpos = bs  # where its next record goes
+    log._nseq = 1
     used = []
     salvage = []
     for b in range(log.n):
