@@ -24,9 +24,12 @@ def u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
 
 
-def init(log, slots, held, limit):
+def init(log, slots, held, limit, span):
     """A new Log's (outlog.Log) state: its index of `slots` pending
-    messages, the buffers put() and the markers are built in, its counters."""
+    messages, the buffers put() and the markers are built in, its counters.
+    span: the size of a unit (segment, block): a record starts below it, so
+    with units of at most 64 KiB an offset takes 2 bytes (the scan widens
+    the table for a file written with larger segments)."""
     log.held_max = held
     if held < 1:
         from .held import Held
@@ -36,7 +39,7 @@ def init(log, slots, held, limit):
     log.slots = slots
     log._key = array("i", [0] * slots)
     log._unit = array("i", [0] * slots)
-    log._off = array("i", [0] * slots)
+    log._off = array("H" if span <= 0x10000 else "i", [0] * slots)
     log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
     log._pid = array("H", [0] * slots)
     log._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
@@ -273,6 +276,7 @@ def grow(log, n):
     slots (the store was written with more)."""
     k = n - log.slots
     log.slots = n
+    log._off = array("i", log._off)  # 4-byte offsets, as the extension below
     for a in (log._key, log._unit, log._off):
         a.extend(array("i", [0] * k))
     for a in (log._size, log._pid, log._th):
@@ -288,7 +292,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
     """FileStore's opening (its arguments): makes its state, then scans the
     segment files of dir, oldest first, and goes on appending to the newest
     if it ended cleanly."""
-    init(log, slots, held, limit)
+    init(log, slots, held, limit, segment_bytes)
     log.group = group
     log.group_ms = group_ms
     log.uncommitted = 0  # puts since the last commit (lost by a power cut)
@@ -342,6 +346,8 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
         log._rf = f
         log._rseg = n
         size = f.seek(0, 2)
+        if size > 0x10000:  # written with larger segments: its offsets need 4 bytes
+            log._off = array("i", log._off)
         f.seek(0)
         got = f.readinto(log._unithead) or 0
         if got < UNIT:
@@ -378,9 +384,10 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
     """FlashStore's opening (its arguments): makes its state, reads the
     block headers, then scans the log's blocks in the order they were
     written."""
-    init(log, slots, held, limit)
+    bs = bdev.ioctl(5, 0)
+    init(log, slots, held, limit, bs)
     log.dev = bdev
-    bs = log.bs = bdev.ioctl(5, 0)
+    log.bs = bs
     log.start = start
     log.n = count or bdev.ioctl(4, 0) - start
     if log.n < 3:

@@ -66,6 +66,34 @@ def test_reopen_with_fewer_slots_keeps_compacted_backlog_in_order():
     rmtree(top)
 
 
+def _check_big(st, keys, tag):
+    buf = bytearray(1100)
+    for i in range(len(keys)):
+        topic = b"big/%d" % i
+        rl = 2 + len(topic) + 2 + 1000  # 128..16383: two bytes of remaining length
+        want = bytes((0x32, rl & 127 | 128, rl >> 7, 0, len(topic))) + topic + bytes((0, i + 1))
+        end = st.get(keys[i], buf, 0)
+        assert buf[:end] == want + bytes([65 + i % 26]) * 1000, (tag, i)
+
+
+def test_offsets_past_64k_in_large_segments_survive_a_reopen_with_small_ones():
+    # The index keeps offsets in 2 bytes when segments are at most 64 KiB;
+    # a store written with larger segments and opened with small ones must
+    # widen it, or the messages past 64 KiB would read from the wrong place.
+    top, d = _new()
+    st = FileStore(d, segment_bytes=200000, reserve=0, slots=100)
+    keys = [st.put(b"big/%d" % i, bytes([65 + i % 26]) * 1000, 1, False, i + 1) for i in range(90)]
+    assert st._off[st._find(keys[-1])] > 0x10000, st._off[st._find(keys[-1])]
+    _check_big(st, keys, "large segments")
+    st.close()
+    st = FileStore(d, segment_bytes=4096, reserve=0, slots=100)
+    assert w.pending(st) == keys and st.corrupt == 0, (w.pending(st), st.corrupt)
+    _check_big(st, keys, "reopened with small segments")
+    w.after(st)
+    st.close()
+    rmtree(top)
+
+
 def test_torn_and_damaged_records_are_skipped():
     top, d = _new()
     st = FileStore(d, segment_bytes=4096)
