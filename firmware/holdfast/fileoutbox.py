@@ -4,7 +4,14 @@
 import os
 from .compat import const, ticks_ms, ticks_diff
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, unload, UNIT, REC, T_MSG, T_DONE, T_REL
+from .outlog import Log, unload
+# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+# checks that the copies agree):
+_UNIT = const(20)  # segment file / flash block header
+_REC = const(16)  # record header
+_T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
+_T_DONE = const(0x44)  # 'D' file log: message seq is done
+_T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
@@ -176,7 +183,7 @@ class FileStore(Log):
         # room by deleting dead segments; any other record may spend the
         # reserve. A compaction copy is not tried again: the write that made
         # the segment it goes into is.
-        if t == T_MSG and not self._kept and self.reserve:
+        if t == _T_MSG and not self._kept and self.reserve:
             # The reserve file: made again after it was spent.
             path = self.dir + "/reserve"
             try:
@@ -201,7 +208,7 @@ class FileStore(Log):
                 raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
         for attempt in (0, 1):
             try:
-                if self._f is None or (self._wpos + n > self.segment_bytes and self._wpos > UNIT):
+                if self._f is None or (self._wpos + n > self.segment_bytes and self._wpos > _UNIT):
                     self._rotate()
                 p = self._wpos
                 k = 0
@@ -213,7 +220,7 @@ class FileStore(Log):
                     self._f.write(_PAD[n - k])
                 self._wrote(n)
                 self._wpos = p + n
-                if t == T_MSG:  # committed now or with later ones (group commit)
+                if t == _T_MSG:  # committed now or with later ones (group commit)
                     u = self.uncommitted = self.uncommitted + 1
                     if u >= self.group:
                         self._commit()
@@ -222,7 +229,7 @@ class FileStore(Log):
                             self._first = ticks_ms()
                         elif ticks_diff(ticks_ms(), self._first) >= self.group_ms:
                             self._commit()
-                elif t and (t != T_DONE or self.sync_done):
+                elif t and (t != _T_DONE or self.sync_done):
                     self._commit()
                 return p
             except OSError as e:
@@ -231,8 +238,8 @@ class FileStore(Log):
                 self._failed(e)
                 if (e.args or (0,))[0] != _ENOSPC:
                     raise
-                room = not attempt and (self._reclaim(True) if t == T_MSG else self._kept)
-                if room and t != T_MSG:  # spend the reserve: it is kept for this record
+                room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
+                if room and t != _T_MSG:  # spend the reserve: it is kept for this record
                     self._kept = False
                     try:
                         self.fs.remove(self.dir + "/reserve")
@@ -243,14 +250,14 @@ class FileStore(Log):
 
     def _mark(self, t, seg, pos, seq, pid):
         segs = self._segs
-        if t != T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
+        if t != _T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
             self._reclaim()  # deleting the segment is the record
             return True
         self._head(self._rparts[0], t, 0, seq, pid, None)
         try:
-            self._append(REC, self._rparts, t)
+            self._append(_REC, self._rparts, t)
         except errors.OutboxFull:
-            return t != T_REL and seg not in self._live  # its segment went meanwhile: as good
+            return t != _T_REL and seg not in self._live  # its segment went meanwhile: as good
         return True
 
     # -- space ---------------------------------------------------------------------
@@ -274,7 +281,7 @@ class FileStore(Log):
             f = self._fopen(path, "a+b")
             try:
                 f.write(self._unithead)
-                self._wrote(UNIT)
+                self._wrote(_UNIT)
                 self._commit(f)
             except OSError:
                 f.close()
@@ -287,7 +294,7 @@ class FileStore(Log):
             raise
         self._f = f
         self._wunit = n
-        self._wpos = self._csize = UNIT
+        self._wpos = self._csize = _UNIT
         segs.append(n)
         self._live[n] = 0
         self._reclaim()

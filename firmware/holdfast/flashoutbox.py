@@ -5,7 +5,11 @@
 # what each failure keeps or drops: docs/outbox.md.
 from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, unload, UNIT, T_REL
+from .outlog import Log, unload
+# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+# checks that the copies agree):
+_UNIT = const(20)  # segment file / flash block header
+_T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
 
 _KIND = const(0x42)  # 'B': a flash block
 # Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
@@ -111,12 +115,12 @@ class FlashStore(Log):
         self._prog(b, 0, self._unithead)
         self._bst[b] = _USED
         self._live[b] = 0
-        self._wpos = UNIT
+        self._wpos = _UNIT
 
     # -- the log -------------------------------------------------------------------
 
     def _append(self, n, parts, t):
-        if UNIT + n > self.bs:
+        if _UNIT + n > self.bs:
             raise errors.OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
         if self._wunit < 0 or self._wpos + n > self.bs:
             # A block with room: a free one, but every record, a held id's
@@ -144,7 +148,7 @@ class FlashStore(Log):
                 for b in range(k if count else 0):
                     if self._bst[b] == _USED and self._live[b] and (v < 0 or self._live[b] < self._live[v]):
                         v = b
-                if v < 0 or UNIT + self._live[v] + n > self.bs:
+                if v < 0 or _UNIT + self._live[v] + n > self.bs:
                     held = 0
                     for p in self.held_ids._hpid if self.held_ids else ():
                         if p:
@@ -167,5 +171,5 @@ class FlashStore(Log):
         return p
 
     def _mark(self, t, blk, pos, seq, pid):
-        self._prog(blk, pos + (10 if t == T_REL else 11), self._zero)
+        self._prog(blk, pos + (10 if t == _T_REL else 11), self._zero)
         return True

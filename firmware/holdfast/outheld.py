@@ -5,7 +5,12 @@
 from array import array
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .held import Held
-from .outlog import REC, T_HOLD, T_UNHOLD
+from .compat import const
+# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+# checks that the copies agree):
+_REC = const(16)  # record header
+_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
 
 
 class Logged(Held):
@@ -20,16 +25,16 @@ class Logged(Held):
 
     def _log_hold(self, i, pid, order):
         log = self.store
-        log._head(log._rparts[0], T_HOLD, 0, order, pid, None)
+        log._head(log._rparts[0], _T_HOLD, 0, order, pid, None)
         try:
-            p = log._append(REC, log._rparts, T_HOLD)
+            p = log._append(_REC, log._rparts, _T_HOLD)
         except errors.OutboxFull:
             self._hunit[i] = -1  # in RAM only: no room
             log.unsaved += 1
             return
         u = self._hunit[i] = log._wunit
         self._hpos[i] = p
-        log._live[u] += REC
+        log._live[u] += _REC
 
     def _end_hold(self, i, strict):
         log = self.store
@@ -38,11 +43,11 @@ class Logged(Held):
         u = self._hunit[i]
         if u < 0:
             return
-        log._live[u] -= REC
-        if log._mark(T_UNHOLD, u, self._hpos[i], 0, pid):
+        log._live[u] -= _REC
+        if log._mark(_T_UNHOLD, u, self._hpos[i], 0, pid):
             return
         if strict:
             self._hpid[i] = pid
-            log._live[u] += REC
+            log._live[u] += _REC
             raise errors.OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
         log.unsaved += 1  # in RAM only: its H record lives until its unit goes

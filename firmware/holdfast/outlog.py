@@ -42,16 +42,19 @@ def unload(name):
         pass  # imported on its own, not as the package's attribute
 
 
-VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
-UNIT = const(20)  # segment file / flash block header
-REC = const(16)  # record header
+# The format (docs/outbox.md). The modules that use a constant have their
+# own copy (const() names with _ are not importable, and a public name costs
+# heap); host_tests/test_outbox_consts.py checks that the copies agree.
+_VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
+_UNIT = const(20)  # segment file / flash block header
+_REC = const(16)  # record header
 # Record types (a record's first byte)
-T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
-T_DONE = const(0x44)  # 'D' file log: message seq is done
-T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
-T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
-T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
-# Flags of a T_MSG record: bits 0-1 QoS, and
+_T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
+_T_DONE = const(0x44)  # 'D' file log: message seq is done
+_T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
+_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
+# Flags of a _T_MSG record: bits 0-1 QoS, and
 _F_REL = const(4)  # written already released (a compaction copy)
 _F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
 # An index entry's state: its record's flags (with _F_REL once released), and
@@ -66,7 +69,7 @@ _MAGIC = b"hfOB"
 
 def _aligned(blen):
     # Bytes a record with a body of blen bytes takes in its unit.
-    return (REC + blen + 3) & ~3
+    return (_REC + blen + 3) & ~3
 
 
 class Log:
@@ -95,7 +98,7 @@ class Log:
             0 for a compaction copy (made durable by _commit()). OutboxFull
             when there is no room.
         _mark(t, unit, pos, seq, pid) -> True once the record at pos is
-            recorded released (T_REL) or done (T_DONE, T_UNHOLD; its live
+            recorded released (_T_REL) or done (_T_DONE, _T_UNHOLD; its live
             bytes already taken off); False if there was no room.
     """
 
@@ -182,7 +185,7 @@ class Log:
                 # The topic out of the stored PUBLISH: fixed header,
                 # remaining length (1-4 bytes), topic length, topic.
                 u = self._unit[i]
-                p = self._off[i] + REC
+                p = self._off[i] + _REC
                 self._rd(u, p, b[0:7])
                 j = 1
                 while b[j] & 0x80:
@@ -218,7 +221,7 @@ class Log:
         if not n:
             return off  # lost after a failed write
         i = self._ci
-        self._rd(self._unit[i], self._off[i] + REC, memoryview(buf)[off:off + n])
+        self._rd(self._unit[i], self._off[i] + _REC, memoryview(buf)[off:off + n])
         if buf[off] & 8 and not self.five:
             from .v5more import plain
             return plain(buf, off, off + n)
@@ -262,7 +265,7 @@ class Log:
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
         flags = qos | (_F_EXP if deadline else 0)
-        struct.pack_into(_FMT, h, 0, T_MSG, flags, blen, self.tail, pid, 255, 255, 0)
+        struct.pack_into(_FMT, h, 0, _T_MSG, flags, blen, self.tail, pid, 255, 255, 0)
         parts = self._mparts
         parts[0] = m[j - 18]
         parts[1] = topic
@@ -282,7 +285,7 @@ class Log:
                 c = crc32(x, c)
         struct.pack_into("<I", h, 12, c)
         try:
-            p = self._append(n, parts, T_MSG)
+            p = self._append(n, parts, _T_MSG)
         finally:
             parts[1] = parts[3] = None  # the caller's objects
         k = self.tail
@@ -298,7 +301,7 @@ class Log:
     def release(self, key):
         i = self._find(key)
         if i >= 0:
-            if not self._mark(T_REL, self._unit[i], self._off[i], key, self._pid[i]):
+            if not self._mark(_T_REL, self._unit[i], self._off[i], key, self._pid[i]):
                 raise errors.OutboxFull("outbox full: no room to record that message %d reached PUBREC"
                                         % self._pid[i])
             self._st[i] |= _F_REL
@@ -307,7 +310,7 @@ class Log:
         i = self._find(key)
         if i >= 0:
             self._forget(i)
-            if not self._mark(T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
+            if not self._mark(_T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
     def _head(self, b, t, flags, seq, pid, body):
@@ -321,7 +324,7 @@ class Log:
 
     def _unit_head(self, kind, seq, base):
         """A segment / block header in self._unithead (self.buf[0:20])."""
-        struct.pack_into(_UFMT, self.buf, 0, _MAGIC, VERSION, kind, 0, seq, base, 0)
+        struct.pack_into(_UFMT, self.buf, 0, _MAGIC, _VERSION, kind, 0, seq, base, 0)
         struct.pack_into("<I", self.buf, 16, crc32(self._buf16))
 
     # -- the index -----------------------------------------------------------------

@@ -1,7 +1,13 @@
 # Copying a unit's live records forward (a compaction): FileStore and
 # FlashStore load it when they compact and unload it after (outlog.unload()),
 # apart from the boot scan so that opening a store does not load it too.
-from .outlog import _aligned, REC, T_MSG, T_HOLD
+from .compat import const
+from .outlog import _aligned
+# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+# checks that the copies agree):
+_REC = const(16)  # record header
+_T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
+_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
 
 
 def move(log, old):
@@ -21,8 +27,8 @@ def move(log, old):
                 n = log._size[i]
                 if write:
                     body = bytearray(n)
-                    log._rd(old, log._off[i] + REC, body)
-                    log._head(head, T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
+                    log._rd(old, log._off[i] + _REC, body)
+                    log._head(head, _T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
                     parts[1] = body
                     log._append(_aligned(n), parts, 0)
                     parts[1] = None
@@ -34,11 +40,11 @@ def move(log, old):
         for i in range(len(h._hpid) if h else 0):
             if h._hpid[i] and h._hunit[i] == old:
                 if write:
-                    log._head(head, T_HOLD, 0, h._hord[i], h._hpid[i], None)
-                    log._append(REC, parts, 0)
+                    log._head(head, _T_HOLD, 0, h._hord[i], h._hpid[i], None)
+                    log._append(_REC, parts, 0)
                 else:
                     h._hunit[i] = new
                     h._hpos[i] = p
-                p += REC
+                p += _REC
     log._live[new] += log._live[old]
     log._live[old] = 0

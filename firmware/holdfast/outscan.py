@@ -7,9 +7,17 @@ import os
 import struct
 from array import array
 from .compat import const
-from .outlog import crc32, _aligned, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
-
-# outlog's and flashoutbox's private constants (const() names with _ are not importable):
+from .outlog import crc32, _aligned, _UFMT, _MAGIC
+# outlog's and flashoutbox's constants (const() names with _ are not importable;
+# host_tests/test_outbox_consts.py checks that the copies agree):
+_VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
+_UNIT = const(20)  # segment file / flash block header
+_REC = const(16)  # record header
+_T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
+_T_DONE = const(0x44)  # 'D' file log: message seq is done
+_T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
+_T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
+_T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
 _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
@@ -56,10 +64,10 @@ def init(log, slots, held, limit, span):
     v = memoryview(bytearray(29))
     log._mbufs = (v[0:20], v[0:21], v[0:22], v[0:23], v[23:25], v[25:29])
     log._mparts = [None] * 5  # what put() appends: header, topic, packet id, payload, deadline
-    log._rparts = (bytearray(REC),)  # a hold or marker record
+    log._rparts = (bytearray(_REC),)  # a hold or marker record
     v = log.buf = memoryview(bytearray(64))  # scan / copy scratch
-    log._unithead = v[0:UNIT]
-    log._buf16 = v[0:REC]
+    log._unithead = v[0:_UNIT]
+    log._buf16 = v[0:_REC]
     log.corrupt = 0  # records (or unreadable headers) skipped by the scan
     log.foreign = 0  # segments / blocks of a newer format, left alone
     log.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
@@ -94,24 +102,24 @@ def _rec_at(log, unit, p, end, blank, body):
     # of log.buf, so no slice is made per full chunk.
     b = v = log.buf
     h = log._buf16
-    if log._rd(unit, p, h) < REC:
+    if log._rd(unit, p, h) < _REC:
         return -1
     t = b[0]
     if t == 255 and blank:
-        for i in range(1, REC):
+        for i in range(1, _REC):
             if b[i] != 255:
                 return -1
         return 0
     blen = b[2] | b[3] << 8
-    if t == T_MSG:
+    if t == _T_MSG:
         if blen < 4:
             return -1
-    elif t == T_DONE or t == T_REL or t == T_HOLD or t == T_UNHOLD:
+    elif t == _T_DONE or t == _T_REL or t == _T_HOLD or t == _T_UNHOLD:
         if blen:
             return -1
     else:
         return -1
-    if p + REC + blen > end:
+    if p + _REC + blen > end:
         return -1
     rel = b[10]
     done = b[11]
@@ -119,12 +127,12 @@ def _rec_at(log, unit, p, end, blank, body):
     b[10] = b[11] = 255
     b[12] = b[13] = b[14] = b[15] = 0
     c = crc32(h)
-    q = p + REC
+    q = p + _REC
     left = blen
     room = len(body)
     while left:
         n = left if left < room else room
-        w = body if n == room else v[REC:REC + n]
+        w = body if n == room else v[_REC:_REC + n]
         if log._rd(unit, q, w) < n:
             return -1
         c = crc32(w, c)
@@ -151,8 +159,8 @@ def scan(log, unit, start, end, blank, on):
     good = start
     bad = False
     damaged = False
-    rest = log.buf[REC:]
-    while p + REC <= end:
+    rest = log.buf[_REC:]
+    while p + _REC <= end:
         n = _rec_at(log, unit, p, end, blank, rest)
         if n > 0:
             b = log.buf
@@ -186,7 +194,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
     message goes straight into the index; nothing else is kept per message,
     so booting takes no more heap with a long backlog. The held ids are
     collected in _holds (a list the caller makes, opened() empties)."""
-    if t == T_MSG:
+    if t == _T_MSG:
         if seq >= log.tail:
             log.tail = seq + 1
         i = log._find(seq)
@@ -198,7 +206,7 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
             d = 0
             if flags & _F_EXP:
                 b = log._mbufs[5]
-                log._rd(unit, pos + REC + blen - 4, b)
+                log._rd(unit, pos + _REC + blen - 4, b)
                 d = u32(b, 0)
             # Its entry, in key order: a copy may come after newer keys.
             i = log._at(seq)
@@ -213,19 +221,19 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
                     log._copy_entry(j - 1, j)
                 log._n += 1
             log._index(i, seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
-    elif t == T_HOLD or t == T_UNHOLD:
+    elif t == _T_HOLD or t == _T_UNHOLD:
         holds = _holds
         for i in range(len(holds)):
             if holds[i][1] == pid:
                 h = holds.pop(i)
                 _superseded(log, h[2], h[3])
                 break
-        if t == T_HOLD and not done:
+        if t == _T_HOLD and not done:
             holds.append([seq, pid, unit, pos])
     else:
         i = log._find(seq)
         if i >= 0:
-            if t == T_DONE:
+            if t == _T_DONE:
                 log._forget(i)
             else:
                 log._st[i] |= _F_REL
@@ -266,7 +274,7 @@ def opened(log):
         h._hord[i] = n
         h._hunit[i] = u
         h._hpos[i] = p
-        log._live[u] += REC
+        log._live[u] += _REC
         if n >= h._hnext:
             h._hnext = n + 1
 
@@ -350,7 +358,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             log._off = array("i", log._off)
         f.seek(0)
         got = f.readinto(log._unithead) or 0
-        if got < UNIT:
+        if got < _UNIT:
             # Created, header not (all) written: a power cut at creation.
             # It can hold no record.
             log._close_reader()
@@ -361,7 +369,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             log.corrupt += 1  # unreadable header: left alone
             log._close_reader()
             continue
-        if u[0] > VERSION:
+        if u[0] > _VERSION:
             log.foreign += 1  # a newer format: left alone for it
             log._close_reader()
             continue
@@ -369,7 +377,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             log.tail = u[2]
         log._segs.append(n)
         log._live[n] = 0
-        end = scan(log, n, UNIT, size, False, found)
+        end = scan(log, n, _UNIT, size, False, found)
         clean = end == size
         log._close_reader()
     opened(log)
@@ -406,10 +414,10 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
         log._rd(b, 0, log._unithead)
         u = unit_check(log.buf, kind)
         if u is None:
-            if log._nonff(b, 0, UNIT) < UNIT:
+            if log._nonff(b, 0, _UNIT) < _UNIT:
                 salvage.append(b)  # torn header or erase, or damage
             continue
-        if u[0] > VERSION:
+        if u[0] > _VERSION:
             log._bst[b] = _FOREIGN
             log.foreign += 1
             continue
@@ -420,7 +428,7 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
     for b in salvage:
         live = []  # the block's records not done (the last of on()'s arguments)
         c = log.corrupt
-        scan(log, b, UNIT, bs, True, lambda *r: r[-1] or live.append(b))
+        scan(log, b, _UNIT, bs, True, lambda *r: r[-1] or live.append(b))
         log.corrupt = c
         if live:
             log.corrupt += 1
@@ -434,7 +442,7 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
             log.tail = base
         if seq >= log._nseq:
             log._nseq = seq + 1
-        wp = scan(log, b, UNIT, bs, True, found)
+        wp = scan(log, b, _UNIT, bs, True, found)
         if seq >= 0:
             log._wunit = b
             log._wpos = wp
