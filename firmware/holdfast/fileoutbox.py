@@ -79,13 +79,13 @@ class FileStore(Log):
         c[1] = p
         return p
 
-    def _rd(self, seg, pos, mv):
+    def _rd(self, unit, pos, mv):
         f = self._f
-        if seg != self._wunit or f is None:
-            if seg != self._rseg:
+        if unit != self._wunit or f is None:
+            if unit != self._rseg:
                 self._close_reader()
-                self._rf = self._fopen(self._path(seg), "rb")
-                self._rseg = seg
+                self._rf = self._fopen(self._path(unit), "rb")
+                self._rseg = unit
             f = self._rf
         f.seek(pos)
         return f.readinto(mv) or 0
@@ -139,10 +139,10 @@ class FileStore(Log):
             self._commit()
             return True
         except OSError as e:
-            self._failed(e)
+            self._fail(e)
             return False
 
-    def _failed(self, e):
+    def _fail(self, e):
         """A write failed. The filesystem keeps what was committed before it;
         if the segment file now holds a partial record, writing goes on in a
         new segment."""
@@ -154,7 +154,7 @@ class FileStore(Log):
             # The uncommitted tail of the active segment may be gone: forget
             # the messages stored there (a reboot may still find some of them).
             for i in range(self._n):
-                if self._st[i] and self._unit[i] == self._wunit and self._off[i] >= self._csize:
+                if self._state[i] and self._unit[i] == self._wunit and self._off[i] >= self._csize:
                     self._forget(i)
                     self.lost += 1
             self._wpos = self._csize
@@ -235,7 +235,7 @@ class FileStore(Log):
             except OSError as e:
                 if not t:
                     raise
-                self._failed(e)
+                self._fail(e)
                 if (e.args or (0,))[0] != _ENOSPC:
                     raise
                 room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
@@ -248,16 +248,16 @@ class FileStore(Log):
                 if not room:
                     raise self._full(e, "a %d-byte record" % n)
 
-    def _mark(self, t, seg, pos, seq, pid):
+    def _mark(self, t, unit, pos, key, pid):
         segs = self._segs
-        if t != _T_REL and not self._live[seg] and seg == segs[0] and len(segs) > 1:
+        if t != _T_REL and not self._live[unit] and unit == segs[0] and len(segs) > 1:
             self._reclaim()  # deleting the segment is the record
             return True
-        self._head(self._rparts[0], t, 0, seq, pid, None)
+        self._head(self._rparts[0], t, 0, key, pid, None)
         try:
             self._append(_REC, self._rparts, t)
         except errors.OutboxFull:
-            return t != _T_REL and seg not in self._live  # its segment went meanwhile: as good
+            return t != _T_REL and unit not in self._live  # its segment went meanwhile: as good
         return True
 
     # -- space ---------------------------------------------------------------------

@@ -53,15 +53,15 @@ class FlashStore(Log):
 
     # -- device access -----------------------------------------------------
 
-    def _rd(self, blk, pos, mv):
-        self.dev.readblocks(self.start + blk, mv, pos)
+    def _rd(self, unit, pos, mv):
+        self.dev.readblocks(self.start + unit, mv, pos)
         return len(mv)
 
-    def _prog(self, blk, pos, data):
+    def _prog(self, unit, pos, data):
         n = len(data)
         self._wrote(n)
         if self._page is None:
-            self.dev.writeblocks(self.start + blk, data, pos)
+            self.dev.writeblocks(self.start + unit, data, pos)
             return
         # Whole aligned pages, 0xFF around the data.
         pg = self._page
@@ -75,27 +75,27 @@ class FlashStore(Log):
                 pg[j] = 255
             for j in range(k):
                 pg[o + j] = data[i + j]
-            self.dev.writeblocks(self.start + blk, pg, a)
+            self.dev.writeblocks(self.start + unit, pg, a)
             i += k
 
-    def _erase(self, blk):
-        self._bst[blk] = _UNKNOWN
+    def _erase(self, unit):
+        self._bst[unit] = _UNKNOWN
         self.erases += 1
-        self.dev.ioctl(6, self.start + blk)
-        self._bst[blk] = _BLANK
-        self._live[blk] = 0
+        self.dev.ioctl(6, self.start + unit)
+        self._bst[unit] = _BLANK
+        self._live[unit] = 0
 
-    def _nonff(self, blk, p, end):
-        """Offset of the first byte in [p, end) that is not 0xFF, or end
+    def _nonff(self, unit, pos, end):
+        """Offset of the first byte in [pos, end) that is not 0xFF, or end
         (erased flash reads 0xFF)."""
         b = self.buf
-        while p < end:
-            n = min(len(b), end - p)
-            self._rd(blk, p, b if n == len(b) else b[0:n])
+        while pos < end:
+            n = min(len(b), end - pos)
+            self._rd(unit, pos, b if n == len(b) else b[0:n])
             for i in range(n):
                 if b[i] != 255:
-                    return p + i
-            p += n
+                    return pos + i
+            pos += n
         return end
 
     # -- space -------------------------------------------------------------------
@@ -170,6 +170,6 @@ class FlashStore(Log):
         self._wpos = p + n  # the padding stays erased
         return p
 
-    def _mark(self, t, blk, pos, seq, pid):
-        self._prog(blk, pos + (10 if t == _T_REL else 11), self._zero)
+    def _mark(self, t, unit, pos, key, pid):
+        self._prog(unit, pos + (10 if t == _T_REL else 11), self._zero)
         return True

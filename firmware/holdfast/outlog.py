@@ -97,7 +97,7 @@ class Log:
             aligned) made of the buffers in parts (None: none); t its type,
             0 for a compaction copy (made durable by _commit()). OutboxFull
             when there is no room.
-        _mark(t, unit, pos, seq, pid) -> True once the record at pos is
+        _mark(t, unit, pos, key, pid) -> True once the record at pos is
             recorded released (_T_REL) or done (_T_DONE, _T_UNHOLD; its live
             bytes already taken off); False if there was no room.
     """
@@ -131,16 +131,16 @@ class Log:
         """Entry of a pending key, or -1. The entry found last (_ci) is
         tried first: get() reads the one size() found."""
         i = self._ci
-        if self._key[i] != key or not self._st[i]:
+        if self._key[i] != key or not self._state[i]:
             i = self._at(key)
-            if i >= self._n or self._key[i] != key or not self._st[i]:
+            if i >= self._n or self._key[i] != key or not self._state[i]:
                 return -1
             self._ci = i
         return i
 
     def next(self, after):
         i = self._at(after + 1)
-        st = self._st
+        st = self._state
         while i < self._n:
             if st[i]:
                 return self._key[i]
@@ -155,7 +155,7 @@ class Log:
         i = self._find(key)
         if i < 0:
             return 0
-        return 3 if self._st[i] & _F_REL else self._st[i] & 3  # 3: released
+        return 3 if self._state[i] & _F_REL else self._state[i] & 3  # 3: released
 
     def size(self, key):
         # The packet: the record body without its deadline. Found, the
@@ -163,7 +163,7 @@ class Log:
         i = self._find(key)
         if i < 0:
             return 0
-        return self._size[i] - 4 if self._st[i] & _F_EXP else self._size[i]
+        return self._size[i] - 4 if self._state[i] & _F_EXP else self._size[i]
 
     def deadline(self, key):
         i = self._find(key)
@@ -178,7 +178,7 @@ class Log:
         b = self.buf
         n = len(topic)
         i = self._at(after + 1)
-        st = self._st
+        st = self._state
         while i < self._n:
             s = st[i]
             if s and not (s & _S_TH and self._th[i] != h):
@@ -209,7 +209,7 @@ class Log:
         return -1
 
     def uses(self, pid):
-        st = self._st
+        st = self._state
         p = self._pid
         for i in range(self._n):
             if st[i] and p[i] == pid:
@@ -295,7 +295,7 @@ class Log:
         self._index(i, k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
         if self._th:  # find_topic() is in use: its hashes from now on
             self._th[i] = crc32(topic) & 0xFFFF
-            self._st[i] |= _S_TH
+            self._state[i] |= _S_TH
         return k
 
     def release(self, key):
@@ -304,7 +304,7 @@ class Log:
             if not self._mark(_T_REL, self._unit[i], self._off[i], key, self._pid[i]):
                 raise errors.OutboxFull("outbox full: no room to record that message %d reached PUBREC"
                                         % self._pid[i])
-            self._st[i] |= _F_REL
+            self._state[i] |= _F_REL
 
     def done(self, key):
         i = self._find(key)
@@ -313,35 +313,36 @@ class Log:
             if not self._mark(_T_DONE, self._unit[i], self._off[i], key, self._pid[i]):
                 self.unsaved += 1  # may come back after a reboot: at least once
 
-    def _head(self, b, t, flags, seq, pid, body):
-        """The header of a record in b (16 bytes) with its CRC; body: its
+    def _head(self, h, t, flags, key, pid, body):
+        """The header of a record in h (16 bytes) with its CRC; body: its
         body, or None."""
-        struct.pack_into(_FMT, b, 0, t, flags, len(body) if body else 0, seq, pid, 255, 255, 0)
-        c = crc32(b)
+        struct.pack_into(_FMT, h, 0, t, flags, len(body) if body else 0, key, pid, 255, 255, 0)
+        c = crc32(h)
         if body:
             c = crc32(body, c)
-        struct.pack_into("<I", b, 12, c)
+        struct.pack_into("<I", h, 12, c)
 
-    def _unit_head(self, kind, seq, base):
-        """A segment / block header in self._unithead (self.buf[0:20])."""
-        struct.pack_into(_UFMT, self.buf, 0, _MAGIC, _VERSION, kind, 0, seq, base, 0)
+    def _unit_head(self, kind, n, tail):
+        """The header of unit number n in self._unithead (self.buf[0:20]);
+        tail: the key of the next put."""
+        struct.pack_into(_UFMT, self.buf, 0, _MAGIC, _VERSION, kind, 0, n, tail, 0)
         struct.pack_into("<I", self.buf, 16, crc32(self._buf16))
 
     # -- the index -----------------------------------------------------------------
 
-    def _index(self, i, key, unit, pos, blen, pid, state, deadline):
+    def _index(self, i, key, unit, pos, size, pid, state, deadline):
         """Makes entry i (in key order: a put's is the last, the scan makes
         room for one that comes before newer keys) pending message key."""
         self._key[i] = key
         self._unit[i] = unit
         self._off[i] = pos
-        self._size[i] = blen
+        self._size[i] = size
         self._pid[i] = pid
         if deadline and not self._dl:
             self._dl = array("I", [0] * self.slots)
         if self._dl:
             self._dl[i] = deadline
-        self._st[i] = state
+        self._state[i] = state
         self._tally(i, 1)
 
     def _tally(self, i, sign):
@@ -353,13 +354,13 @@ class Log:
 
     def _forget(self, i):
         self._tally(i, -1)
-        self._st[i] = 0
-        while self._n and not self._st[self._n - 1]:
+        self._state[i] = 0
+        while self._n and not self._state[self._n - 1]:
             self._n -= 1
 
     def _close_gaps(self):
         """Closes the gaps done() left in the index; returns the entries left."""
-        st = self._st
+        st = self._state
         j = 0
         for i in range(self._n):
             if st[i]:
@@ -371,14 +372,14 @@ class Log:
         self._n = j
         return j
 
-    def _copy_entry(self, i, j):
-        self._key[j] = self._key[i]
-        self._unit[j] = self._unit[i]
-        self._off[j] = self._off[i]
-        self._size[j] = self._size[i]
-        self._pid[j] = self._pid[i]
+    def _copy_entry(self, i, k):
+        self._key[k] = self._key[i]
+        self._unit[k] = self._unit[i]
+        self._off[k] = self._off[i]
+        self._size[k] = self._size[i]
+        self._pid[k] = self._pid[i]
         if self._dl:
-            self._dl[j] = self._dl[i]
+            self._dl[k] = self._dl[i]
         if self._th:
-            self._th[j] = self._th[i]
-        self._st[j] = self._st[i]
+            self._th[k] = self._th[i]
+        self._state[k] = self._state[i]

@@ -23,12 +23,12 @@ def move(log, old):
             log._commit()
         p = start
         for i in range(log._n):
-            if log._st[i] and log._unit[i] == old:
+            if log._state[i] and log._unit[i] == old:
                 n = log._size[i]
                 if write:
                     body = bytearray(n)
                     log._rd(old, log._off[i] + _REC, body)
-                    log._head(head, _T_MSG, log._st[i] & 15, log._key[i], log._pid[i], body)
+                    log._head(head, _T_MSG, log._state[i] & 15, log._key[i], log._pid[i], body)
                     parts[1] = body
                     log._append(_aligned(n), parts, 0)
                     parts[1] = None

@@ -32,10 +32,10 @@ def u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
 
 
-def init(log, slots, held, limit, span):
+def init(log, slots, held, limit, size):
     """A new Log's (outlog.Log) state: its index of `slots` pending
     messages, the buffers put() and the markers are built in, its counters.
-    span: the size of a unit (segment, block): a record starts below it, so
+    size: the size of a unit (segment, block): a record starts below it, so
     with units of at most 64 KiB an offset takes 2 bytes (the scan widens
     the table for a file written with larger segments)."""
     log.held_max = held
@@ -47,12 +47,12 @@ def init(log, slots, held, limit, span):
     log.slots = slots
     log._key = array("i", [0] * slots)
     log._unit = array("i", [0] * slots)
-    log._off = array("H" if span <= 0x10000 else "i", [0] * slots)
+    log._off = array("H" if size <= 0x10000 else "i", [0] * slots)
     log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
     log._pid = array("H", [0] * slots)
     log._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
     log._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
-    log._st = bytearray(slots)
+    log._state = bytearray(slots)
     log._n = 0  # entries in use (some may be done)
     log._count = 0  # pending
     log._ci = 0  # the entry found last
@@ -95,14 +95,14 @@ def _vote(b):
     return n < 4
 
 
-def _rec_at(log, unit, p, end, blank, body):
-    # The record at p: its aligned length, 0 for an erased header (only
+def _rec_at(log, unit, pos, end, blank, body):
+    # The record at pos: its aligned length, 0 for an erased header (only
     # when blank, i.e. on flash), -1 if it is not a whole valid record. The
     # header is left in log.buf[0:16], state bytes included. body: the rest
     # of log.buf, so no slice is made per full chunk.
     b = v = log.buf
     h = log._buf16
-    if log._rd(unit, p, h) < _REC:
+    if log._rd(unit, pos, h) < _REC:
         return -1
     t = b[0]
     if t == 255 and blank:
@@ -119,7 +119,7 @@ def _rec_at(log, unit, p, end, blank, body):
             return -1
     else:
         return -1
-    if p + _REC + blen > end:
+    if pos + _REC + blen > end:
         return -1
     rel = b[10]
     done = b[11]
@@ -127,7 +127,7 @@ def _rec_at(log, unit, p, end, blank, body):
     b[10] = b[11] = 255
     b[12] = b[13] = b[14] = b[15] = 0
     c = crc32(h)
-    q = p + _REC
+    q = pos + _REC
     left = blen
     room = len(body)
     while left:
@@ -188,16 +188,16 @@ def scan(log, unit, start, end, blank, on):
     return end if damaged or p > end else p
 
 
-def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
+def found(log, unit, pos, t, flags, size, key, pid, rel, done):
     """scan's on() that rebuilds the log: a record, in log order. Later
     records of a key or a held id supersede earlier ones. Each pending
     message goes straight into the index; nothing else is kept per message,
     so booting takes no more heap with a long backlog. The held ids are
     collected in _holds (a list the caller makes, opened() empties)."""
     if t == _T_MSG:
-        if seq >= log.tail:
-            log.tail = seq + 1
-        i = log._find(seq)
+        if key >= log.tail:
+            log.tail = key + 1
+        i = log._find(key)
         if i >= 0:
             _superseded(log, log._unit[i], log._off[i])
             if done:
@@ -206,21 +206,21 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
             d = 0
             if flags & _F_EXP:
                 b = log._mbufs[5]
-                log._rd(unit, pos + _REC + blen - 4, b)
+                log._rd(unit, pos + _REC + size - 4, b)
                 d = u32(b, 0)
             # Its entry, in key order: a copy may come after newer keys.
-            i = log._at(seq)
-            if i < log._n and log._key[i] == seq:
-                if log._st[i]:
+            i = log._at(key)
+            if i < log._n and log._key[i] == key:
+                if log._state[i]:
                     log._tally(i, -1)
             else:
                 if log._n == log.slots and log._close_gaps() == log.slots:
                     grow(log, log.slots + 8)
-                i = log._at(seq)
+                i = log._at(key)
                 for j in range(log._n, i, -1):
                     log._copy_entry(j - 1, j)
                 log._n += 1
-            log._index(i, seq, unit, pos, blen, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
+            log._index(i, key, unit, pos, size, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
     elif t == _T_HOLD or t == _T_UNHOLD:
         holds = _holds
         for i in range(len(holds)):
@@ -229,14 +229,14 @@ def found(log, unit, pos, t, flags, blen, seq, pid, rel, done):
                 _superseded(log, h[2], h[3])
                 break
         if t == _T_HOLD and not done:
-            holds.append([seq, pid, unit, pos])
+            holds.append([key, pid, unit, pos])
     else:
-        i = log._find(seq)
+        i = log._find(key)
         if i >= 0:
             if t == _T_DONE:
                 log._forget(i)
             else:
-                log._st[i] |= _F_REL
+                log._state[i] |= _F_REL
 
 
 def _superseded(log, unit, pos):
@@ -292,7 +292,7 @@ def grow(log, n):
             a.extend(array("H", [0] * k))
     if log._dl:
         log._dl.extend(array("I", [0] * k))
-    log._st.extend(bytearray(k))
+    log._state.extend(bytearray(k))
 
 
 def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve, limit,
