@@ -184,28 +184,11 @@ class FileStore(Log):
         # reserve. A compaction copy is not tried again: the write that made
         # the segment it goes into is.
         if t == _T_MSG and not self._kept and self.reserve:
-            # The reserve file: made again after it was spent.
-            path = self.dir + "/reserve"
+            from . import outmove  # makes the reserve file: with the first put, and after it was spent
             try:
-                f = self._fopen(path, "a+b")
-                try:
-                    k = f.seek(0, 2)
-                    b = self.buf
-                    for i in range(len(b)):
-                        b[i] = 255
-                    while k < self.reserve:
-                        m = min(len(b), self.reserve - k)
-                        f.write(b[0:m] if m < len(b) else b)
-                        k += m
-                        self._wrote(m)
-                    self._commit(f)
-                finally:
-                    f.close()
-                self._kept = True
-            except OSError as e:
-                if (e.args or (0,))[0] != _ENOSPC:
-                    raise
-                raise self._full(e, "the %d bytes it keeps for acknowledgements" % self.reserve)
+                outmove.keep(self)
+            finally:
+                unload(outmove.__name__)
         for attempt in (0, 1):
             try:
                 if self._f is None or (self._wpos + n > self.segment_bytes and self._wpos > _UNIT):
