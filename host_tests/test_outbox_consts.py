@@ -10,7 +10,7 @@ import pytest
 FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware", "holdfast")
 CONST = re.compile(r"^(_[A-Z0-9_]+) = const\(([^)]*)\)", re.M)
 # source module -> the modules that copy its constants
-COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outmove", "outheld"],
+COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outmove", "outheld", "outfind"],
           "flashoutbox": ["outscan"], "fileoutbox": ["outmove"]}
 
 

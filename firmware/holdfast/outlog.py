@@ -170,43 +170,8 @@ class Log:
         return self._dl[i] if i >= 0 and self._dl else 0
 
     def find_topic(self, topic, after):
-        """First pending key > after whose message has this topic, or -1."""
-        topic = codec.to_bytes(topic)
-        h = crc32(topic) & 0xFFFF
-        if not self._th:
-            self._th = array("H", [0] * self.slots)
-        b = self.buf
-        n = len(topic)
-        i = self._at(after + 1)
-        st = self._state
-        while i < self._n:
-            s = st[i]
-            if s and not (s & _S_TH and self._th[i] != h):
-                # The topic out of the stored PUBLISH: fixed header,
-                # remaining length (1-4 bytes), topic length, topic.
-                u = self._unit[i]
-                p = self._off[i] + _REC
-                self._rd(u, p, b[0:7])
-                j = 1
-                while b[j] & 0x80:
-                    j += 1
-                same = (b[j + 1] << 8 | b[j + 2]) == n
-                p += j + 3
-                k = 0
-                while same and k < n:
-                    m = min(len(b), n - k)
-                    self._rd(u, p + k, b[0:m])
-                    for x in range(m):
-                        if b[x] != topic[k + x]:
-                            same = False
-                            break
-                    k += m
-                if same:
-                    self._th[i] = h
-                    st[i] = s | _S_TH
-                    return self._key[i]
-            i += 1
-        return -1
+        import holdfast.outfind as m  # what latest=True runs: loaded on first use (no allocation after)
+        return m.find_topic(self, topic, after)
 
     def uses(self, pid):
         st = self._state

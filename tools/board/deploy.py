@@ -524,7 +524,7 @@ def package_json(version="0.1.0"):
 GROUPS = (("on first use: subscribe, inbound, policies, words",
            ("filters", "inbound", "held", "subs", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
-           ("outlog", "outscan", "outmove", "outheld", "fileoutbox", "flashoutbox")),
+           ("outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
