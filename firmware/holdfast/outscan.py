@@ -32,12 +32,14 @@ def u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
 
 
-def init(log, slots, held, limit, size):
+def init(log, slots, held, limit, size, units):
     """A new Log's (outlog.Log) state: its index of `slots` pending
     messages, the buffers put() and the markers are built in, its counters.
     size: the size of a unit (segment, block): a record starts below it, so
     with units of at most 64 KiB an offset takes 2 bytes (the scan widens
-    the table for a file written with larger segments)."""
+    the table for a file written with larger segments). units: how many
+    unit numbers there are (flash blocks; 0: no bound, segment files): at
+    most 65536, a unit number takes 2 bytes."""
     log.held_max = held
     if held < 1:
         from .held import Held
@@ -46,7 +48,7 @@ def init(log, slots, held, limit, size):
     log.held_ids = None  # made by held.table() with the first id held (or by the scan)
     log.slots = slots
     log._key = array("i", [0] * slots)
-    log._unit = array("i", [0] * slots)
+    log._unit = array("H" if 0 < units <= 0x10000 else "i", [0] * slots)
     log._off = array("H" if size <= 0x10000 else "i", [0] * slots)
     log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
     log._pid = array("H", [0] * slots)
@@ -284,7 +286,8 @@ def grow(log, n):
     slots (the store was written with more)."""
     k = n - log.slots
     log.slots = n
-    log._off = array("i", log._off)  # 4-byte offsets, as the extension below
+    log._unit = array("i", log._unit)  # 4-byte entries, as the extension below
+    log._off = array("i", log._off)
     for a in (log._key, log._unit, log._off):
         a.extend(array("i", [0] * k))
     for a in (log._size, log._pid, log._th):
@@ -300,7 +303,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
     """FileStore's opening (its arguments): makes its state, then scans the
     segment files of dir, oldest first, and goes on appending to the newest
     if it ended cleanly."""
-    init(log, slots, held, limit, segment_bytes)
+    init(log, slots, held, limit, segment_bytes, 0)  # segment numbers grow with every segment
     log.group = group
     log.group_ms = group_ms
     log.uncommitted = 0  # puts since the last commit (lost by a power cut)
@@ -393,11 +396,12 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
     block headers, then scans the log's blocks in the order they were
     written."""
     bs = bdev.ioctl(5, 0)
-    init(log, slots, held, limit, bs)
+    n = count or bdev.ioctl(4, 0) - start
+    init(log, slots, held, limit, bs, n)
     log.dev = bdev
     log.bs = bs
     log.start = start
-    log.n = count or bdev.ioctl(4, 0) - start
+    log.n = n
     if log.n < 3:
         raise ValueError("a flash outbox needs at least 3 blocks, has %d" % log.n)
     log._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
