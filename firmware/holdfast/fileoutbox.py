@@ -3,6 +3,7 @@
 # recovery rules and what each failure keeps or drops: docs/outbox.md.
 import os
 from .compat import const, ticks_ms, ticks_diff
+from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
@@ -15,6 +16,7 @@ _T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
+_E_FS_RECORD = const(74)  # an error reason (reasons.py has the words)
 _fsync = getattr(os, "fsync", None)  # CPython
 _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
@@ -174,9 +176,9 @@ class FileStore(Log):
         except OSError:
             pass
 
-    def _full(self, e, what):
-        return errors.OutboxFull("outbox full: the filesystem has no room for %s (%s); %d messages pending"
-                                 % (what, e, len(self)))
+    def _full(self, code, n, e):
+        # OutboxFull: the filesystem has no room for n bytes (code says which).
+        return errors.OutboxFull(codec.why(code, n, e, len(self)))
 
     def _append(self, n, parts, t):
         # A message keeps the reserve and, when the filesystem is full, gets
@@ -229,7 +231,7 @@ class FileStore(Log):
                     except OSError:
                         room = False
                 if not room:
-                    raise self._full(e, "a %d-byte record" % n)
+                    raise self._full(_E_FS_RECORD, n, e)
 
     def _mark(self, t, unit, pos, key, pid):
         segs = self._segs

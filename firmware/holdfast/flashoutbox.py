@@ -4,6 +4,7 @@
 # only to reuse it once nothing in it is pending. Format, recovery rules and
 # what each failure keeps or drops: docs/outbox.md.
 from .compat import const
+from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
@@ -12,6 +13,9 @@ _UNIT = const(20)  # segment file / flash block header
 _T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
 
 _KIND = const(0x42)  # 'B': a flash block
+# Error reasons (reasons.py has the words).
+_E_BLOCK_FIT = const(75)
+_E_FLASH_FULL = const(76)
 # Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
 _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased) before use
 _BLANK = const(1)  # erased by us
@@ -121,7 +125,7 @@ class FlashStore(Log):
 
     def _append(self, n, parts, t):
         if _UNIT + n > self.bs:
-            raise errors.OutboxFull("a %d-byte record does not fit a %d-byte flash block" % (n, self.bs))
+            raise errors.OutboxFull(codec.why(_E_BLOCK_FIT, n, self.bs))
         if self._wunit < 0 or self._wpos + n > self.bs:
             # A block with room: a free one, but every record, a held id's
             # too, leaves the reserve block for a compaction: taken by a
@@ -153,8 +157,7 @@ class FlashStore(Log):
                     for p in self.held_ids._hpid if self.held_ids else ():
                         if p:
                             held += 1
-                    raise errors.OutboxFull("flash outbox full: %d pending messages and %d held ids fill %d blocks "
-                                            "of %d bytes" % (len(self), held, k, self.bs))
+                    raise errors.OutboxFull(codec.why(_E_FLASH_FULL, len(self), held, k, self.bs))
                 self._take(first)
                 from . import outmove
                 outmove.move(self, v)

@@ -3,6 +3,7 @@
 # held.table() with the first id a store holds, or when the scan finds one:
 # a store that only publishes never carries this code nor the table.
 from array import array
+from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .held import Held
 from .compat import const
@@ -11,6 +12,7 @@ from .compat import const
 _REC = const(16)  # record header
 _T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
 _T_UNHOLD = const(0x58)  # 'X' file log: the hold of pid ended
+_E_NO_UNHOLD = const(77)  # an error reason (reasons.py has the words)
 
 
 class Logged(Held):
@@ -49,5 +51,5 @@ class Logged(Held):
         if strict:
             self._hpid[i] = pid
             log._live[u] += _REC
-            raise errors.OutboxFull("outbox full: no room to record that inbound message %d is complete" % pid)
+            raise errors.OutboxFull(codec.why(_E_NO_UNHOLD, pid))
         log.unsaved += 1  # in RAM only: its H record lives until its unit goes

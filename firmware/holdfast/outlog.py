@@ -60,6 +60,11 @@ _F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
 # An index entry's state: its record's flags (with _F_REL once released), and
 _S_PEND = const(16)  # pending (0: a free entry)
 _S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
+# Error reasons (reasons.py has the words).
+_E_TOO_LARGE = const(69)
+_E_FULL_LIMIT = const(70)
+_E_FULL_INDEX = const(71)
+_E_NO_REL = const(72)
 _WRAP = const(1 << 28)  # bytes_written is counted in two small ints (no big int on 32-bit ports)
 
 _FMT = "<BBHIHBBI"  # type flags blen seq pid released done crc
@@ -218,14 +223,13 @@ class Log:
         j = codec.put_length(h, 17, rl)
         blen = j - 16 + rl + (4 if deadline else 0)
         if blen > 65535:
-            raise errors.OutboxFull("a %d-byte message is too large for the outbox (most 65535)" % blen)
+            raise errors.OutboxFull(codec.why(_E_TOO_LARGE, blen))
         n = _aligned(blen)
         # Room in the index, made by closing the gaps done() left when it is full.
         if self.limit and self.bytes + n > self.limit:
-            raise errors.OutboxFull("outbox full: %d bytes pending, limit %d, the next record needs %d"
-                                    % (self.bytes, self.limit, n))
+            raise errors.OutboxFull(codec.why(_E_FULL_LIMIT, self.bytes, self.limit, n))
         if self._n == self.slots and self._close_gaps() == self.slots:
-            raise errors.OutboxFull("outbox full: %d messages pending (slots=%d)" % (self.slots, self.slots))
+            raise errors.OutboxFull(codec.why(_E_FULL_INDEX, self.slots, self.slots))
         h[16] = 0x30 | qos << 1 | (1 if retain else 0) | (8 if self.mark else 0)
         h[j] = len(topic) >> 8
         h[j + 1] = len(topic) & 0xFF
@@ -267,8 +271,7 @@ class Log:
         i = self._find(key)
         if i >= 0:
             if not self._mark(_T_REL, self._unit[i], self._off[i], key, self._pid[i]):
-                raise errors.OutboxFull("outbox full: no room to record that message %d reached PUBREC"
-                                        % self._pid[i])
+                raise errors.OutboxFull(codec.why(_E_NO_REL, self._pid[i]))
             self._state[i] |= _F_REL
 
     def done(self, key):

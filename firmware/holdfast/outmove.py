@@ -10,6 +10,7 @@ _REC = const(16)  # record header
 _T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
 _T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
 _ENOSPC = const(28)  # errno: no room on the filesystem (fileoutbox's)
+_E_FS_RESERVE = const(73)  # an error reason (reasons.py has the words)
 
 
 def move(log, old):
@@ -74,4 +75,4 @@ def keep(log):
     except OSError as e:
         if (e.args or (0,))[0] != _ENOSPC:
             raise
-        raise log._full(e, "the %d bytes it keeps for acknowledgements" % log.reserve)
+        raise log._full(_E_FS_RESERVE, log.reserve, e)

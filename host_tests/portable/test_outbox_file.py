@@ -208,3 +208,22 @@ def test_a_directory_that_cannot_be_made_is_named_in_the_error():
     assert "missing/parent/ob" in str(e) and "cannot be made or read" in str(e), e
     assert e.args[0] > 0, e.args  # the errno the filesystem gave
     rmtree(top)
+
+
+def test_a_full_outbox_says_which_room_ran_out():
+    # The words come from reasons.py with the first error: each limit is named.
+    from holdfast import OutboxFull
+    top, d = _new()
+    st = FileStore(d, slots=2, limit=200)
+    e = raises(OutboxFull, st.put, b"t", b"x" * 70000, 0, False, 0)
+    # The stored PUBLISH: 1 + 3 bytes of fixed header, 2 + 1 of topic, the payload.
+    assert "a 70007-byte message is too large for the outbox (most 65535)" in str(e), e
+    st.put(b"t", b"x" * 40, 1, False, 1)
+    e = raises(OutboxFull, st.put, b"t", b"x" * 200, 1, False, 2)
+    # Records of 16 + 47 and 16 + 208 bytes, 4-aligned.
+    assert "64 bytes pending, limit 200, the next record needs 224" in str(e), e
+    st.put(b"t", b"x" * 40, 1, False, 2)
+    e = raises(OutboxFull, st.put, b"t", b"x", 1, False, 3)
+    assert "outbox full: 2 messages pending (slots=2)" in str(e), e
+    st.close()
+    rmtree(top)
