@@ -176,10 +176,6 @@ class FileStore(Log):
         except OSError:
             pass
 
-    def _full(self, code, n, e):
-        # OutboxFull: the filesystem has no room for n bytes (code says which).
-        return errors.OutboxFull(codec.why(code, n, e, len(self)))
-
     def _append(self, n, parts, t):
         # A message keeps the reserve and, when the filesystem is full, gets
         # room by deleting dead segments; any other record may spend the
@@ -231,7 +227,7 @@ class FileStore(Log):
                     except OSError:
                         room = False
                 if not room:
-                    raise self._full(_E_FS_RECORD, n, e)
+                    raise errors.OutboxFull(codec.why(_E_FS_RECORD, n, e, len(self)))
 
     def _mark(self, t, unit, pos, key, pid):
         segs = self._segs

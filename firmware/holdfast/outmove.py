@@ -3,6 +3,8 @@
 # load it then and unload it after (outlog.unload()), apart from the boot scan
 # so that opening a store does not load it too.
 from .compat import const
+from . import codec
+from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import _aligned
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
@@ -75,4 +77,4 @@ def keep(log):
     except OSError as e:
         if (e.args or (0,))[0] != _ENOSPC:
             raise
-        raise log._full(_E_FS_RESERVE, log.reserve, e)
+        raise errors.OutboxFull(codec.why(_E_FS_RESERVE, log.reserve, e, len(log)))
