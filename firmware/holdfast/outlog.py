@@ -2,10 +2,13 @@
 # share: the record format and its CRC; the in-RAM index of pending messages
 # and held inbound ids, with the bytes of live records in each unit (segment
 # file, flash block); what put(), release(), done() and the held ids write.
-# The scan that rebuilds all of it after a reboot is outscan.py, loaded only
-# while a store opens; copying a unit's live records forward is outmove.py,
-# loaded only while a store compacts. A backend only reads (_rd), appends a record to the unit it
-# writes (_append) and marks a record released or done (_mark).
+# Making a store's state and the scan that rebuilds it after a reboot are
+# outscan.py, loaded only while a store opens; copying a unit's live records
+# forward and making FileStore's reserve file are outmove.py, loaded only
+# while a store does either; find_topic() is
+# outfind.py, loaded with its first use. A backend only reads (_rd), appends
+# a record to the unit it writes (_append) and marks a record released or
+# done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
 import sys
@@ -85,17 +88,17 @@ class Log:
     pid, deadline, topic hash, state. Up to `slots` messages may be pending,
     however far apart their keys. Held inbound ids: held_ids, an
     outheld.Logged made by held.table() with the first id held (a store that
-    never holds one never loads its code), with the unit and offset of each one's H record; an H
-    record's seq is its hold number, so the oldest stays oldest across copies
-    and reboots. _live[unit]: bytes of the live records in a unit (the
-    subclass makes it, a dict or an array), 0 when it can go.
+    never holds one never loads its code), with the unit and offset of each
+    one's H record; an H record's seq is its hold number, so the oldest stays oldest across copies
+    and reboots. _live[unit]: bytes of the live records in a unit (a dict
+    or an array), 0 when it can go.
 
-    The index and buffers are made by outscan.init() (the code a store runs
-    only when it opens is loaded then, and unloaded after).
-
-    A subclass provides _live, _wunit / _wpos (the unit being written, -1
-    for none, and where its next record goes), the store's tick(now) and
-    sync() and
+    The state, the index and buffers here and each store's own, is made by
+    outscan.init() and the store's opening there (outscan.files(),
+    outscan.blocks()): the code a store runs only when it opens is loaded
+    then, and unloaded after. Each store has _live, _wunit / _wpos (the unit
+    being written, -1 for none, and where its next record goes); a subclass
+    provides the store's tick(now) and sync() and
         _commit() makes the records appended so far durable
         _rd(unit, pos, mv) -> bytes read into mv
         _append(n, parts, t) -> offset in _wunit of a record of n bytes (4
