@@ -57,7 +57,7 @@ def run(ctx):
                 r["case"], r["recovery_ms_1000"], r["pending_1000"], r["heap_10"], r["heap_1000"],
                 r["heap_per_pending"]))
         md.append("")
-        md.append("Store opened with slots=%d: the index (17 bytes per slot) is allocated up front, "
+        md.append("Store opened with slots=%d: the index (13-15 bytes per slot) is allocated up front, "
                   "so it is in both heap figures. The record bodies stay on flash; what grows with "
                   "the backlog is per-segment bookkeeping (FileStore: one entry per 4 KB segment "
                   "file), not per message. Times on the unix port (host CPU), not a device."
