@@ -2,7 +2,7 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, const
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
 from .codec import publish_size
 from .front import Front, LINK_ERRORS
@@ -197,7 +197,7 @@ class AsyncClient(Front):
 
     def _fault(self, e):
         self.faults += 1
-        self._report(e)  # printed
+        print_exception(e)
         self._link_failed(e)
 
     async def _read(self):

@@ -48,7 +48,7 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
-    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_report)
+    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_events)
 
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
@@ -231,8 +231,8 @@ class Front:
     def _events(self, now):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised or printed (see
-        _report); the message stays acknowledged.
+        exception: counted in callback_errors, then raised or printed; the
+        message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
@@ -261,23 +261,20 @@ class Front:
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
-                self._report(x)
+                # Out of the blocking client's check_msg() / wait_msg(), as
+                # umqtt.simple does; printed by every other call that waits
+                # (connect() with a session's queued messages arriving behind
+                # CONNACK, publish, flush: each reports its own outcome) and by
+                # the asyncio client's task, which carries on.
+                if self._raising:
+                    raise
+                print_exception(x)
             finally:
                 self._busy = False
                 if e == _MESSAGE:  # acknowledged once the application has it
                     import holdfast.inbound as m
                     m.handled(s)
         return True
-
-    def _report(self, x):
-        # A callback's exception, once counted: out of the blocking client's
-        # check_msg() / wait_msg(), as umqtt.simple does; printed by every
-        # other call that waits (connect() with a session's queued messages
-        # arriving behind CONNACK, publish, flush: each reports its own
-        # outcome) and by the asyncio client's task, which carries on.
-        if self._raising:
-            raise x
-        print_exception(x)
 
     def _dial(self, now, ms=0):
         # One step of the TCP connect to the broker, begun (resolving the
