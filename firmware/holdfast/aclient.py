@@ -4,7 +4,6 @@
 import asyncio
 from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import publish_size
 from .front import Front, LINK_ERRORS
 
 # The session's link states (session.py) and what Front._ready() waits for
@@ -94,8 +93,9 @@ class AsyncClient(Front):
             from .v5words import text
             raise ValueError(text(34, ()))
         if not qos:
-            if not self._publish0(topic, msg, retain, self._busy, props):
-                await self._until(_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms)
+            n = self._publish0(topic, msg, retain, self._busy, props)
+            if n:
+                await self._until(_ROOM, n, self.timeout_ms)
                 self._publish0(topic, msg, retain, True, props)
             self._write()
             return None

@@ -3,7 +3,6 @@
 from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, const
 import select
 from . import net
-from .codec import publish_size
 from .front import Front, LINK_ERRORS
 
 _TICK_MS = const(20)  # timers run at most this often
@@ -104,9 +103,11 @@ class MQTTClient(Front):
         if not qos:
             if s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
                 pass  # the common case, without a call more
-            elif not self._publish0(topic, msg, retain, self._busy, props):
-                self._wait(_ROOM, publish_size(topic, len(msg), 0), None)
-                self._publish0(topic, msg, retain, True, props)
+            else:
+                n = self._publish0(topic, msg, retain, self._busy, props)
+                if n:
+                    self._wait(_ROOM, n, None)
+                    self._publish0(topic, msg, retain, True, props)
             if self.sock is not None:
                 self._pump(now, s.ping_at >= 0)
             return None

@@ -181,24 +181,24 @@ class Front:
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
     def _publish0(self, topic, msg, retain, last, props):
-        # A QoS 0 message: True once queued or dropped (offline; or, on the
-        # last try, no room in the send buffer), False when the caller may
-        # wait for room and try again. props: MQTT 5's properties, given to
-        # the session here and in _queue(), after the caller's waits: a
-        # callback's publish meanwhile gives its own.
+        # A QoS 0 message: 0 once queued or dropped (offline; or, on the last
+        # try, no room in the send buffer), else the room in bytes the caller
+        # may wait for before it tries again. props: MQTT 5's properties,
+        # given to the session here and in _queue(), after the caller's
+        # waits: a callback's publish meanwhile gives its own.
         s = self.session
         if s.v5:
             s.props = props
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
-            return True
+            return 0
         elif not last:
-            return False
+            return publish_size(topic, len(msg), 0)
         elif not self._busy:
             self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
-        return True
+        return 0
 
     def _queue(self, topic, msg, retain, qos, expiry, latest, props):
         # A QoS 1/2 message into the session; expiry in seconds from now, by
