@@ -92,16 +92,16 @@ class AsyncClient(Front):
         if props and not self.session.v5:
             from .v5words import text
             raise ValueError(text(34, ()))
-        if not qos:
-            n = self._publish0(topic, msg, retain, self._busy, props)
+        pid = None
+        if qos:
+            if not self._busy and not self._ready(_WINDOW, 0):
+                await self._until(_WINDOW, 0, self.timeout_ms)
+            pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
+        else:
+            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
             if n:
                 await self._until(_ROOM, n, self.timeout_ms)
-                self._publish0(topic, msg, retain, True, props)
-            self._write()
-            return None
-        if not self._busy and not self._ready(_WINDOW, 0):
-            await self._until(_WINDOW, 0, self.timeout_ms)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
+                self._publish(topic, msg, retain, 0, 0, False, props, True)
         self._write()
         return pid
 

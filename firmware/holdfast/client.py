@@ -100,20 +100,18 @@ class MQTTClient(Front):
             raise ValueError(text(34, ()))
         if self.sock is None and not self._busy:
             self._service()
-        if not qos:
-            if s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
-                pass  # the common case, without a call more
-            else:
-                n = self._publish0(topic, msg, retain, self._busy, props)
-                if n:
-                    self._wait(_ROOM, n, None)
-                    self._publish0(topic, msg, retain, True, props)
-            if self.sock is not None:
-                self._pump(now, s.ping_at >= 0)
-            return None
-        if not self._busy and not self._ready(_WINDOW, 0):
-            self._wait(_WINDOW, 0, None, True)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
+        pid = None
+        if qos:
+            if not self._busy and not self._ready(_WINDOW, 0):
+                self._wait(_WINDOW, 0, None, True)
+            pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
+        elif s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
+            pass  # the common case, without a call more
+        else:
+            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            if n:
+                self._wait(_ROOM, n, None)
+                self._publish(topic, msg, retain, 0, 0, False, props, True)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid

@@ -180,15 +180,18 @@ class Front:
             return arg[4] >= 0
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
-    def _publish0(self, topic, msg, retain, last, props):
-        # A QoS 0 message: 0 once queued or dropped (offline; or, on the last
-        # try, no room in the send buffer), else the room in bytes the caller
-        # may wait for before it tries again. props: MQTT 5's properties,
-        # given to the session here and in _queue(), after the caller's
-        # waits: a callback's publish meanwhile gives its own.
+    def _publish(self, topic, msg, retain, qos, expiry, latest, props, last):
+        # A message into the session, after the caller's waits. props: MQTT
+        # 5's properties, given to the session here: a callback's publish
+        # meanwhile gives its own. QoS 1/2: into the outbox, expiry in seconds
+        # from now by the wall clock its deadlines are kept in; the id. QoS 0:
+        # 0 once queued or dropped (offline; or, on the last try, no room in
+        # the send buffer), else the room in bytes the caller may wait for.
         s = self.session
         if s.v5:
             s.props = props
+        if qos:
+            return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
@@ -199,14 +202,6 @@ class Front:
             self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
         return 0
-
-    def _queue(self, topic, msg, retain, qos, expiry, latest, props):
-        # A QoS 1/2 message into the session; expiry in seconds from now, by
-        # the wall clock outbox deadlines are kept in (one place for both shells).
-        if self.session.v5:
-            self.session.props = props
-        return self.session.publish(topic, msg, qos, retain, ticks_ms(),
-                                    wall() + expiry if expiry else 0, latest)
 
     # -- events, timers, the link ----------------------------------------------
 
