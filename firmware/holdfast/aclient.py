@@ -229,7 +229,7 @@ class AsyncClient(Front):
             s.eof()
         if n > 0:
             s.rx.end += n
-        if self._events(ticks_ms()):
+        if self._events(ticks_ms(), False):
             self._write()
         self.progress.set()
         if not len(buf):

@@ -48,8 +48,6 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
-    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_events)
-
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -223,11 +221,11 @@ class Front:
             raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
                                   else why(_E_NOT_STARTED))
 
-    def _events(self, now):
+    def _events(self, now, raising):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised or printed; the
-        message stays acknowledged.
+        exception: counted in callback_errors, then raised if raising, else
+        printed; the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
@@ -256,12 +254,12 @@ class Front:
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
-                # Out of the blocking client's check_msg() / wait_msg(), as
-                # umqtt.simple does; printed by every other call that waits
-                # (connect() with a session's queued messages arriving behind
-                # CONNACK, publish, flush: each reports its own outcome) and by
-                # the asyncio client's task, which carries on.
-                if self._raising:
+                # Raised out of the blocking client's check_msg() /
+                # wait_msg(), as umqtt.simple does; printed by every other
+                # call that waits (connect() with a session's queued messages
+                # arriving behind CONNACK, publish, flush: each reports its own
+                # outcome) and by the asyncio client's task, which carries on.
+                if raising:
                     raise
                 print_exception(x)
             finally:
