@@ -103,6 +103,12 @@ class Session:
     """
 
     v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+    # The message receive() returned, until inbound.handled(): inbound.py
+    # sets them on the instance, so a client that only publishes has no
+    # room for them in its attribute table.
+    topic = msg = None
+    retained = dup = False
+    qos = 0
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
@@ -170,11 +176,6 @@ class Session:
         self.ping_at = -1
         self.packets = 0  # packets received
         self.dropped = 0  # inbound packets too large for the receive buffer
-        # The message receive() returned, until inbound.handled().
-        self.topic = self.msg = None
-        self.retained = False
-        self.qos = 0
-        self.dup = False
         # The packet id of the event: the message DELIVERED (REJECTED)
         # reports, or the one MESSAGE returned, until handled().
         self.done_pid = 0

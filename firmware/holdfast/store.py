@@ -55,21 +55,23 @@ class MemoryStore:
     # starts with its property block: DUP, which the outbox never stores
     # otherwise, marks the record (docs/mqtt5.md).
     mark = False
+    # Set on the instance when first needed (held.table(), the first id a
+    # full table forgets, the first deadline), so a store that never needs
+    # them has a smaller attribute table.
+    held_ids = _dl = None
+    held_evicted = 0
 
     def __init__(self, size=4096, slots=32, held=32):
         self.held_max = held
         if held < 1:
             from .held import Held
             Held(self)  # raises ValueError with the words
-        self.held_evicted = 0
-        self.held_ids = None
         self.ring = bytearray(size)
         self.mv = memoryview(self.ring)
         self.slots = slots
         self._off = array("i", [0] * slots)
         self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
-        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
         # Key k lives in slot k % slots; put() skips the keys whose slot is
@@ -117,7 +119,7 @@ class MemoryStore:
         self._off[s] = o
         self._end[s] = end
         self._pid[s] = pid
-        if deadline and self._dl is None:
+        if deadline and self._dl is None:  # a sensor's readings seldom have one
             self._dl = array("I", [0] * self.slots)
         if self._dl:
             self._dl[s] = deadline
