@@ -77,7 +77,6 @@ class MemoryStore:
         # Key k lives in slot k % slots; put() skips the keys whose slot is
         # still taken, so one message stuck in a QoS 2 flow costs one slot,
         # not the whole table: capacity counts what is pending.
-        self.head = 0  # oldest pending key (tail when none)
         self.tail = 0  # next put() gets this key or the next one with a free slot
 
     def __len__(self):
@@ -96,17 +95,21 @@ class MemoryStore:
                 raise errors.OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
         # Where the record goes: records sit in the ring in key order, the
         # free space is after the newest and before the oldest.
+        newest = oldest = -1  # the slots of the newest and the oldest pending key
+        for s in range(self.slots):
+            if self._state[s]:
+                x = self._key[s]
+                if newest < 0 or x > self._key[newest]:
+                    newest = s
+                if oldest < 0 or x < self._key[oldest]:
+                    oldest = s
         size = len(self.ring)
         o = -1
-        if self.head == self.tail:
+        if newest < 0:
             if n <= size:
                 o = 0
         else:
-            h = self._off[self.head % self.slots]
-            newest = -1  # the slot of the newest pending key
-            for s in range(self.slots):
-                if self._state[s] and (newest < 0 or self._key[s] > self._key[newest]):
-                    newest = s
+            h = self._off[oldest]
             w = self._end[newest]
             if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
@@ -125,8 +128,6 @@ class MemoryStore:
             self._dl[s] = deadline
         self._key[s] = k
         self._state[s] = _PENDING
-        if self.head == self.tail:
-            self.head = k
         self.tail = k + 1
         return k
 
@@ -135,9 +136,6 @@ class MemoryStore:
 
     def done(self, key):
         self._state[key % self.slots] = _FREE
-        if key == self.head:  # every other pending key is newer
-            k = self.next(key)
-            self.head = k if k >= 0 else self.tail
 
     def next(self, after):
         best = -1
