@@ -302,43 +302,42 @@ class Session:
         n = codec.publish_size(topic, len(payload), qos)
         if n > self.size - _ACK_ROOM:
             self.fits(n)  # raises, with the words
+        pid = 0
+        if qos:
+            st = self.store
+            pid = self.new_pid()
+            prev = st.tail - 1  # keys grow but need not be consecutive
+            while True:
+                try:
+                    key = st.put(topic, payload, qos, retain, pid, deadline)
+                    break
+                except errors.OutboxFull:
+                    if not self.drop_oldest:
+                        raise
+                    import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                    if not m.drop_oldest(self):
+                        raise
+            if latest:
+                import holdfast.policy as m
+                m.replace(self, topic, key)
+            if deadline:
+                self._deadlines = 1
+                if not self.next_expiry or deadline < self.next_expiry:
+                    self.next_expiry = deadline
+            # It goes out now in the common case, window open and nothing
+            # queued before it; else _fill() sends it from the outbox.
+            if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
+                return pid
+        if self.make_room() - _ACK_ROOM < n:
+            return pid or False  # QoS 0: not queued
+        # Encoded from the caller's objects, not copied out of the outbox.
+        if self.v5:  # MQTT 5: its properties, a topic alias
+            self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
+        else:
+            self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
         if not qos:
-            if self.make_room() - _ACK_ROOM < n:
-                return False
-            if self.v5:  # MQTT 5: its properties, a topic alias
-                self.tx_end = self.v5.out(self, topic, payload, 0, retain, 0, 0)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.tx_end)
             return True
-        st = self.store
-        pid = self.new_pid()
-        prev = st.tail - 1  # keys grow but need not be consecutive
-        while True:
-            try:
-                key = st.put(topic, payload, qos, retain, pid, deadline)
-                break
-            except errors.OutboxFull:
-                if not self.drop_oldest:
-                    raise
-                import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
-                if not m.drop_oldest(self):
-                    raise
-        if latest:
-            import holdfast.policy as m
-            m.replace(self, topic, key)
-        if deadline:
-            self._deadlines = 1
-            if not self.next_expiry or deadline < self.next_expiry:
-                self.next_expiry = deadline
-        if (self.state == _CONNECTED and self.cursor == prev and self.inflight < self.window
-                and self.make_room() - _ACK_ROOM >= n):
-            # The common case: window open, nothing queued before it. Encode
-            # from the caller's objects rather than copying out of the outbox.
-            if self.v5:
-                self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
-            self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
+        self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
     def _track(self, key, pid, state, now):
