@@ -70,7 +70,6 @@ class MemoryStore:
         self.mv = memoryview(self.ring)
         self.slots = slots
         self._off = array("i", [0] * slots)
-        self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
@@ -110,17 +109,16 @@ class MemoryStore:
                 o = 0
         else:
             h = self._off[oldest]
-            w = self._end[newest]
+            w = self._off[newest] + self.size(self._key[newest])
             if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
             elif w + n <= h:
                 o = w
         if o < 0:
             raise errors.OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
-        end = codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
+        codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o
-        self._end[s] = end
         self._pid[s] = pid
         if deadline and self._dl is None:  # a sensor's readings seldom have one
             self._dl = array("I", [0] * self.slots)
@@ -153,8 +151,16 @@ class MemoryStore:
         return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
 
     def size(self, key):
-        s = key % self.slots
-        return self._end[s] - self._off[s]
+        # What the record's fixed header says: 1 byte, the remaining length
+        # (1 to 4 bytes, 7 bits each, lowest first), then that many bytes.
+        o = self._off[key % self.slots] + 1
+        n = i = 0
+        while True:
+            b = self.ring[o + i]
+            n |= (b & 0x7F) << 7 * i
+            i += 1
+            if b < 0x80:
+                return 1 + i + n
 
     def tick(self, now=0):
         # RAM needs no commit: time passing changes nothing, and everything
@@ -186,9 +192,9 @@ class MemoryStore:
         return -1
 
     def get(self, key, buf, off):
-        s = key % self.slots
-        n = self._end[s] - self._off[s]
-        buf[off:off + n] = self.mv[self._off[s]:self._end[s]]
+        o = self._off[key % self.slots]
+        n = self.size(key)
+        buf[off:off + n] = self.mv[o:o + n]
         return off + n
 
     def uses(self, pid):
