@@ -103,6 +103,17 @@ class Session:
     """
 
     v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+    # Defaults for what a client that only publishes never sets: on the
+    # instance from the first time it is set. The instance's attribute table
+    # then stays below 48 entries, where it grows from 47 slots to 59 (192 B
+    # on a 64-bit board): __init__ adds 46.
+    # The message receive() returned, until inbound.handled() (inbound.py).
+    topic = msg = None
+    retained = dup = False
+    qos = 0
+    # QoS 2 messages past PUBREC whose broker session was lost: they go out
+    # again as PUBLISH, not PUBREL, until a PUBREC comes back (a list).
+    _republish = None
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
@@ -138,9 +149,6 @@ class Session:
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
-        # QoS 2 messages past PUBREC whose broker session was lost: they go
-        # out again as PUBLISH, not PUBREL, until a PUBREC comes back.
-        self._republish = None
         self.republished = 0
         self.drop_oldest = drop_oldest  # when the outbox is full; else OutboxFull
         # Earliest deadline pending (0: none). What a reopened store holds is
@@ -170,11 +178,6 @@ class Session:
         self.ping_at = -1
         self.packets = 0  # packets received
         self.dropped = 0  # inbound packets too large for the receive buffer
-        # The message receive() returned, until inbound.handled().
-        self.topic = self.msg = None
-        self.retained = False
-        self.qos = 0
-        self.dup = False
         # The packet id of the event: the message DELIVERED (REJECTED)
         # reports, or the one MESSAGE returned, until handled().
         self.done_pid = 0
@@ -301,43 +304,42 @@ class Session:
         n = codec.publish_size(topic, len(payload), qos)
         if n > self.size - _ACK_ROOM:
             self.fits(n)  # raises, with the words
+        pid = 0
+        if qos:
+            st = self.store
+            pid = self.new_pid()
+            prev = st.tail - 1  # keys grow but need not be consecutive
+            while True:
+                try:
+                    key = st.put(topic, payload, qos, retain, pid, deadline)
+                    break
+                except errors.OutboxFull:
+                    if not self.drop_oldest:
+                        raise
+                    import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                    if not m.drop_oldest(self):
+                        raise
+            if latest:
+                import holdfast.policy as m
+                m.replace(self, topic, key)
+            if deadline:
+                self._deadlines = 1
+                if not self.next_expiry or deadline < self.next_expiry:
+                    self.next_expiry = deadline
+            # It goes out now in the common case, window open and nothing
+            # queued before it; else _fill() sends it from the outbox.
+            if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
+                return pid
+        if self.make_room() - _ACK_ROOM < n:
+            return pid or False  # QoS 0: not queued
+        # Encoded from the caller's objects, not copied out of the outbox.
+        if self.v5:  # MQTT 5: its properties, a topic alias
+            self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
+        else:
+            self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
         if not qos:
-            if self.make_room() - _ACK_ROOM < n:
-                return False
-            if self.v5:  # MQTT 5: its properties, a topic alias
-                self.tx_end = self.v5.out(self, topic, payload, 0, retain, 0, 0)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.tx_end)
             return True
-        st = self.store
-        pid = self.new_pid()
-        prev = st.tail - 1  # keys grow but need not be consecutive
-        while True:
-            try:
-                key = st.put(topic, payload, qos, retain, pid, deadline)
-                break
-            except errors.OutboxFull:
-                if not self.drop_oldest:
-                    raise
-                import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
-                if not m.drop_oldest(self):
-                    raise
-        if latest:
-            import holdfast.policy as m
-            m.replace(self, topic, key)
-        if deadline:
-            self._deadlines = 1
-            if not self.next_expiry or deadline < self.next_expiry:
-                self.next_expiry = deadline
-        if (self.state == _CONNECTED and self.cursor == prev and self.inflight < self.window
-                and self.make_room() - _ACK_ROOM >= n):
-            # The common case: window open, nothing queued before it. Encode
-            # from the caller's objects rather than copying out of the outbox.
-            if self.v5:
-                self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
-            self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
+        self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
     def _track(self, key, pid, state, now):
