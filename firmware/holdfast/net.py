@@ -4,14 +4,14 @@
 import socket
 import select
 from .compat import const
-from .codec import why
 
 MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
 _IPPROTO_TCP = const(6)
 _TCP_NODELAY = const(1)
 _ETIMEDOUT = const(110)
 _ECONNREFUSED = const(111)
-# Error reasons (reasons.py has the words).
+# Error reasons: reasons.py has the words, and makes the Unreachable that
+# carries them (a connected client loads none of that code).
 _E_NO_TCP = const(56)
 _E_NO_HOST = const(66)
 _E_REFUSED = const(67)
@@ -35,7 +35,8 @@ def dial(host, port):
     try:
         ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
     except OSError as e:
-        raise _unreachable(_E_NO_HOST, e, host, port)
+        from .reasons import unreachable
+        raise unreachable(e, _E_NO_HOST, host, port, e)
     sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
     try:
         # Each packet goes out in one write; Nagle would hold it back ~40 ms.
@@ -71,21 +72,15 @@ def connected(d, host, port, ms):
                 return sock
             if not (_blocked(e) or n in (114, 37)):  # EALREADY: a connect under way
                 sock.close()
-                raise _unreachable(_E_REFUSED if n == _ECONNREFUSED else _E_NO_ROUTE, e, host, port)
+                from .reasons import unreachable
+                if n == _ECONNREFUSED:
+                    raise unreachable(e, _E_REFUSED, host, port)
+                raise unreachable(e, _E_NO_ROUTE, host, port, e)
     if ms > 0:
         sock.close()
-        from .errors import Unreachable
-        raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, ms))
+        from .reasons import unreachable
+        raise unreachable(_ETIMEDOUT, _E_NO_TCP, host, port, ms)
     return None
-
-
-def _unreachable(reason, e, host, port):
-    # The runtime's errno stays in args[0] for code that checks it; a name
-    # that did not resolve has none on MicroPython ("[addrinfo error -2]").
-    n = e.args[0] if e.args else None
-    words = why(reason, host, port) if reason == _E_REFUSED else why(reason, host, port, e)
-    from .errors import Unreachable
-    return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 
 def read_into(sock, buf):
