@@ -18,13 +18,15 @@ _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
 
 
-# The errnos below are literals where they are tested (a module-level tuple
-# is one more name on a board's heap); Linux and lwIP share theirs, BSD's differ.
+# The errnos below are literals, compared one by one where they are tested:
+# a tuple of them, a module-level name or a constant, is one more object on a
+# board's heap. Linux and lwIP share theirs, BSD's differ.
 
 
 def _blocked(e):
     # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
-    return (e.args and e.args[0] in (11, 35, 115)) or e.__class__.__name__.startswith("SSLWant")
+    n = e.args[0] if e.args else 0
+    return n == 11 or n == 35 or n == 115 or e.__class__.__name__.startswith("SSLWant")
 
 
 def dial(host, port):
@@ -68,9 +70,9 @@ def connected(d, host, port, ms):
             return sock
         except OSError as e:
             n = e.args[0] if e.args else None
-            if n in (106, 56):  # EISCONN (Linux and lwIP, BSD)
+            if n == 106 or n == 56:  # EISCONN (Linux and lwIP, BSD)
                 return sock
-            if not (_blocked(e) or n in (114, 37)):  # EALREADY: a connect under way
+            if not (_blocked(e) or n == 114 or n == 37):  # EALREADY: a connect under way
                 sock.close()
                 from .reasons import unreachable
                 if n == _ECONNREFUSED:
