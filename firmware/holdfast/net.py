@@ -2,7 +2,6 @@
 # MicroPython and CPython: the two differ in readinto/recv_into, in how "no
 # data yet" is reported, and in write with an offset.
 import socket
-import select
 from .compat import const
 
 MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
@@ -45,6 +44,7 @@ def dial(host, port):
         sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
     except (OSError, AttributeError):
         pass
+    import select  # here, not a module global: one name less on a board's heap
     poll = select.poll()
     poll.register(sock, select.POLLOUT)
     sock.setblocking(False)
