@@ -3,7 +3,6 @@
 # of inbound topics against them; request(), the session's subscribe verb,
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
-from array import array
 from .compat import const
 from . import codec, filters
 
@@ -62,16 +61,33 @@ def request(s, flt, qos, handler=None):
     is 0 once the UNSUBACK came (or a new session made it moot). ValueError
     if it can never fit the send buffer, or for a bad filter or QoS: checked
     before anything is registered."""
-    if s.subs is None:
-        s.subs = Subs()
+    subs = s.subs
+    if subs is None:
+        subs = s.subs = Subs()
     s.fits((8 if qos is None else 10) + len(flt))  # MQTT 5 subscribes with one byte more
     if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
     filters.check_filter(flt, 0, len(flt))
+    lst = subs.list
+    e = None
+    for x in lst:
+        if x[0] == flt:
+            e = x
+            break
     if qos is None:
-        e = s.subs.remove(flt)
+        if e:
+            lst.remove(e)
+        e = [flt, -1, None, 0, -1]
+        subs.gone.append(e)
     else:
-        e = s.subs.add(flt, qos, handler)
+        if e:  # subscribed again: the entry keeps its place, and whoever waits on it
+            e[1] = qos
+            e[2] = handler
+            e[_PID] = 0
+            e[_GRANTED] = -1
+        else:
+            e = [flt, qos, handler, 0, -1]
+            lst.append(e)
         s._rx_full()
     s._fill(s.last_tx)
     return e
@@ -134,30 +150,9 @@ class Subs:
     def __init__(self):
         self.list = []
         self.gone = []  # UNSUBSCRIBEs awaiting UNSUBACK
-        self.out = array("H", [0] * _OUT)  # ids of the packets awaiting their ack
+        self.out = [0] * _OUT  # ids of the packets awaiting their ack (0: a free place)
         self.refused = None
         self.nrefused = 0
-
-    def add(self, flt, qos, handler):
-        for e in self.list:
-            if e[0] == flt:
-                e[1] = qos
-                e[2] = handler
-                e[_PID] = 0
-                e[_GRANTED] = -1
-                return e
-        e = [flt, qos, handler, 0, -1]
-        self.list.append(e)
-        return e
-
-    def remove(self, flt):
-        for e in self.list:
-            if e[0] == flt:
-                self.list.remove(e)
-                break
-        g = [flt, -1, None, 0, -1]
-        self.gone.append(g)
-        return g
 
     def dispatch(self, topic, msg, retained):
         """Calls the handler of every filter topic matches (the shell does,
@@ -174,13 +169,6 @@ class Subs:
             if g[_PID] == pid:
                 return True
         return False
-
-    def restoring(self):
-        """True while some request has not been acknowledged."""
-        for e in self.list:
-            if e[_PID] >= 0:
-                return True
-        return len(self.gone) > 0
 
     def lost(self):
         # Requests in flight went with the link: send them again.
@@ -204,13 +192,13 @@ class Subs:
     def send(self, s):
         """Queues the requests not sent yet while session s has send room,
         a few packets at a time (subscribe() made sure each filter fits)."""
+        out = self.out
         for g in self.gone:
             if g[_PID]:
                 continue
-            slot = _free(self.out)
-            if slot < 0 or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
+            if 0 not in out or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
                 return
-            g[_PID] = self.out[slot] = s.new_pid()
+            g[_PID] = out[out.index(0)] = s.new_pid()
             if s.v5:
                 s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
@@ -218,8 +206,7 @@ class Subs:
         lst = self.list
         i = 0
         while i < len(lst):
-            slot = _free(self.out)
-            if slot < 0:
+            if 0 not in out:
                 return
             if lst[i][_PID]:
                 i += 1
@@ -253,7 +240,7 @@ class Subs:
                 s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
                 s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
-            self.out[slot] = pid
+            out[out.index(0)] = pid
 
     def acked(self, s, t, now):
         """Session s's SUBACK or UNSUBACK (t, in s.rx): what s.receive()
@@ -261,13 +248,10 @@ class Subs:
         Refused filters leave the list."""
         r = s.rx
         pid = r.pid
-        slot = -1
-        for k in range(_OUT):
-            if self.out[k] == pid:
-                slot = k
-        if slot < 0:
+        out = self.out
+        if pid not in out:
             return 0  # none of our requests
-        self.out[slot] = 0
+        out[out.index(pid)] = 0
         if t == _UNSUBACK:
             for g in self.gone:
                 if g[_PID] == pid:
@@ -307,9 +291,3 @@ class Subs:
         s._fill(now)
         return _REFUSED if self.nrefused else 0
 
-
-def _free(a):
-    for i in range(len(a)):
-        if not a[i]:
-            return i
-    return -1
