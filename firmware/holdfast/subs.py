@@ -18,10 +18,6 @@ _PID = const(3)  # 0: to be sent; >0: awaits its ack; -1: granted on this sessio
 _GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the first
 
 # Error reasons (reasons.py has the words).
-_E_NO_UNSUBACK = const(48)
-_E_RESTORE_REFUSED = const(53)
-_E_SUB_REFUSED = const(54)
-_E_NO_SUBACK = const(55)
 _E_SUBACK_COUNT = const(62)
 _E_ACK_TYPE = const(63)
 
@@ -104,35 +100,28 @@ def ask(c, flt, qos, handler, opts):
     c._need_link()
     flt = codec.to_bytes(flt)
     if opts:
-        v5 = c.session.v5
-        if not v5:
-            from .v5words import text
-            raise ValueError(text(35, ()))
-        qos = v5.more().sub_options(qos, **opts)
+        import holdfast.subsmore as m
+        qos = m.options(c, qos, opts)
     return request(c.session, flt, qos, handler)
 
 
 def answer(c, e, arrived):
     """After client c's wait for entry e's ack: the granted QoS, or why
-    there is none."""
-    if not arrived:
-        from .errors import MQTTTimeout
-        raise MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
+    there is none (subsmore.failed)."""
     g = e[_GRANTED]
-    if g >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-        from .errors import SubscribeError
-        v5 = c.session.v5
-        raise SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(g) if v5 else ""))
-    return g
+    if arrived and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
+        return g
+    import holdfast.subsmore as m
+    m.failed(c, e, arrived)
 
 
-def refusals(c):
-    """The session's REFUSED event: the broker refused filters it restored.
-    Counted in client c's restore_refused, the last named in its last_error."""
-    from .errors import SubscribeError
-    subs = c.session.subs
-    c.restore_refused += subs.nrefused
-    c.last_error = SubscribeError(codec.why(_E_RESTORE_REFUSED, subs.refused))
+def __getattr__(name):
+    # refusals(), the session's REFUSED event, is in subsmore.py, with the
+    # other rare paths. Not for dunder names: CPython's import looks up __path__.
+    if name[0] == "_":
+        raise AttributeError(name)
+    import holdfast.subsmore as m
+    return getattr(m, name)
 
 
 class Subs:
