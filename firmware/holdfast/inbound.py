@@ -4,9 +4,8 @@
 # found by __getattr__ below. Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
 from .compat import const
-from . import codec
+from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .filters import utf8_ok, string
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -26,10 +25,10 @@ _E_PUB_PID_PAST = const(29)
 def parse_publish(r, flags, i, end):
     """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
     b = r.buf
-    j = string(r, i, end, "PUBLISH topic")
+    j = filters.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
-    if not utf8_ok(b, i + 2, j):
+    if not filters.utf8_ok(b, i + 2, j):
         raise codec.protocol_error(_E_PUB_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:

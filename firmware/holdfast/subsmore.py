@@ -6,9 +6,8 @@
 # (their __getattr__), so a subscribed client that meets none of them
 # never carries them.
 from .compat import const
-from . import codec
+from . import codec, filters
 from . import errors  # errors.X where raised: the class loads with the first failure
-from .filters import string
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -61,7 +60,7 @@ def big(r, flags, i, total):
     more than the buffer: its topic length must leave room for the topic
     and the packet id inside it, or the skip would run past it."""
     end = r.start + total
-    j = string(r, i, end, "PUBLISH topic")
+    j = filters.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
     r.type = _PUBLISH
