@@ -41,25 +41,25 @@ def subscribe(buf, pid, filters, off=0):
     return i
 
 
-def unsubscribe(buf, pid, topics, off=0):
+def unsubscribe(buf, pid, filters, off=0):
     codec._check_pid(pid)
-    if not topics:
+    if not filters:
         raise ValueError(codec.why(_E_NO_FILTER_UNSUB))
     rl = 2
-    for f in topics:
+    for f in filters:
         f = codec.to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 2 + len(f)
     i = codec._u16(buf, codec._header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
-    for f in topics:
+    for f in filters:
         i = codec._str(buf, i, codec.to_bytes(f))
     return i
 
 
-def utf8_ok(b, i, end):
+def utf8_ok(buf, i, end):
     """Well-formed UTF-8 without U+0000 (3.1.1 section 1.5.3), checked in place."""
     while i < end:
-        c = b[i]
+        c = buf[i]
         if c < 0x80:
             if not c:
                 return False
@@ -81,27 +81,27 @@ def utf8_ok(b, i, end):
             return False
         if i + n >= end:
             return False
-        if not lo <= b[i + 1] <= hi:
+        if not lo <= buf[i + 1] <= hi:
             return False
         for k in range(2, n + 1):
-            if not 0x80 <= b[i + k] <= 0xBF:
+            if not 0x80 <= buf[i + k] <= 0xBF:
                 return False
         i += n + 1
     return True
 
 
-def check_filter(b, i, end):
-    """Raise ValueError unless b[i:end] is a valid topic filter."""
+def check_filter(buf, i, end):
+    """Raise ValueError unless buf[i:end] is a valid topic filter."""
     if i >= end:
         raise ValueError(codec.why(_E_FILTER_EMPTY))
     start = i
-    if not utf8_ok(b, i, end):
-        raise ValueError(codec.why(_E_FILTER_UTF8, bytes(b[start:end])))
+    if not utf8_ok(buf, i, end):
+        raise ValueError(codec.why(_E_FILTER_UTF8, bytes(buf[start:end])))
     while i < end:
-        c = b[i]
+        c = buf[i]
         if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
-            if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError(codec.why(_E_FILTER_WILD, bytes(b[start:end])))
+            if (i > start and buf[i - 1] != 47) or (i + 1 < end and (c == 35 or buf[i + 1] != 47)):
+                raise ValueError(codec.why(_E_FILTER_WILD, bytes(buf[start:end])))
         i += 1
 
 
@@ -116,9 +116,9 @@ def string(r, i, end, what):
     return j
 
 
-def parse_suback(r, i, end, rl):
+def parse_suback(r, i, end, size):
     """Reader r's SUBACK at buf[i:end]: pid and payload (the return codes)."""
-    if rl < 3:
+    if size < 3:
         raise codec.protocol_error(_E_SUBACK_EMPTY)
     r.pid = r._pid(i)
     b = r.buf

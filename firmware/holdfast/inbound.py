@@ -100,5 +100,5 @@ def __getattr__(name):
     # import looks up __path__.
     if name[0] == "_":
         raise AttributeError(name)
-    import holdfast.subsmore as m
+    from . import subsmore as m  # 32 B a call, on the rare paths only
     return getattr(m, name)

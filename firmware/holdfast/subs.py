@@ -3,6 +3,7 @@
 # of inbound topics against them; request(), the session's subscribe verb,
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
+# The rare paths (failures, refusals, MQTT 5 options) are subsmore.py's.
 from .compat import const
 from . import codec, filters
 
@@ -19,7 +20,6 @@ _GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the f
 
 # Error reasons (reasons.py has the words).
 _E_SUBACK_COUNT = const(62)
-_E_ACK_TYPE = const(63)
 
 
 def match(f, t):
@@ -47,12 +47,12 @@ def match(f, t):
     return j == nt
 
 
-def request(s, flt, qos, handler=None):
-    """Session s's verb for the subscribe side: registers filter flt (with
-    handler(topic, msg, retained) for the messages it matches, from now on)
-    and queues its SUBSCRIBE; with qos None forgets it (its handler gets
-    nothing more) and queues its UNSUBSCRIBE. Queued now or once there is
-    room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
+def request(s, topic, qos, handler=None):
+    """Session s's verb for the subscribe side: registers the topic filter
+    topic (with handler(topic, msg, retained) for the messages it matches,
+    from now on) and queues its SUBSCRIBE; with qos None forgets it (its
+    handler gets nothing more) and queues its UNSUBSCRIBE. Queued now or
+    once there is room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
     answer is set by the SUBACK (0x80: refused, and the filter is gone) or
     is 0 once the UNSUBACK came (or a new session made it moot). ValueError
     if it can never fit the send buffer, or for a bad filter or QoS: checked
@@ -60,20 +60,20 @@ def request(s, flt, qos, handler=None):
     subs = s.subs
     if subs is None:
         subs = s.subs = Subs()
-    s.fits((8 if qos is None else 10) + len(flt))  # MQTT 5 subscribes with one byte more
+    s.fits((8 if qos is None else 10) + len(topic))  # MQTT 5 subscribes with one byte more
     if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
-    filters.check_filter(flt, 0, len(flt))
+    filters.check_filter(topic, 0, len(topic))
     lst = subs.list
     e = None
     for x in lst:
-        if x[0] == flt:
+        if x[0] == topic:
             e = x
             break
     if qos is None:
         if e:
             lst.remove(e)
-        e = [flt, -1, None, 0, -1]
+        e = [topic, -1, None, 0, -1]
         subs.gone.append(e)
     else:
         if e:  # subscribed again: the entry keeps its place, and whoever waits on it
@@ -82,7 +82,7 @@ def request(s, flt, qos, handler=None):
             e[_PID] = 0
             e[_GRANTED] = -1
         else:
-            e = [flt, qos, handler, 0, -1]
+            e = [topic, qos, handler, 0, -1]
             lst.append(e)
         s._rx_full()
     s._fill(s.last_tx)
@@ -92,27 +92,27 @@ def request(s, flt, qos, handler=None):
 # -- a client's part (front.Front c): subscribe() and unsubscribe() are
 # ask(), the shell's wait for the entry's answer, answer().
 
-def ask(c, flt, qos, handler, opts):
+def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
-    opts: MQTT 5's subscription options, in the QoS the entry keeps
+    options: MQTT 5's subscription options, in the QoS the entry keeps
     (v5more.sub_options)."""
     c._idle()
     c._need_link()
-    flt = codec.to_bytes(flt)
-    if opts:
-        import holdfast.subsmore as m
-        qos = m.options(c, qos, opts)
-    return request(c.session, flt, qos, handler)
+    topic = codec.to_bytes(topic)
+    if options:
+        from . import subsmore as m  # 32 B a call, on the rare paths only
+        qos = m.options(c, qos, options)
+    return request(c.session, topic, qos, handler)
 
 
-def answer(c, e, arrived):
+def answer(c, e, acked):
     """After client c's wait for entry e's ack: the granted QoS, or why
     there is none (subsmore.failed)."""
     g = e[_GRANTED]
-    if arrived and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
+    if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
         return g
-    import holdfast.subsmore as m
-    m.failed(c, e, arrived)
+    from . import subsmore as m  # 32 B a call, on the rare paths only
+    m.answer(c, e, acked)
 
 
 def __getattr__(name):
@@ -120,7 +120,7 @@ def __getattr__(name):
     # other rare paths. Not for dunder names: CPython's import looks up __path__.
     if name[0] == "_":
         raise AttributeError(name)
-    import holdfast.subsmore as m
+    from . import subsmore as m  # 32 B a call, on the rare paths only
     return getattr(m, name)
 
 
@@ -169,8 +169,9 @@ class Subs:
         for g in self.gone:
             g[_PID] = 0
 
-    def reconcile(self, new):
-        if not new:
+    def reconcile(self, reset):
+        # reset: the broker has a new session (see the class).
+        if not reset:
             return
         for e in self.list:
             e[_PID] = 0
@@ -248,7 +249,8 @@ class Subs:
                     self.gone.remove(g)
                     s._fill(now)
                     return _REFUSED if self.nrefused else 0
-            raise codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
+            from . import subsmore as m
+            raise m.acked(t, pid)
         codes = r.payload
         self.nrefused = 0
         j = 0
@@ -276,7 +278,8 @@ class Subs:
         if not j:
             for g in self.gone:
                 if g[_PID] == pid:
-                    raise codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
+                    from . import subsmore as m
+                    raise m.acked(t, pid)
         s._fill(now)
         return _REFUSED if self.nrefused else 0
 

@@ -1,10 +1,11 @@
 # The subscribe side's rare paths, loaded with the first one taken: a
 # subscribe() that failed (no ack in time, refused), filters refused on a
-# restore, MQTT 5's subscription options, and an inbound PUBLISH larger than
-# the receive buffer (skipped, and acknowledged so the broker does not
-# re-send it forever). subs.py and inbound.py find these names here
-# (their __getattr__), so a subscribed client that meets none of them
-# never carries them.
+# restore, MQTT 5's subscription options, an ack of the wrong type, and an
+# inbound PUBLISH larger than the receive buffer (skipped, and acknowledged
+# so the broker does not re-send it forever). Each function here is the
+# rare part of the subs.py or inbound.py one of its name, or is found
+# through their __getattr__ (refusals, big, skip_big, too_large): a
+# subscribed client that meets none of these never carries them.
 from .compat import const
 from . import codec, filters
 from . import errors  # errors.X where raised: the class loads with the first failure
@@ -12,6 +13,7 @@ from . import errors  # errors.X where raised: the class loads with the first fa
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
 _PUBREC = const(5)
+_UNSUBACK = const(11)
 _GRANTED = const(4)  # a subs.py entry's answer: the last SUBACK code
 
 # Error reasons (reasons.py has the words).
@@ -22,24 +24,25 @@ _E_NO_UNSUBACK = const(48)
 _E_RESTORE_REFUSED = const(53)
 _E_SUB_REFUSED = const(54)
 _E_NO_SUBACK = const(55)
+_E_ACK_TYPE = const(63)
 
 
 # -- a client's (front.Front c) ------------------------------------------------
 
-def options(c, qos, opts):
+def options(c, qos, options):
     """subscribe()'s MQTT 5 keyword arguments (opts) as the QoS the entry
     keeps (v5more.sub_options); ValueError below level 5."""
     v5 = c.session.v5
     if not v5:
         from .v5words import text
         raise ValueError(text(35, ()))
-    return v5.more().sub_options(qos, **opts)
+    return v5.more().sub_options(qos, **options)
 
 
-def failed(c, e, arrived):
+def answer(c, e, acked):
     """subs.answer()'s failures: why client c's wait for entry e's ack gave
     no granted QoS."""
-    if not arrived:
+    if not acked:
         raise errors.MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
     v5 = c.session.v5  # MQTT 5 has more refusals than 0x80
     raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(e[_GRANTED]) if v5 else ""))
@@ -51,6 +54,13 @@ def refusals(c):
     subs = c.session.subs
     c.restore_refused += subs.nrefused
     c.last_error = errors.SubscribeError(codec.why(_E_RESTORE_REFUSED, subs.refused))
+
+
+def acked(t, pid):
+    """Subs.acked()'s protocol error: the broker answered request pid with
+    an ack of the other type, t."""
+    u = t == _UNSUBACK
+    return codec.protocol_error(_E_ACK_TYPE, "UNSUBACK" if u else "SUBACK", pid, "SUBACK" if u else "UNSUBACK")
 
 
 # -- an oversize PUBLISH: codec.Reader r's, session s's -------------------------
