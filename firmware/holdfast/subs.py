@@ -248,7 +248,7 @@ class Subs:
                     g[_GRANTED] = 0
                     self.gone.remove(g)
                     s._fill(now)
-                    return _REFUSED if self.nrefused else 0
+                    return 0  # refusals are the SUBACK's to report, once
             from . import subsmore as m
             raise m.acked(t, pid)
         codes = r.payload
