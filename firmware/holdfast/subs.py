@@ -151,13 +151,9 @@ class Subs:
                 e[2](topic, msg, retained)
 
     def uses(self, pid):
-        for e in self.list:
-            if e[_PID] == pid:
-                return True
-        for g in self.gone:
-            if g[_PID] == pid:
-                return True
-        return False
+        # Every id a request awaits its ack with is in out, that of a request
+        # asked again before its ack came too (the ack still comes).
+        return pid in self.out
 
     def lost(self):
         # Requests in flight went with the link: send them again.

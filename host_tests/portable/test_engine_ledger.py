@@ -117,6 +117,22 @@ def test_filters_refused_on_a_restore_are_reported_once():
     assert events((mq.UNSUBACK, g[3])) == [] and g[4] == 0
 
 
+def test_an_id_whose_ack_is_still_due_is_not_reused():
+    # A filter subscribed again before its SUBACK goes out with a new id; the
+    # first id's SUBACK still comes, so that id stays taken until it does.
+    s = session()
+    first = request(s, b"a", 1)[3]
+    e = request(s, b"a", 2)
+    assert [p[1] for p in sent(s)] == [first, e[3]] and e[3] != first
+    s.next_pid = first  # the ids wrapped around
+    b = request(s, b"b", 1)
+    assert b[3] not in (first, e[3]), (b[3], first, e[3])
+    feed(s, (mq.SUBACK, first, (1,)))  # the old answer: nobody's now
+    assert e[4] == -1 and b[4] == -1
+    feed(s, (mq.SUBACK, e[3], (2,)), (mq.SUBACK, b[3], (1,)))
+    assert e[4] == 2 and b[4] == 1
+
+
 def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
     s = session(clean=False)
     request(s, b"a", 1)
