@@ -93,7 +93,6 @@ def handled(s):
     s._ack(_PUBACK if qos == 1 else _PUBREC, s.done_pid)
 
 
-
 def __getattr__(name):
     # big(), skip_big() and too_large(), an oversize PUBLISH's, are in
     # subsmore.py: loaded with the first one. Not for dunder names: CPython's

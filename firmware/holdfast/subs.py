@@ -107,7 +107,7 @@ def ask(c, topic, qos, handler, options):
 
 def answer(c, e, acked):
     """After client c's wait for entry e's ack: the granted QoS, or why
-    there is none (subsmore.failed)."""
+    there is none (subsmore.answer)."""
     g = e[_GRANTED]
     if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
         return g
@@ -238,44 +238,42 @@ class Subs:
         if pid not in out:
             return 0  # none of our requests
         out[out.index(pid)] = 0
-        if t == _UNSUBACK:
-            for g in self.gone:
-                if g[_PID] == pid:
-                    g[_GRANTED] = 0
-                    self.gone.remove(g)
-                    s._fill(now)
-                    return 0  # refusals are the SUBACK's to report, once
+        for g in self.gone:
+            if g[_PID] == pid:
+                break
+        else:
+            g = None
+        if (t == _UNSUBACK) != (g is not None):
             from . import subsmore as m
             raise m.acked(t, pid)
-        codes = r.payload
-        self.nrefused = 0
-        j = 0
-        i = 0
-        lst = self.list
-        while i < len(lst):
-            e = lst[i]
-            if e[_PID] != pid:
+        self.nrefused = 0  # refusals are this SUBACK's to report, once
+        if g:
+            g[_GRANTED] = 0
+            self.gone.remove(g)
+        else:
+            codes = r.payload
+            j = 0
+            i = 0
+            lst = self.list
+            while i < len(lst):
+                e = lst[i]
+                if e[_PID] != pid:
+                    i += 1
+                    continue
+                if j >= len(codes):
+                    raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
+                code = codes[j]
+                j += 1
+                if code >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
+                    if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
+                        self.refused = e[0]
+                        self.nrefused += 1
+                    e[_GRANTED] = code
+                    lst.pop(i)
+                    continue
+                e[_GRANTED] = code
+                e[_PID] = -1
                 i += 1
-                continue
-            if j >= len(codes):
-                raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
-            g = codes[j]
-            j += 1
-            if g >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
-                if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
-                    self.refused = e[0]
-                    self.nrefused += 1
-                e[_GRANTED] = g
-                lst.pop(i)
-                continue
-            e[_GRANTED] = g
-            e[_PID] = -1
-            i += 1
-        if not j:
-            for g in self.gone:
-                if g[_PID] == pid:
-                    from . import subsmore as m
-                    raise m.acked(t, pid)
         s._fill(now)
         return _REFUSED if self.nrefused else 0
 
