@@ -52,11 +52,11 @@ def request(s, topic, qos, handler=None):
     topic (with handler(topic, msg, retained) for the messages it matches,
     from now on) and queues its SUBSCRIBE; with qos None forgets it (its
     handler gets nothing more) and queues its UNSUBSCRIBE. Queued now or
-    once there is room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
-    answer is set by the SUBACK (0x80: refused, and the filter is gone) or
-    is 0 once the UNSUBACK came (or a new session made it moot). ValueError
-    if it can never fit the send buffer, or for a bad filter or QoS: checked
-    before anything is registered."""
+    once there is room. Returns its entry in s.subs, [filter, qos, handler,
+    pid, answer]: answer is set by the SUBACK (0x80: refused, and the filter
+    is gone) or is 0 once the UNSUBACK came (or a new session made it moot).
+    ValueError if it can never fit the send buffer, or for a bad filter or
+    QoS: checked before anything is registered."""
     subs = s.subs
     if subs is None:
         subs = s.subs = Subs()

@@ -44,8 +44,9 @@ def answer(c, e, acked):
     no granted QoS."""
     if not acked:
         raise errors.MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
-    v5 = c.session.v5  # MQTT 5 has more refusals than 0x80
-    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(e[_GRANTED]) if v5 else ""))
+    v5 = c.session.v5  # MQTT 5 has more refusals than 0x80, in words
+    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0])
+                                + (": " + v5.words(e[_GRANTED]) if v5 else ""))
 
 
 def refusals(c):
@@ -59,8 +60,9 @@ def refusals(c):
 def acked(t, pid):
     """Subs.acked()'s protocol error: the broker answered request pid with
     an ack of the other type, t."""
-    u = t == _UNSUBACK
-    return codec.protocol_error(_E_ACK_TYPE, "UNSUBACK" if u else "SUBACK", pid, "SUBACK" if u else "UNSUBACK")
+    if t == _UNSUBACK:
+        return codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
+    return codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
 
 
 # -- an oversize PUBLISH: codec.Reader r's, session s's -------------------------
