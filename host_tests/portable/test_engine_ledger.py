@@ -89,6 +89,15 @@ def test_an_ack_of_the_wrong_kind_is_a_protocol_error():
     err = raises(MQTTProtocolError, feed, s, (mq.UNSUBACK, e[3]))
     assert "UNSUBACK for message id %d, which awaits SUBACK" % e[3] in str(err), str(err)
     assert s.state == FAILED
+    # And a SUBACK carrying an unsubscribe's id.
+    s = session()
+    request(s, b"a", 1)
+    grant(s)
+    g = request(s, b"a", None)
+    sent(s)
+    err = raises(MQTTProtocolError, feed, s, (mq.SUBACK, g[3], (1,)))
+    assert "SUBACK for message id %d, which awaits UNSUBACK" % g[3] in str(err), str(err)
+    assert s.state == FAILED and g[4] == -1
 
 
 def test_filters_refused_on_a_restore_are_reported_once():
