@@ -5,7 +5,7 @@ from holdfast import codec as c
 from holdfast import broker
 import consts as mq
 from holdfast.session import Session
-from consts import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
+from consts import MESSAGE, DELIVERED, REFUSED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
 from holdfast.compat import ticks_ms, ticks_add, ticks_diff
@@ -89,6 +89,57 @@ def test_an_ack_of_the_wrong_kind_is_a_protocol_error():
     err = raises(MQTTProtocolError, feed, s, (mq.UNSUBACK, e[3]))
     assert "UNSUBACK for message id %d, which awaits SUBACK" % e[3] in str(err), str(err)
     assert s.state == FAILED
+    # And a SUBACK carrying an unsubscribe's id.
+    s = session()
+    request(s, b"a", 1)
+    grant(s)
+    g = request(s, b"a", None)
+    sent(s)
+    err = raises(MQTTProtocolError, feed, s, (mq.SUBACK, g[3], (1,)))
+    assert "SUBACK for message id %d, which awaits UNSUBACK" % g[3] in str(err), str(err)
+    assert s.state == FAILED and g[4] == -1
+
+
+def test_filters_refused_on_a_restore_are_reported_once():
+    # An UNSUBACK after the SUBACK that refused a restored filter reported
+    # the refusal again: the shell counted it twice in restore_refused.
+    s = session(clean=False)
+    request(s, b"a", 1)
+    request(s, b"b", 1)
+    grant(s)
+    out = relink(s, False)  # a new session on the broker: both are restored
+    assert [p[0] for p in out] == [mq.SUBSCRIBE], out
+
+    def events(p):
+        broker.feed(s.rx, wire(p))
+        got = []
+        e = s.receive(0)
+        while e:
+            got.append(e)
+            e = s.receive(0)
+        return got
+
+    assert events((mq.SUBACK, out[0][1], (1, 0x80))) == [REFUSED]
+    assert s.subs.nrefused == 1 and s.subs.refused == b"b"
+    g = request(s, b"a", None)
+    assert sent(s) == [(mq.UNSUBSCRIBE, g[3], (b"a",))]
+    assert events((mq.UNSUBACK, g[3])) == [] and g[4] == 0
+
+
+def test_an_id_whose_ack_is_still_due_is_not_reused():
+    # A filter subscribed again before its SUBACK goes out with a new id; the
+    # first id's SUBACK still comes, so that id stays taken until it does.
+    s = session()
+    first = request(s, b"a", 1)[3]
+    e = request(s, b"a", 2)
+    assert [p[1] for p in sent(s)] == [first, e[3]] and e[3] != first
+    s.next_pid = first  # the ids wrapped around
+    b = request(s, b"b", 1)
+    assert b[3] not in (first, e[3]), (b[3], first, e[3])
+    feed(s, (mq.SUBACK, first, (1,)))  # the old answer: nobody's now
+    assert e[4] == -1 and b[4] == -1
+    feed(s, (mq.SUBACK, e[3], (2,)), (mq.SUBACK, b[3], (1,)))
+    assert e[4] == 2 and b[4] == 1
 
 
 def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
