@@ -208,7 +208,8 @@ class Subs:
             if g[_PID]:
                 continue
             slot = _free(self.out)
-            if slot < 0 or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
+            n = 8 + len(g[0])
+            if slot < 0 or s.make_room(n) - _ACK_ROOM < n:
                 return
             g[_PID] = self.out[slot] = s.new_pid()
             if s.v5:
@@ -228,7 +229,7 @@ class Subs:
             # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
             n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
-            room = s.make_room() - _ACK_ROOM
+            room = s.make_room(n + 3 + len(lst[i][0])) - _ACK_ROOM
             batch = []
             sid = -1
             while i < len(lst):
