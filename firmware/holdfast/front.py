@@ -171,7 +171,7 @@ class Front:
         if what == _ANSWERED:  # connect(): CONNACK or the link's end
             return s.state != _CONNECTING
         if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
-            return s.state != _CONNECTED or s.make_room() - _ACK_ROOM >= arg
+            return s.state != _CONNECTED or s.make_room(arg) - _ACK_ROOM >= arg
         if what == _WINDOW:  # the inflight window has a free slot
             return s.inflight < s.window or s.state != _CONNECTED
         if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg

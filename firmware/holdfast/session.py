@@ -64,6 +64,10 @@ _ACK_ROOM = const(16)
 
 # Receive buffer bytes before messages can arrive: 16 acks a read.
 _RX_ACKS = const(64)
+# The send buffer a first start() makes: CONNECT, acks and a sensor's
+# readings fit it; make_room() makes it size bytes for the first packet
+# that does not.
+_TX_FIRST = const(256)
 
 # What receive() returns.
 _MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then inbound.handled()
@@ -126,7 +130,8 @@ class Session:
         self.size = size
         self.rx = codec.Reader(_RX_ACKS, level)
         # The send buffer is made by the first start(): after the first TCP
-        # (and TLS) handshake, whose peak it would otherwise add to.
+        # (and TLS) handshake, whose peak it would otherwise add to. It
+        # holds _TX_FIRST bytes until a larger packet goes out (make_room()).
         self.tx = bytearray(0)
         self.tx_start = 0
         self.tx_end = 0
@@ -184,9 +189,13 @@ class Session:
 
     # -- output buffer -----------------------------------------------------
 
-    def make_room(self):
+    def make_room(self, n=0):
+        """Bytes free at the end of tx. Once tx is empty, an n-byte packet
+        it cannot hold makes it size bytes: one allocation, the first time."""
         if self.tx_start == self.tx_end:
             self.tx_start = self.tx_end = 0
+            if n + _ACK_ROOM > len(self.tx) and 0 < len(self.tx) < self.size:  # 0: before start()
+                self.tx = bytearray(self.size)
         elif self.tx_start and len(self.tx) - self.tx_end < _ACK_ROOM * 4:
             self.tx_end = codec.shift(self.tx, self.tx_start, self.tx_end)
             self.tx_start = 0
@@ -217,15 +226,22 @@ class Session:
         self.state = _CONNECTING
         self.link += 1
         if not len(self.tx):
-            self.tx = bytearray(self.size)
+            self.tx = bytearray(min(self.size, _TX_FIRST))
         if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
-        if self.v5:
-            self.tx_end = self.v5.start(self)
-            return
-        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive, self.will,
-                                    self.user, self.password, self.rx.level)
+        while True:
+            try:
+                if self.v5:
+                    self.tx_end = self.v5.start(self)
+                else:
+                    self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
+                                                self.will, self.user, self.password, self.rx.level)
+                return
+            except ValueError:  # a long will, user or password: codec checks the fit first
+                if len(self.tx) == self.size:
+                    raise
+                self.tx = bytearray(self.size)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
@@ -330,7 +346,7 @@ class Session:
             # queued before it; else _fill() sends it from the outbox.
             if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
                 return pid
-        if self.make_room() - _ACK_ROOM < n:
+        if self.make_room(n) - _ACK_ROOM < n:
             return pid or False  # QoS 0: not queued
         # Encoded from the caller's objects, not copied out of the outbox.
         if self.v5:  # MQTT 5: its properties, a topic alias
@@ -375,7 +391,8 @@ class Session:
                 self._ack(_PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
-                if self.make_room() - _ACK_ROOM < st.size(k):
+                n = st.size(k)
+                if self.make_room(n) - _ACK_ROOM < n:
                     return
                 if again:
                     self.republished += 1

@@ -182,7 +182,8 @@ class Subs:
         for g in self.gone:
             if g[_PID]:
                 continue
-            if 0 not in out or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
+            n = 8 + len(g[0])
+            if 0 not in out or s.make_room(n) - _ACK_ROOM < n:
                 return
             g[_PID] = out[out.index(0)] = s.new_pid()
             if s.v5:
@@ -201,7 +202,7 @@ class Subs:
             # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
             n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
-            room = s.make_room() - _ACK_ROOM
+            room = s.make_room(n + 3 + len(lst[i][0])) - _ACK_ROOM
             batch = []
             sid = -1
             while i < len(lst):

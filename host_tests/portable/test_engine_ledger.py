@@ -373,7 +373,61 @@ def test_the_send_buffer_is_made_after_the_first_handshake():
     assert s.publish(b"t", b"x" * 200, 1, False, 0)
     raises(ValueError, s.publish, b"t", b"x" * 290, 1, False, 0)
     s.start(0)
-    assert len(s.tx) == 300 and sent(s)[0][0] == mq.CONNECT
+    assert len(s.tx) == 256 and sent(s)[0][0] == mq.CONNECT
+
+
+def test_the_send_buffer_grows_to_size_for_the_first_packet_that_needs_it():
+    # Footprint: a sensor's readings and the acks fit the 256 bytes a first
+    # start() makes; a larger packet makes it size bytes, once, when it is
+    # empty, and goes out whole.
+    s = session(size=1024)
+    assert len(s.tx) == 256
+    assert s.publish(b"t", b"r" * 200, 0, False, 0)
+    assert len(s.tx) == 256
+    big = b"b" * 600
+    assert not s.publish(b"t", big, 0, False, 0)  # no room behind the reading yet
+    assert len(s.tx) == 256
+    assert sent(s) == [(mq.PUBLISH, b"t", b"r" * 200, 0, False, False, 0)]
+    assert s.publish(b"t", big, 0, False, 0)
+    assert len(s.tx) == 1024
+    assert sent(s) == [(mq.PUBLISH, b"t", big, 0, False, False, 0)]
+    tx = s.tx
+    pid = s.publish(b"t", big, 1, False, 0)
+    assert s.tx is tx and sent(s) == [(mq.PUBLISH, b"t", big, 1, False, False, pid)]
+    raises(ValueError, s.publish, b"t", b"x" * 1010, 0, False, 0)  # size is still the limit
+
+
+def test_a_stored_message_too_large_for_the_first_send_buffer_goes_out_after_connect():
+    s = Session(b"d", clean=False, size=1024)
+    big = b"q" * 700
+    pid = s.publish(b"t", big, 1, False, 0)  # offline: into the outbox only
+    s.start(0)
+    assert len(s.tx) == 256 and sent(s)[0][0] == mq.CONNECT
+    assert not feed(s, (mq.CONNACK, True, 0))
+    assert sent(s) == [(mq.PUBLISH, b"t", big, 1, False, False, pid)]
+    assert len(s.tx) == 1024
+
+
+def test_a_connect_too_large_for_the_first_send_buffer_goes_out_whole():
+    s = Session(b"d", size=1024)
+    s.will = (b"dev/gone", b"w" * 300, 1, False)
+    s.user = b"u" * 100
+    s.password = b"p" * 100
+    s.start(0)
+    assert len(s.tx) == 1024
+    assert sent(s) == [(mq.CONNECT, 4, b"d", True, 0, b"dev/gone", b"w" * 300, 1, False, b"u" * 100,
+                        b"p" * 100)]
+    s = Session(b"", clean=False)  # a CONNECT that is wrong, not large, still says why
+    raises(ValueError, s.start, 0)
+
+
+def test_a_subscribe_too_large_for_the_first_send_buffer_goes_out():
+    s = session(size=1024)
+    flt = b"f/" + b"x" * 400
+    e = request(s, flt, 1)
+    assert sent(s) == [(mq.SUBSCRIBE, e[3], ((flt, 1),))]
+    e = request(s, flt, None)
+    assert sent(s) == [(mq.UNSUBSCRIBE, e[3], (flt,))]
 
 
 def test_the_default_outbox_holds_16_messages():
