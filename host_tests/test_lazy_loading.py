@@ -19,7 +19,7 @@ RUNTIMES = {"cpython": sys.executable,
             "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
 
 # Modules only a feature beyond publishing loads.
-LATER = {"errcommon", "errmore", "filters", "inbound", "held", "subs", "policy", "reasons", "tls", "tlsmore",
+LATER = {"errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
          "outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker"}
 
 SCRIPT = """\

@@ -23,6 +23,7 @@ def test_connect_to_a_broker_that_stopped_answering_never_waits(runtime):
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, (p.stdout, p.stderr)
     r = json.loads(lines[-1][7:])
+    assert r["timeout"] == ["Unreachable", 110, "no TCP connection to 127.0.0.1:%d within 100 ms" % port], r
     assert r["pending_steps"] == 20, r  # each step returned at once, still connecting
     assert r["connected"], r  # and the connect completes once the broker takes it
     assert r["refused"] == 111, r  # ECONNREFUSED, as an OSError

@@ -4,12 +4,7 @@
 
 
 def __getattr__(name):
-    if name == "MQTTClient":
-        from .client import MQTTClient as x
-    elif name == "AsyncClient":
-        from .aclient import AsyncClient as x
-    elif name[:1].isupper():  # an error class
-        x = getattr(__import__("holdfast.errors", None, None, ["errors"]), name)
-    else:  # a submodule: `from holdfast import codec`
-        x = __import__("holdfast." + name, None, None, [name])
-    return x
+    if name[:1].islower():  # a submodule: `from holdfast import codec`
+        return __import__("holdfast." + name, None, None, [name])
+    m = "client" if name == "MQTTClient" else "aclient" if name == "AsyncClient" else "errors"
+    return getattr(__import__("holdfast." + m, None, None, [m]), name)

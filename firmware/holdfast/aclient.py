@@ -2,9 +2,8 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, const
+from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
 from . import net
-from .codec import publish_size
 from .front import Front, LINK_ERRORS
 
 # The session's link states (session.py) and what Front._ready() waits for
@@ -93,15 +92,16 @@ class AsyncClient(Front):
         if props and not self.session.v5:
             from .v5words import text
             raise ValueError(text(34, ()))
-        if not qos:
-            if not self._publish0(topic, msg, retain, self._busy, props):
-                await self._until(_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms)
-                self._publish0(topic, msg, retain, True, props)
-            self._write()
-            return None
-        if not self._busy and not self._ready(_WINDOW, 0):
-            await self._until(_WINDOW, 0, self.timeout_ms)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
+        pid = None
+        if qos:
+            if not self._busy and not self._ready(_WINDOW, 0):
+                await self._until(_WINDOW, 0, self.timeout_ms)
+            pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
+        else:
+            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            if n:
+                await self._until(_ROOM, n, self.timeout_ms)
+                self._publish(topic, msg, retain, 0, 0, False, props, True)
         self._write()
         return pid
 
@@ -197,7 +197,7 @@ class AsyncClient(Front):
 
     def _fault(self, e):
         self.faults += 1
-        self._report(e)  # printed
+        print_exception(e)
         self._link_failed(e)
 
     async def _read(self):
@@ -229,7 +229,7 @@ class AsyncClient(Front):
             s.eof()
         if n > 0:
             s.rx.end += n
-        if self._events(ticks_ms()):
+        if self._events(ticks_ms(), False):
             self._write()
         self.progress.set()
         if not len(buf):

@@ -3,10 +3,10 @@
 from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, const
 import select
 from . import net
-from .codec import publish_size
 from .front import Front, LINK_ERRORS
 
 _TICK_MS = const(20)  # timers run at most this often
+_RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Front._events)
 # The session's link states (session.py) and what Front._ready() waits for
 # (front.py), as private consts: no module-level names.
 _CLOSED = const(0)
@@ -101,18 +101,18 @@ class MQTTClient(Front):
             raise ValueError(text(34, ()))
         if self.sock is None and not self._busy:
             self._service()
-        if not qos:
-            if s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
-                pass  # the common case, without a call more
-            elif not self._publish0(topic, msg, retain, self._busy, props):
-                self._wait(_ROOM, publish_size(topic, len(msg), 0), None)
-                self._publish0(topic, msg, retain, True, props)
-            if self.sock is not None:
-                self._pump(now, s.ping_at >= 0)
-            return None
-        if not self._busy and not self._ready(_WINDOW, 0):
-            self._wait(_WINDOW, 0, None, True)
-        pid = self._queue(topic, msg, retain, qos, expiry, latest, props)
+        pid = None
+        if qos:
+            if not self._busy and not self._ready(_WINDOW, 0):
+                self._wait(_WINDOW, 0, None, True)
+            pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
+        elif s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
+            pass  # the common case, without a call more
+        else:
+            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            if n:
+                self._wait(_ROOM, n, None)
+                self._publish(topic, msg, retain, 0, 0, False, props, True)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid
@@ -132,38 +132,30 @@ class MQTTClient(Front):
     def check_msg(self):
         """Handles whatever has arrived, without waiting; reconnects when due.
         An exception from a callback comes out here (counted in callback_errors)."""
-        self._raising = True
-        try:
-            self._service()
-            if self.sock:
-                self._pump(ticks_ms(), True)
-        finally:
-            self._raising = False
+        self._service()
+        if self.sock:
+            self._pump(ticks_ms(), _RAISE)
 
     def wait_msg(self, timeout_ms=None):
         """Waits until a packet arrives (or timeout_ms, if given) and handles
         it. LinkDown if no link can come: after disconnect(), or with
         reconnect=False once the link is lost."""
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
-        self._raising = True
-        try:
-            while True:
-                self._service()
-                st = self.session.state
-                if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
-                    self._need_link()  # raises LinkDown: no link can come
-                now = ticks_ms()
-                if self.sock and self._pump(now, True):
-                    return
-                left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
-                if left <= 0:
-                    return
-                if self.sock:
-                    self._io_wait(left)
-                else:
-                    sleep_ms(max(1, min(left, self._backoff_wait(now))))
-        finally:
-            self._raising = False
+        while True:
+            self._service()
+            st = self.session.state
+            if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
+                self._need_link()  # raises LinkDown: no link can come
+            now = ticks_ms()
+            if self.sock and self._pump(now, _RAISE):
+                return
+            left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
+            if left <= 0:
+                return
+            if self.sock:
+                self._io_wait(left)
+            else:
+                sleep_ms(max(1, min(left, self._backoff_wait(now))))
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -191,8 +183,9 @@ class MQTTClient(Front):
 
     def _pump(self, now, read):
         """One round of I/O without waiting: write what is queued, read what is
-        there, hand the engine's events to the application, run the timers.
-        Reads nothing while a callback runs. Returns the packets handled."""
+        there (read: True, or _RAISE), hand the engine's events to the
+        application, run the timers. Reads nothing while a callback runs.
+        Returns the packets handled."""
         s = self.session
         n = s.packets
         if self._busy:
@@ -214,7 +207,7 @@ class MQTTClient(Front):
         except LINK_ERRORS as e:
             self._link_failed(e)
             return 0
-        if read and not self._events(now):
+        if read and not self._events(now, read == _RAISE):
             return s.packets - n
         try:
             # Timers are coarse: run them at most every few ms, not per message.

@@ -389,7 +389,7 @@ class Reader:
         elif type == _PUBLISH:
             import holdfast.inbound as m
             m.parse_publish(self, flags, i, end)
-        elif type == _PUBACK or type == _PUBREC or type == _PUBREL or type == _PUBCOMP or type == _UNSUBACK:
+        elif _PUBACK <= type <= _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
         elif type == _CONNACK:
             if b[i] & 0xFE and self.level == 4:
@@ -401,7 +401,7 @@ class Reader:
         elif type == _SUBACK:
             import holdfast.filters as m
             m.parse_suback(self, i, end, end - i)
-        elif type != _PINGREQ and type != _PINGRESP and type != _DISCONNECT:
+        elif type < _PINGREQ:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (PINGREQ, PINGRESP, DISCONNECT: nothing more)
             if self._from_client is None:
                 raise protocol_error(_E_FROM_CLIENT, type)
             self._from_client(type, i, end)

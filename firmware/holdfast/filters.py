@@ -4,7 +4,7 @@
 # fields). Loaded on first use (a subscribe, an inbound PUBLISH or SUBACK):
 # a sensor that only publishes never carries it.
 from .compat import const
-from .codec import to_bytes, why, protocol_error, _check_pid, _check_qos, _header, _u16, _str
+from . import codec
 
 _SUBSCRIBE = const(8)  # packet types (codec.py)
 _UNSUBSCRIBE = const(10)
@@ -24,42 +24,42 @@ _E_SUBACK_CODE = const(35)
 
 def subscribe(buf, pid, filters, off=0):
     """filters: a sequence of (topic filter, QoS) pairs."""
-    _check_pid(pid)
+    codec._check_pid(pid)
     if not filters:
-        raise ValueError(why(_E_NO_FILTER_SUB))
+        raise ValueError(codec.why(_E_NO_FILTER_SUB))
     rl = 2
     for f, q in filters:
-        _check_qos(q)
-        f = to_bytes(f)
+        codec._check_qos(q)
+        f = codec.to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 3 + len(f)
-    i = _u16(buf, _header(buf, _SUBSCRIBE << 4 | 2, rl, off), pid)
+    i = codec._u16(buf, codec._header(buf, _SUBSCRIBE << 4 | 2, rl, off), pid)
     for f, q in filters:
-        i = _str(buf, i, to_bytes(f))
+        i = codec._str(buf, i, codec.to_bytes(f))
         buf[i] = q
         i += 1
     return i
 
 
-def unsubscribe(buf, pid, topics, off=0):
-    _check_pid(pid)
-    if not topics:
-        raise ValueError(why(_E_NO_FILTER_UNSUB))
+def unsubscribe(buf, pid, filters, off=0):
+    codec._check_pid(pid)
+    if not filters:
+        raise ValueError(codec.why(_E_NO_FILTER_UNSUB))
     rl = 2
-    for f in topics:
-        f = to_bytes(f)
+    for f in filters:
+        f = codec.to_bytes(f)
         check_filter(f, 0, len(f))
         rl += 2 + len(f)
-    i = _u16(buf, _header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
-    for f in topics:
-        i = _str(buf, i, to_bytes(f))
+    i = codec._u16(buf, codec._header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    for f in filters:
+        i = codec._str(buf, i, codec.to_bytes(f))
     return i
 
 
-def utf8_ok(b, i, end):
+def utf8_ok(buf, i, end):
     """Well-formed UTF-8 without U+0000 (3.1.1 section 1.5.3), checked in place."""
     while i < end:
-        c = b[i]
+        c = buf[i]
         if c < 0x80:
             if not c:
                 return False
@@ -81,27 +81,27 @@ def utf8_ok(b, i, end):
             return False
         if i + n >= end:
             return False
-        if not lo <= b[i + 1] <= hi:
+        if not lo <= buf[i + 1] <= hi:
             return False
         for k in range(2, n + 1):
-            if not 0x80 <= b[i + k] <= 0xBF:
+            if not 0x80 <= buf[i + k] <= 0xBF:
                 return False
         i += n + 1
     return True
 
 
-def check_filter(b, i, end):
-    """Raise ValueError unless b[i:end] is a valid topic filter."""
+def check_filter(buf, i, end):
+    """Raise ValueError unless buf[i:end] is a valid topic filter."""
     if i >= end:
-        raise ValueError(why(_E_FILTER_EMPTY))
+        raise ValueError(codec.why(_E_FILTER_EMPTY))
     start = i
-    if not utf8_ok(b, i, end):
-        raise ValueError(why(_E_FILTER_UTF8, bytes(b[start:end])))
+    if not utf8_ok(buf, i, end):
+        raise ValueError(codec.why(_E_FILTER_UTF8, bytes(buf[start:end])))
     while i < end:
-        c = b[i]
+        c = buf[i]
         if c == 35 or c == 43:  # '#' or '+' must fill a whole level; '#' must be last
-            if (i > start and b[i - 1] != 47) or (i + 1 < end and (c == 35 or b[i + 1] != 47)):
-                raise ValueError(why(_E_FILTER_WILD, bytes(b[start:end])))
+            if (i > start and buf[i - 1] != 47) or (i + 1 < end and (c == 35 or buf[i + 1] != 47)):
+                raise ValueError(codec.why(_E_FILTER_WILD, bytes(buf[start:end])))
         i += 1
 
 
@@ -109,21 +109,21 @@ def string(r, i, end, what):
     """The offset after the length-prefixed string at r.buf[i], which must
     end by end (what: the field, for the error)."""
     if i + 2 > end:
-        raise protocol_error(_E_LEN_PAST, what)
+        raise codec.protocol_error(_E_LEN_PAST, what)
     j = i + 2 + (r.buf[i] << 8 | r.buf[i + 1])
     if j > end:
-        raise protocol_error(_E_STR_PAST, what, j - i - 2)
+        raise codec.protocol_error(_E_STR_PAST, what, j - i - 2)
     return j
 
 
-def parse_suback(r, i, end, rl):
+def parse_suback(r, i, end, size):
     """Reader r's SUBACK at buf[i:end]: pid and payload (the return codes)."""
-    if rl < 3:
-        raise protocol_error(_E_SUBACK_EMPTY)
+    if size < 3:
+        raise codec.protocol_error(_E_SUBACK_EMPTY)
     r.pid = r._pid(i)
     b = r.buf
     for k in range(i + 2, end):
         c = b[k]
         if c > 2 and c != _SUBACK_FAILURE:
-            raise protocol_error(_E_SUBACK_CODE, c)
+            raise codec.protocol_error(_E_SUBACK_CODE, c)
     r.payload = r.mv[i + 2:end]

@@ -48,8 +48,6 @@ _E_NO_ROOM = const(47)
 
 
 class Front:
-    _raising = False  # set by the blocking client's check_msg() and wait_msg() (_report)
-
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -173,40 +171,35 @@ class Front:
         if what == _ANSWERED:  # connect(): CONNACK or the link's end
             return s.state != _CONNECTING
         if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
-            return s.state != _CONNECTED or s.make_room() - _ACK_ROOM >= arg
+            return s.state != _CONNECTED or s.make_room(arg) - _ACK_ROOM >= arg
         if what == _WINDOW:  # the inflight window has a free slot
             return s.inflight < s.window or s.state != _CONNECTED
         if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
             return arg[4] >= 0
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
-    def _publish0(self, topic, msg, retain, last, props):
-        # A QoS 0 message: True once queued or dropped (offline; or, on the
-        # last try, no room in the send buffer), False when the caller may
-        # wait for room and try again. props: MQTT 5's properties, given to
-        # the session here and in _queue(), after the caller's waits: a
-        # callback's publish meanwhile gives its own.
+    def _publish(self, topic, msg, retain, qos, expiry, latest, props, last):
+        # A message into the session, after the caller's waits. props: MQTT
+        # 5's properties, given to the session here: a callback's publish
+        # meanwhile gives its own. QoS 1/2: into the outbox, expiry in seconds
+        # from now by the wall clock its deadlines are kept in; the id. QoS 0:
+        # 0 once queued or dropped (offline; or, on the last try, no room in
+        # the send buffer), else the room in bytes the caller may wait for.
         s = self.session
         if s.v5:
             s.props = props
+        if qos:
+            return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
         elif s.publish(topic, msg, 0, retain, ticks_ms()):
-            return True
+            return 0
         elif not last:
-            return False
+            return publish_size(topic, len(msg), 0)
         elif not self._busy:
             self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
         self.dropped_qos0 += 1
-        return True
-
-    def _queue(self, topic, msg, retain, qos, expiry, latest, props):
-        # A QoS 1/2 message into the session; expiry in seconds from now, by
-        # the wall clock outbox deadlines are kept in (one place for both shells).
-        if self.session.v5:
-            self.session.props = props
-        return self.session.publish(topic, msg, qos, retain, ticks_ms(),
-                                    wall() + expiry if expiry else 0, latest)
+        return 0
 
     # -- events, timers, the link ----------------------------------------------
 
@@ -228,11 +221,11 @@ class Front:
             raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
                                   else why(_E_NOT_STARTED))
 
-    def _events(self, now):
+    def _events(self, now, raising):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised or printed (see
-        _report); the message stays acknowledged.
+        exception: counted in callback_errors, then raised if raising, else
+        printed; the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
@@ -261,23 +254,20 @@ class Front:
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x
-                self._report(x)
+                # Raised out of the blocking client's check_msg() /
+                # wait_msg(), as umqtt.simple does; printed by every other
+                # call that waits (connect() with a session's queued messages
+                # arriving behind CONNACK, publish, flush: each reports its own
+                # outcome) and by the asyncio client's task, which carries on.
+                if raising:
+                    raise
+                print_exception(x)
             finally:
                 self._busy = False
                 if e == _MESSAGE:  # acknowledged once the application has it
                     import holdfast.inbound as m
                     m.handled(s)
         return True
-
-    def _report(self, x):
-        # A callback's exception, once counted: out of the blocking client's
-        # check_msg() / wait_msg(), as umqtt.simple does; printed by every
-        # other call that waits (connect() with a session's queued messages
-        # arriving behind CONNACK, publish, flush: each reports its own
-        # outcome) and by the asyncio client's task, which carries on.
-        if self._raising:
-            raise x
-        print_exception(x)
 
     def _dial(self, now, ms=0):
         # One step of the TCP connect to the broker, begun (resolving the

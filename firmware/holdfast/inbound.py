@@ -1,12 +1,11 @@
 # What the broker sends unasked: inbound PUBLISH packets (parsed, handed to
-# the application, acknowledged; QoS 2 held until PUBREL), those too large
-# for the receive buffer too (skipped, and acknowledged so the broker does
-# not re-send them forever). Loaded when the first such packet arrives: a
+# the application, acknowledged; QoS 2 held until PUBREL). Those too large
+# for the receive buffer (big(), skip_big(), too_large()) are subsmore.py's,
+# found by __getattr__ below. Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
 from .compat import const
-from . import codec
+from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .filters import utf8_ok, string
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -19,7 +18,6 @@ _E_PUB_EMPTY = const(26)
 _E_PUB_UTF8 = const(27)
 _E_PUB_WILD = const(28)
 _E_PUB_PID_PAST = const(29)
-_E_TOO_LARGE = const(37)
 
 
 # -- the codec's part: reader r's buffer --------------------------------------
@@ -27,10 +25,10 @@ _E_TOO_LARGE = const(37)
 def parse_publish(r, flags, i, end):
     """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
     b = r.buf
-    j = string(r, i, end, "PUBLISH topic")
+    j = filters.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
-    if not utf8_ok(b, i + 2, j):
+    if not filters.utf8_ok(b, i + 2, j):
         raise codec.protocol_error(_E_PUB_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:
@@ -44,53 +42,6 @@ def parse_publish(r, flags, i, end):
     else:
         r.pid = 0
     r.payload = r.mv[j:end]
-
-
-def big(r, flags, i, total):
-    """Reader r's PUBLISH starting at buf[r.start], body at i, is total bytes,
-    more than the buffer: its topic length must leave room for the topic
-    and the packet id inside it, or the skip would run past it."""
-    end = r.start + total
-    j = string(r, i, end, "PUBLISH topic")
-    if j == i + 2:
-        raise codec.protocol_error(_E_PUB_EMPTY)
-    r.type = _PUBLISH
-    r.flags = flags
-    # For QoS 1/2, the bytes still to pass before the packet id, which the
-    # message must be acknowledged with (-1: no id awaited); set here, not
-    # by Reader.reset(), so a publish-only client's Reader never names it.
-    r._pid_at = -1
-    if flags & 6:
-        if j + 2 > end:
-            raise codec.protocol_error(_E_PUB_PID_PAST)
-        r._pid_at = j - r.start
-    r._big = r.skip = total
-    return skip_big(r)
-
-
-def skip_big(r):
-    """Passes over reader r's oversize PUBLISH up to its packet id, whatever
-    the read sizes, then raises PacketTooLarge; r.next() discards the rest
-    as it arrives."""
-    if r._pid_at >= 0:
-        k = min(r._pid_at, r.end - r.start)
-        r.start += k
-        r.skip -= k
-        r._pid_at -= k
-        if r._pid_at or r.end - r.start < 2:
-            return 0
-        pid = r._pid(r.start)
-        r._pid_at = -1
-    else:
-        pid = 0
-    total = r._big
-    r._big = 0
-    k = min(r.skip, r.end - r.start)
-    r.start += k
-    r.skip -= k
-    from .errors import PacketTooLarge
-    raise PacketTooLarge(codec.why(_E_TOO_LARGE, _PUBLISH, total, len(r.buf)), _PUBLISH, total, pid,
-                         (r.flags >> 1) & 3)
 
 
 # -- the session's part: session s -------------------------------------------
@@ -142,9 +93,11 @@ def handled(s):
     s._ack(_PUBACK if qos == 1 else _PUBREC, s.done_pid)
 
 
-def too_large(s, e):
-    """Skipped whole; acknowledged so the broker does not re-send it forever
-    (a QoS 2 message with PUBREC: its PUBREL then gets PUBCOMP)."""
-    s.dropped += 1
-    if e.pid:
-        s._ack(_PUBREC if e.type == _PUBLISH and e.qos == 2 else _PUBACK, e.pid)
+def __getattr__(name):
+    # big(), skip_big() and too_large(), an oversize PUBLISH's, are in
+    # subsmore.py: loaded with the first one. Not for dunder names: CPython's
+    # import looks up __path__.
+    if name[0] == "_":
+        raise AttributeError(name)
+    from . import subsmore as m  # 32 B a call, on the rare paths only
+    return getattr(m, name)

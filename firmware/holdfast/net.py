@@ -2,29 +2,30 @@
 # MicroPython and CPython: the two differ in readinto/recv_into, in how "no
 # data yet" is reported, and in write with an offset.
 import socket
-import select
 from .compat import const
-from .codec import why
 
 MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
 _IPPROTO_TCP = const(6)
 _TCP_NODELAY = const(1)
 _ETIMEDOUT = const(110)
 _ECONNREFUSED = const(111)
-# Error reasons (reasons.py has the words).
+# Error reasons: reasons.py has the words, and makes the Unreachable that
+# carries them (a connected client loads none of that code).
 _E_NO_TCP = const(56)
 _E_NO_HOST = const(66)
 _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
 
 
-# The errnos below are literals where they are tested (a module-level tuple
-# is one more name on a board's heap); Linux and lwIP share theirs, BSD's differ.
+# The errnos below are literals, compared one by one where they are tested:
+# a tuple of them, a module-level name or a constant, is one more object on a
+# board's heap. Linux and lwIP share theirs, BSD's differ.
 
 
 def _blocked(e):
     # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
-    return (e.args and e.args[0] in (11, 35, 115)) or e.__class__.__name__.startswith("SSLWant")
+    n = e.args[0] if e.args else 0
+    return n == 11 or n == 35 or n == 115 or e.__class__.__name__.startswith("SSLWant")
 
 
 def dial(host, port):
@@ -35,13 +36,15 @@ def dial(host, port):
     try:
         ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
     except OSError as e:
-        raise _unreachable(_E_NO_HOST, e, host, port)
+        from .reasons import unreachable
+        raise unreachable(e, _E_NO_HOST, host, port, e)
     sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
     try:
         # Each packet goes out in one write; Nagle would hold it back ~40 ms.
         sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
     except (OSError, AttributeError):
         pass
+    import select  # here, not a module global: one name less on a board's heap
     poll = select.poll()
     poll.register(sock, select.POLLOUT)
     sock.setblocking(False)
@@ -67,25 +70,19 @@ def connected(d, host, port, ms):
             return sock
         except OSError as e:
             n = e.args[0] if e.args else None
-            if n in (106, 56):  # EISCONN (Linux and lwIP, BSD)
+            if n == 106 or n == 56:  # EISCONN (Linux and lwIP, BSD)
                 return sock
-            if not (_blocked(e) or n in (114, 37)):  # EALREADY: a connect under way
+            if not (_blocked(e) or n == 114 or n == 37):  # EALREADY: a connect under way
                 sock.close()
-                raise _unreachable(_E_REFUSED if n == _ECONNREFUSED else _E_NO_ROUTE, e, host, port)
+                from .reasons import unreachable
+                if n == _ECONNREFUSED:
+                    raise unreachable(e, _E_REFUSED, host, port)
+                raise unreachable(e, _E_NO_ROUTE, host, port, e)
     if ms > 0:
         sock.close()
-        from .errors import Unreachable
-        raise Unreachable(_ETIMEDOUT, why(_E_NO_TCP, host, port, ms))
+        from .reasons import unreachable
+        raise unreachable(_ETIMEDOUT, _E_NO_TCP, host, port, ms)
     return None
-
-
-def _unreachable(reason, e, host, port):
-    # The runtime's errno stays in args[0] for code that checks it; a name
-    # that did not resolve has none on MicroPython ("[addrinfo error -2]").
-    n = e.args[0] if e.args else None
-    words = why(reason, host, port) if reason == _E_REFUSED else why(reason, host, port, e)
-    from .errors import Unreachable
-    return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
 
 
 def read_into(sock, buf):

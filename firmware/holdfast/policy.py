@@ -84,7 +84,8 @@ def retry_ms(s, now):
     for i in range(s.window):
         w = st[i]
         if w and ticks_diff(now, s._sent[i]) >= s.retry_ms:
-            if s.make_room() - _ACK_ROOM < s.store.size(s._key[i]):
+            n = s.store.size(s._key[i])
+            if s.make_room(n) - _ACK_ROOM < n:
                 break
             if w == _WAIT_PUBCOMP:
                 s._ack(_PUBREL, s._pid[i])

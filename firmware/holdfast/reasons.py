@@ -112,3 +112,14 @@ def refused(code):
     """ConnectError's message for a CONNACK return code."""
     reason = CONNACK[code] if 0 < code < len(CONNACK) else "unknown return code"
     return "connection refused: " + reason + " (code " + str(code) + ")"
+
+
+def unreachable(e, code, *args):
+    """net.py's Unreachable, with the words of code formatted with args. e:
+    the runtime's OSError, or the errno itself. The errno stays in args[0]
+    for code that checks it; a name that did not resolve has none on
+    MicroPython ("[addrinfo error -2]")."""
+    from .errors import Unreachable
+    n = e if isinstance(e, int) else e.args[0] if e.args else None
+    words = text(code, args)
+    return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)

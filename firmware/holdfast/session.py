@@ -64,6 +64,10 @@ _ACK_ROOM = const(16)
 
 # Receive buffer bytes before messages can arrive: 16 acks a read.
 _RX_ACKS = const(64)
+# The send buffer a first start() makes: CONNECT, acks and a sensor's
+# readings fit it; make_room() makes it size bytes for the first packet
+# that does not.
+_TX_FIRST = const(256)
 
 # What receive() returns.
 _MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then inbound.handled()
@@ -103,6 +107,17 @@ class Session:
     """
 
     v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+    # Defaults for what a client that only publishes never sets: on the
+    # instance from the first time it is set. The instance's attribute table
+    # then stays below 48 entries, where it grows from 47 slots to 59 (192 B
+    # on a 64-bit board): __init__ adds 46.
+    # The message receive() returned, until inbound.handled() (inbound.py).
+    topic = msg = None
+    retained = dup = False
+    qos = 0
+    # QoS 2 messages past PUBREC whose broker session was lost: they go out
+    # again as PUBLISH, not PUBREL, until a PUBREC comes back (a list).
+    _republish = None
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
@@ -115,7 +130,8 @@ class Session:
         self.size = size
         self.rx = codec.Reader(_RX_ACKS, level)
         # The send buffer is made by the first start(): after the first TCP
-        # (and TLS) handshake, whose peak it would otherwise add to.
+        # (and TLS) handshake, whose peak it would otherwise add to. It
+        # holds _TX_FIRST bytes until a larger packet goes out (make_room()).
         self.tx = bytearray(0)
         self.tx_start = 0
         self.tx_end = 0
@@ -138,9 +154,6 @@ class Session:
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
-        # QoS 2 messages past PUBREC whose broker session was lost: they go
-        # out again as PUBLISH, not PUBREL, until a PUBREC comes back.
-        self._republish = None
         self.republished = 0
         self.drop_oldest = drop_oldest  # when the outbox is full; else OutboxFull
         # Earliest deadline pending (0: none). What a reopened store holds is
@@ -170,20 +183,19 @@ class Session:
         self.ping_at = -1
         self.packets = 0  # packets received
         self.dropped = 0  # inbound packets too large for the receive buffer
-        # The message receive() returned, until inbound.handled().
-        self.topic = self.msg = None
-        self.retained = False
-        self.qos = 0
-        self.dup = False
         # The packet id of the event: the message DELIVERED (REJECTED)
         # reports, or the one MESSAGE returned, until handled().
         self.done_pid = 0
 
     # -- output buffer -----------------------------------------------------
 
-    def make_room(self):
+    def make_room(self, n=0):
+        """Bytes free at the end of tx. Once tx is empty, an n-byte packet
+        it cannot hold makes it size bytes: one allocation, the first time."""
         if self.tx_start == self.tx_end:
             self.tx_start = self.tx_end = 0
+            if n + _ACK_ROOM > len(self.tx) and 0 < len(self.tx) < self.size:  # 0: before start()
+                self.tx = bytearray(self.size)
         elif self.tx_start and len(self.tx) - self.tx_end < _ACK_ROOM * 4:
             self.tx_end = codec.shift(self.tx, self.tx_start, self.tx_end)
             self.tx_start = 0
@@ -214,15 +226,22 @@ class Session:
         self.state = _CONNECTING
         self.link += 1
         if not len(self.tx):
-            self.tx = bytearray(self.size)
+            self.tx = bytearray(min(self.size, _TX_FIRST))
         if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
-        if self.v5:
-            self.tx_end = self.v5.start(self)
-            return
-        self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive, self.will,
-                                    self.user, self.password, self.rx.level)
+        while True:
+            try:
+                if self.v5:
+                    self.tx_end = self.v5.start(self)
+                else:
+                    self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
+                                                self.will, self.user, self.password, self.rx.level)
+                return
+            except ValueError:  # a long will, user or password: codec checks the fit first
+                if len(self.tx) == self.size:
+                    raise
+                self.tx = bytearray(self.size)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
@@ -301,43 +320,42 @@ class Session:
         n = codec.publish_size(topic, len(payload), qos)
         if n > self.size - _ACK_ROOM:
             self.fits(n)  # raises, with the words
+        pid = 0
+        if qos:
+            st = self.store
+            pid = self.new_pid()
+            prev = st.tail - 1  # keys grow but need not be consecutive
+            while True:
+                try:
+                    key = st.put(topic, payload, qos, retain, pid, deadline)
+                    break
+                except errors.OutboxFull:
+                    if not self.drop_oldest:
+                        raise
+                    import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                    if not m.drop_oldest(self):
+                        raise
+            if latest:
+                import holdfast.policy as m
+                m.replace(self, topic, key)
+            if deadline:
+                self._deadlines = 1
+                if not self.next_expiry or deadline < self.next_expiry:
+                    self.next_expiry = deadline
+            # It goes out now in the common case, window open and nothing
+            # queued before it; else _fill() sends it from the outbox.
+            if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
+                return pid
+        if self.make_room(n) - _ACK_ROOM < n:
+            return pid or False  # QoS 0: not queued
+        # Encoded from the caller's objects, not copied out of the outbox.
+        if self.v5:  # MQTT 5: its properties, a topic alias
+            self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
+        else:
+            self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
         if not qos:
-            if self.make_room() - _ACK_ROOM < n:
-                return False
-            if self.v5:  # MQTT 5: its properties, a topic alias
-                self.tx_end = self.v5.out(self, topic, payload, 0, retain, 0, 0)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, 0, retain, False, 0, self.tx_end)
             return True
-        st = self.store
-        pid = self.new_pid()
-        prev = st.tail - 1  # keys grow but need not be consecutive
-        while True:
-            try:
-                key = st.put(topic, payload, qos, retain, pid, deadline)
-                break
-            except errors.OutboxFull:
-                if not self.drop_oldest:
-                    raise
-                import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
-                if not m.drop_oldest(self):
-                    raise
-        if latest:
-            import holdfast.policy as m
-            m.replace(self, topic, key)
-        if deadline:
-            self._deadlines = 1
-            if not self.next_expiry or deadline < self.next_expiry:
-                self.next_expiry = deadline
-        if (self.state == _CONNECTED and self.cursor == prev and self.inflight < self.window
-                and self.make_room() - _ACK_ROOM >= n):
-            # The common case: window open, nothing queued before it. Encode
-            # from the caller's objects rather than copying out of the outbox.
-            if self.v5:
-                self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
-            else:
-                self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
-            self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
+        self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
     def _track(self, key, pid, state, now):
@@ -373,7 +391,8 @@ class Session:
                 self._ack(_PUBREL, pid)
                 self._track(k, pid, _WAIT_PUBCOMP, now)
             else:
-                if self.make_room() - _ACK_ROOM < st.size(k):
+                n = st.size(k)
+                if self.make_room(n) - _ACK_ROOM < n:
                     return
                 if again:
                     self.republished += 1

@@ -55,27 +55,27 @@ class MemoryStore:
     # starts with its property block: DUP, which the outbox never stores
     # otherwise, marks the record (docs/mqtt5.md).
     mark = False
+    # Set on the instance when first needed (held.table(), the first id a
+    # full table forgets, the first deadline), so a store that never needs
+    # them has a smaller attribute table.
+    held_ids = _dl = None
+    held_evicted = 0
 
     def __init__(self, size=4096, slots=32, held=32):
         self.held_max = held
         if held < 1:
             from .held import Held
             Held(self)  # raises ValueError with the words
-        self.held_evicted = 0
-        self.held_ids = None
         self.ring = bytearray(size)
         self.mv = memoryview(self.ring)
         self.slots = slots
         self._off = array("i", [0] * slots)
-        self._end = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
-        self._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
         # Key k lives in slot k % slots; put() skips the keys whose slot is
         # still taken, so one message stuck in a QoS 2 flow costs one slot,
         # not the whole table: capacity counts what is pending.
-        self.head = 0  # oldest pending key (tail when none)
         self.tail = 0  # next put() gets this key or the next one with a free slot
 
     def __len__(self):
@@ -94,37 +94,38 @@ class MemoryStore:
                 raise errors.OutboxFull(codec.why(_E_FULL_SLOTS, self.slots))
         # Where the record goes: records sit in the ring in key order, the
         # free space is after the newest and before the oldest.
+        newest = oldest = -1  # the slots of the newest and the oldest pending key
+        for s in range(self.slots):
+            if self._state[s]:
+                x = self._key[s]
+                if newest < 0 or x > self._key[newest]:
+                    newest = s
+                if oldest < 0 or x < self._key[oldest]:
+                    oldest = s
         size = len(self.ring)
         o = -1
-        if self.head == self.tail:
+        if newest < 0:
             if n <= size:
                 o = 0
         else:
-            h = self._off[self.head % self.slots]
-            newest = -1  # the slot of the newest pending key
-            for s in range(self.slots):
-                if self._state[s] and (newest < 0 or self._key[s] > self._key[newest]):
-                    newest = s
-            w = self._end[newest]
+            h = self._off[oldest]
+            w = self._off[newest] + self.size(self._key[newest])
             if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
             elif w + n <= h:
                 o = w
         if o < 0:
             raise errors.OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
-        end = codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
+        codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o
-        self._end[s] = end
         self._pid[s] = pid
-        if deadline and self._dl is None:
+        if deadline and self._dl is None:  # a sensor's readings seldom have one
             self._dl = array("I", [0] * self.slots)
         if self._dl:
             self._dl[s] = deadline
         self._key[s] = k
         self._state[s] = _PENDING
-        if self.head == self.tail:
-            self.head = k
         self.tail = k + 1
         return k
 
@@ -133,9 +134,6 @@ class MemoryStore:
 
     def done(self, key):
         self._state[key % self.slots] = _FREE
-        if key == self.head:  # every other pending key is newer
-            k = self.next(key)
-            self.head = k if k >= 0 else self.tail
 
     def next(self, after):
         best = -1
@@ -153,8 +151,16 @@ class MemoryStore:
         return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
 
     def size(self, key):
-        s = key % self.slots
-        return self._end[s] - self._off[s]
+        # What the record's fixed header says: 1 byte, the remaining length
+        # (1 to 4 bytes, 7 bits each, lowest first), then that many bytes.
+        o = self._off[key % self.slots] + 1
+        n = i = 0
+        while True:
+            b = self.ring[o + i]
+            n |= (b & 0x7F) << 7 * i
+            i += 1
+            if b < 0x80:
+                return 1 + i + n
 
     def tick(self, now=0):
         # RAM needs no commit: time passing changes nothing, and everything
@@ -186,9 +192,9 @@ class MemoryStore:
         return -1
 
     def get(self, key, buf, off):
-        s = key % self.slots
-        n = self._end[s] - self._off[s]
-        buf[off:off + n] = self.mv[self._off[s]:self._end[s]]
+        o = self._off[key % self.slots]
+        n = self.size(key)
+        buf[off:off + n] = self.mv[o:o + n]
         return off + n
 
     def uses(self, pid):

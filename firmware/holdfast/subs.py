@@ -3,7 +3,7 @@
 # of inbound topics against them; request(), the session's subscribe verb,
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
-from array import array
+# The rare paths (failures, refusals, MQTT 5 options) are subsmore.py's.
 from .compat import const
 from . import codec, filters
 
@@ -19,12 +19,7 @@ _PID = const(3)  # 0: to be sent; >0: awaits its ack; -1: granted on this sessio
 _GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the first
 
 # Error reasons (reasons.py has the words).
-_E_NO_UNSUBACK = const(48)
-_E_RESTORE_REFUSED = const(53)
-_E_SUB_REFUSED = const(54)
-_E_NO_SUBACK = const(55)
 _E_SUBACK_COUNT = const(62)
-_E_ACK_TYPE = const(63)
 
 
 def match(f, t):
@@ -52,26 +47,43 @@ def match(f, t):
     return j == nt
 
 
-def request(s, flt, qos, handler=None):
-    """Session s's verb for the subscribe side: registers filter flt (with
-    handler(topic, msg, retained) for the messages it matches, from now on)
-    and queues its SUBSCRIBE; with qos None forgets it (its handler gets
-    nothing more) and queues its UNSUBSCRIBE. Queued now or once there is
-    room. Returns its entry in s.subs, [filter, qos, handler, pid, answer]:
-    answer is set by the SUBACK (0x80: refused, and the filter is gone) or
-    is 0 once the UNSUBACK came (or a new session made it moot). ValueError
-    if it can never fit the send buffer, or for a bad filter or QoS: checked
-    before anything is registered."""
-    if s.subs is None:
-        s.subs = Subs()
-    s.fits((8 if qos is None else 10) + len(flt))  # MQTT 5 subscribes with one byte more
+def request(s, topic, qos, handler=None):
+    """Session s's verb for the subscribe side: registers the topic filter
+    topic (with handler(topic, msg, retained) for the messages it matches,
+    from now on) and queues its SUBSCRIBE; with qos None forgets it (its
+    handler gets nothing more) and queues its UNSUBSCRIBE. Queued now or
+    once there is room. Returns its entry in s.subs, [filter, qos, handler,
+    pid, answer]: answer is set by the SUBACK (0x80: refused, and the filter
+    is gone) or is 0 once the UNSUBACK came (or a new session made it moot).
+    ValueError if it can never fit the send buffer, or for a bad filter or
+    QoS: checked before anything is registered."""
+    subs = s.subs
+    if subs is None:
+        subs = s.subs = Subs()
+    s.fits((8 if qos is None else 10) + len(topic))  # MQTT 5 subscribes with one byte more
     if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
-    filters.check_filter(flt, 0, len(flt))
+    filters.check_filter(topic, 0, len(topic))
+    lst = subs.list
+    e = None
+    for x in lst:
+        if x[0] == topic:
+            e = x
+            break
     if qos is None:
-        e = s.subs.remove(flt)
+        if e:
+            lst.remove(e)
+        e = [topic, -1, None, 0, -1]
+        subs.gone.append(e)
     else:
-        e = s.subs.add(flt, qos, handler)
+        if e:  # subscribed again: the entry keeps its place, and whoever waits on it
+            e[1] = qos
+            e[2] = handler
+            e[_PID] = 0
+            e[_GRANTED] = -1
+        else:
+            e = [topic, qos, handler, 0, -1]
+            lst.append(e)
         s._rx_full()
     s._fill(s.last_tx)
     return e
@@ -80,43 +92,36 @@ def request(s, flt, qos, handler=None):
 # -- a client's part (front.Front c): subscribe() and unsubscribe() are
 # ask(), the shell's wait for the entry's answer, answer().
 
-def ask(c, flt, qos, handler, opts):
+def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
-    opts: MQTT 5's subscription options, in the QoS the entry keeps
+    options: MQTT 5's subscription options, in the QoS the entry keeps
     (v5more.sub_options)."""
     c._idle()
     c._need_link()
-    flt = codec.to_bytes(flt)
-    if opts:
-        v5 = c.session.v5
-        if not v5:
-            from .v5words import text
-            raise ValueError(text(35, ()))
-        qos = v5.more().sub_options(qos, **opts)
-    return request(c.session, flt, qos, handler)
+    topic = codec.to_bytes(topic)
+    if options:
+        from . import subsmore as m  # 32 B a call, on the rare paths only
+        qos = m.options(c, qos, options)
+    return request(c.session, topic, qos, handler)
 
 
-def answer(c, e, arrived):
+def answer(c, e, acked):
     """After client c's wait for entry e's ack: the granted QoS, or why
-    there is none."""
-    if not arrived:
-        from .errors import MQTTTimeout
-        raise MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
+    there is none (subsmore.answer)."""
     g = e[_GRANTED]
-    if g >= _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-        from .errors import SubscribeError
-        v5 = c.session.v5
-        raise SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(g) if v5 else ""))
-    return g
+    if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
+        return g
+    from . import subsmore as m  # 32 B a call, on the rare paths only
+    m.answer(c, e, acked)
 
 
-def refusals(c):
-    """The session's REFUSED event: the broker refused filters it restored.
-    Counted in client c's restore_refused, the last named in its last_error."""
-    from .errors import SubscribeError
-    subs = c.session.subs
-    c.restore_refused += subs.nrefused
-    c.last_error = SubscribeError(codec.why(_E_RESTORE_REFUSED, subs.refused))
+def __getattr__(name):
+    # refusals(), the session's REFUSED event, is in subsmore.py, with the
+    # other rare paths. Not for dunder names: CPython's import looks up __path__.
+    if name[0] == "_":
+        raise AttributeError(name)
+    from . import subsmore as m  # 32 B a call, on the rare paths only
+    return getattr(m, name)
 
 
 class Subs:
@@ -134,30 +139,9 @@ class Subs:
     def __init__(self):
         self.list = []
         self.gone = []  # UNSUBSCRIBEs awaiting UNSUBACK
-        self.out = array("H", [0] * _OUT)  # ids of the packets awaiting their ack
+        self.out = [0] * _OUT  # ids of the packets awaiting their ack (0: a free place)
         self.refused = None
         self.nrefused = 0
-
-    def add(self, flt, qos, handler):
-        for e in self.list:
-            if e[0] == flt:
-                e[1] = qos
-                e[2] = handler
-                e[_PID] = 0
-                e[_GRANTED] = -1
-                return e
-        e = [flt, qos, handler, 0, -1]
-        self.list.append(e)
-        return e
-
-    def remove(self, flt):
-        for e in self.list:
-            if e[0] == flt:
-                self.list.remove(e)
-                break
-        g = [flt, -1, None, 0, -1]
-        self.gone.append(g)
-        return g
 
     def dispatch(self, topic, msg, retained):
         """Calls the handler of every filter topic matches (the shell does,
@@ -167,20 +151,9 @@ class Subs:
                 e[2](topic, msg, retained)
 
     def uses(self, pid):
-        for e in self.list:
-            if e[_PID] == pid:
-                return True
-        for g in self.gone:
-            if g[_PID] == pid:
-                return True
-        return False
-
-    def restoring(self):
-        """True while some request has not been acknowledged."""
-        for e in self.list:
-            if e[_PID] >= 0:
-                return True
-        return len(self.gone) > 0
+        # Every id a request awaits its ack with is in out, that of a request
+        # asked again before its ack came too (the ack still comes).
+        return pid in self.out
 
     def lost(self):
         # Requests in flight went with the link: send them again.
@@ -192,8 +165,9 @@ class Subs:
         for g in self.gone:
             g[_PID] = 0
 
-    def reconcile(self, new):
-        if not new:
+    def reconcile(self, reset):
+        # reset: the broker has a new session (see the class).
+        if not reset:
             return
         for e in self.list:
             e[_PID] = 0
@@ -204,13 +178,14 @@ class Subs:
     def send(self, s):
         """Queues the requests not sent yet while session s has send room,
         a few packets at a time (subscribe() made sure each filter fits)."""
+        out = self.out
         for g in self.gone:
             if g[_PID]:
                 continue
-            slot = _free(self.out)
-            if slot < 0 or s.make_room() - _ACK_ROOM < 8 + len(g[0]):
+            n = 8 + len(g[0])
+            if 0 not in out or s.make_room(n) - _ACK_ROOM < n:
                 return
-            g[_PID] = self.out[slot] = s.new_pid()
+            g[_PID] = out[out.index(0)] = s.new_pid()
             if s.v5:
                 s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
@@ -218,8 +193,7 @@ class Subs:
         lst = self.list
         i = 0
         while i < len(lst):
-            slot = _free(self.out)
-            if slot < 0:
+            if 0 not in out:
                 return
             if lst[i][_PID]:
                 i += 1
@@ -228,7 +202,7 @@ class Subs:
             # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
             n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
-            room = s.make_room() - _ACK_ROOM
+            room = s.make_room(n + 3 + len(lst[i][0])) - _ACK_ROOM
             batch = []
             sid = -1
             while i < len(lst):
@@ -253,7 +227,7 @@ class Subs:
                 s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
                 s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
-            self.out[slot] = pid
+            out[out.index(0)] = pid
 
     def acked(self, s, t, now):
         """Session s's SUBACK or UNSUBACK (t, in s.rx): what s.receive()
@@ -261,55 +235,46 @@ class Subs:
         Refused filters leave the list."""
         r = s.rx
         pid = r.pid
-        slot = -1
-        for k in range(_OUT):
-            if self.out[k] == pid:
-                slot = k
-        if slot < 0:
+        out = self.out
+        if pid not in out:
             return 0  # none of our requests
-        self.out[slot] = 0
-        if t == _UNSUBACK:
-            for g in self.gone:
-                if g[_PID] == pid:
-                    g[_GRANTED] = 0
-                    self.gone.remove(g)
-                    s._fill(now)
-                    return _REFUSED if self.nrefused else 0
-            raise codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
-        codes = r.payload
-        self.nrefused = 0
-        j = 0
-        i = 0
-        lst = self.list
-        while i < len(lst):
-            e = lst[i]
-            if e[_PID] != pid:
+        out[out.index(pid)] = 0
+        for g in self.gone:
+            if g[_PID] == pid:
+                break
+        else:
+            g = None
+        if (t == _UNSUBACK) != (g is not None):
+            from . import subsmore as m
+            raise m.acked(t, pid)
+        self.nrefused = 0  # refusals are this SUBACK's to report, once
+        if g:
+            g[_GRANTED] = 0
+            self.gone.remove(g)
+        else:
+            codes = r.payload
+            j = 0
+            i = 0
+            lst = self.list
+            while i < len(lst):
+                e = lst[i]
+                if e[_PID] != pid:
+                    i += 1
+                    continue
+                if j >= len(codes):
+                    raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
+                code = codes[j]
+                j += 1
+                if code >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
+                    if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
+                        self.refused = e[0]
+                        self.nrefused += 1
+                    e[_GRANTED] = code
+                    lst.pop(i)
+                    continue
+                e[_GRANTED] = code
+                e[_PID] = -1
                 i += 1
-                continue
-            if j >= len(codes):
-                raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
-            g = codes[j]
-            j += 1
-            if g >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
-                if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
-                    self.refused = e[0]
-                    self.nrefused += 1
-                e[_GRANTED] = g
-                lst.pop(i)
-                continue
-            e[_GRANTED] = g
-            e[_PID] = -1
-            i += 1
-        if not j:
-            for g in self.gone:
-                if g[_PID] == pid:
-                    raise codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
         s._fill(now)
         return _REFUSED if self.nrefused else 0
 
-
-def _free(a):
-    for i in range(len(a)):
-        if not a[i]:
-            return i
-    return -1

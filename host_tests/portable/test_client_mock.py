@@ -273,3 +273,24 @@ def test_a_qos1_publish_waits_for_room_in_the_window():
         assert cl.publish(b"t", b"second", False, 1) == 2
         assert cl.pending() == 1  # the first acknowledged, the second in flight
         assert [(p[2], p[6]) for p in rig.socks[0].take() if p[0] == mq.PUBLISH] == [(b"second", 2)]
+
+
+def test_a_publishing_clients_session_keeps_its_attribute_table_small():
+    # The Session's instance attributes once a client with a last will has
+    # connected and published at QoS 0 and 1, set by the engine and the
+    # shells: at most 47, where MicroPython's attribute table grows from 47
+    # slots to 59 (192 B on a 64-bit board). What only a subscriber (or
+    # QoS 2) sets is a class default in session.py.
+    with Rig([CONNACK, None, None, wire((mq.PUBACK, 1))]) as rig:
+        cl = rig.client(keepalive=30)
+        cl.set_last_will(b"dev/status", b"gone", True, 1)
+        cl.connect()
+        got = []
+        cl.set_delivered(got.append)
+        cl.publish(b"t", b"0")
+        pid = cl.publish(b"t", b"1", False, 1)
+        for _ in range(5):
+            cl.check_msg()
+        assert got == [pid] == [1], got
+        names = sorted(cl.session.__dict__)
+        assert len(names) <= 47, (len(names), names)

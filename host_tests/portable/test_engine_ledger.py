@@ -5,7 +5,7 @@ from holdfast import codec as c
 from holdfast import broker
 import consts as mq
 from holdfast.session import Session
-from consts import MESSAGE, DELIVERED, CONNECTED, FAILED, CONNECTING, OFFLINE
+from consts import MESSAGE, DELIVERED, REFUSED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
 from holdfast.compat import ticks_ms, ticks_add, ticks_diff
@@ -89,6 +89,57 @@ def test_an_ack_of_the_wrong_kind_is_a_protocol_error():
     err = raises(MQTTProtocolError, feed, s, (mq.UNSUBACK, e[3]))
     assert "UNSUBACK for message id %d, which awaits SUBACK" % e[3] in str(err), str(err)
     assert s.state == FAILED
+    # And a SUBACK carrying an unsubscribe's id.
+    s = session()
+    request(s, b"a", 1)
+    grant(s)
+    g = request(s, b"a", None)
+    sent(s)
+    err = raises(MQTTProtocolError, feed, s, (mq.SUBACK, g[3], (1,)))
+    assert "SUBACK for message id %d, which awaits UNSUBACK" % g[3] in str(err), str(err)
+    assert s.state == FAILED and g[4] == -1
+
+
+def test_filters_refused_on_a_restore_are_reported_once():
+    # An UNSUBACK after the SUBACK that refused a restored filter reported
+    # the refusal again: the shell counted it twice in restore_refused.
+    s = session(clean=False)
+    request(s, b"a", 1)
+    request(s, b"b", 1)
+    grant(s)
+    out = relink(s, False)  # a new session on the broker: both are restored
+    assert [p[0] for p in out] == [mq.SUBSCRIBE], out
+
+    def events(p):
+        broker.feed(s.rx, wire(p))
+        got = []
+        e = s.receive(0)
+        while e:
+            got.append(e)
+            e = s.receive(0)
+        return got
+
+    assert events((mq.SUBACK, out[0][1], (1, 0x80))) == [REFUSED]
+    assert s.subs.nrefused == 1 and s.subs.refused == b"b"
+    g = request(s, b"a", None)
+    assert sent(s) == [(mq.UNSUBSCRIBE, g[3], (b"a",))]
+    assert events((mq.UNSUBACK, g[3])) == [] and g[4] == 0
+
+
+def test_an_id_whose_ack_is_still_due_is_not_reused():
+    # A filter subscribed again before its SUBACK goes out with a new id; the
+    # first id's SUBACK still comes, so that id stays taken until it does.
+    s = session()
+    first = request(s, b"a", 1)[3]
+    e = request(s, b"a", 2)
+    assert [p[1] for p in sent(s)] == [first, e[3]] and e[3] != first
+    s.next_pid = first  # the ids wrapped around
+    b = request(s, b"b", 1)
+    assert b[3] not in (first, e[3]), (b[3], first, e[3])
+    feed(s, (mq.SUBACK, first, (1,)))  # the old answer: nobody's now
+    assert e[4] == -1 and b[4] == -1
+    feed(s, (mq.SUBACK, e[3], (2,)), (mq.SUBACK, b[3], (1,)))
+    assert e[4] == 2 and b[4] == 1
 
 
 def test_unsubscribe_is_a_request_with_its_own_answer_and_survives_a_drop():
@@ -322,7 +373,61 @@ def test_the_send_buffer_is_made_after_the_first_handshake():
     assert s.publish(b"t", b"x" * 200, 1, False, 0)
     raises(ValueError, s.publish, b"t", b"x" * 290, 1, False, 0)
     s.start(0)
-    assert len(s.tx) == 300 and sent(s)[0][0] == mq.CONNECT
+    assert len(s.tx) == 256 and sent(s)[0][0] == mq.CONNECT
+
+
+def test_the_send_buffer_grows_to_size_for_the_first_packet_that_needs_it():
+    # Footprint: a sensor's readings and the acks fit the 256 bytes a first
+    # start() makes; a larger packet makes it size bytes, once, when it is
+    # empty, and goes out whole.
+    s = session(size=1024)
+    assert len(s.tx) == 256
+    assert s.publish(b"t", b"r" * 200, 0, False, 0)
+    assert len(s.tx) == 256
+    big = b"b" * 600
+    assert not s.publish(b"t", big, 0, False, 0)  # no room behind the reading yet
+    assert len(s.tx) == 256
+    assert sent(s) == [(mq.PUBLISH, b"t", b"r" * 200, 0, False, False, 0)]
+    assert s.publish(b"t", big, 0, False, 0)
+    assert len(s.tx) == 1024
+    assert sent(s) == [(mq.PUBLISH, b"t", big, 0, False, False, 0)]
+    tx = s.tx
+    pid = s.publish(b"t", big, 1, False, 0)
+    assert s.tx is tx and sent(s) == [(mq.PUBLISH, b"t", big, 1, False, False, pid)]
+    raises(ValueError, s.publish, b"t", b"x" * 1010, 0, False, 0)  # size is still the limit
+
+
+def test_a_stored_message_too_large_for_the_first_send_buffer_goes_out_after_connect():
+    s = Session(b"d", clean=False, size=1024)
+    big = b"q" * 700
+    pid = s.publish(b"t", big, 1, False, 0)  # offline: into the outbox only
+    s.start(0)
+    assert len(s.tx) == 256 and sent(s)[0][0] == mq.CONNECT
+    assert not feed(s, (mq.CONNACK, True, 0))
+    assert sent(s) == [(mq.PUBLISH, b"t", big, 1, False, False, pid)]
+    assert len(s.tx) == 1024
+
+
+def test_a_connect_too_large_for_the_first_send_buffer_goes_out_whole():
+    s = Session(b"d", size=1024)
+    s.will = (b"dev/gone", b"w" * 300, 1, False)
+    s.user = b"u" * 100
+    s.password = b"p" * 100
+    s.start(0)
+    assert len(s.tx) == 1024
+    assert sent(s) == [(mq.CONNECT, 4, b"d", True, 0, b"dev/gone", b"w" * 300, 1, False, b"u" * 100,
+                        b"p" * 100)]
+    s = Session(b"", clean=False)  # a CONNECT that is wrong, not large, still says why
+    raises(ValueError, s.start, 0)
+
+
+def test_a_subscribe_too_large_for_the_first_send_buffer_goes_out():
+    s = session(size=1024)
+    flt = b"f/" + b"x" * 400
+    e = request(s, flt, 1)
+    assert sent(s) == [(mq.SUBSCRIBE, e[3], ((flt, 1),))]
+    e = request(s, flt, None)
+    assert sent(s) == [(mq.UNSUBSCRIBE, e[3], (flt,))]
 
 
 def test_the_default_outbox_holds_16_messages():

@@ -345,6 +345,23 @@ def test_ram_ring_reuses_only_the_room_before_the_oldest_pending_record():
     assert _payloads(st) == [b"%010d" % i for i in (3, 6)], _payloads(st)
 
 
+def test_ram_record_size_is_read_from_its_own_header():
+    # MemoryStore keeps where each record starts, not where it ends: size()
+    # and get() read the length from the record's fixed header, whose
+    # remaining length takes 1 byte up to 127 and 2 from 128 on.
+    from holdfast.codec import publish, publish_size
+    st = MemoryStore(size=4096, slots=8)
+    for n in (0, 120, 121, 200, 3000):  # 120: remaining length 127; 121: 128
+        k = st.put(b"t/x", b"p" * n, 1, False, n + 1)
+        want = bytearray(publish_size(b"t/x", n, 1))
+        publish(want, b"t/x", b"p" * n, 1, False, False, n + 1)
+        assert st.size(k) == len(want), (n, st.size(k), len(want))
+        buf = bytearray(len(want) + 3)
+        assert st.get(k, buf, 3) == len(buf), n
+        assert buf[3:] == want, n
+        st.done(k)
+
+
 def test_held_ids_fill_free_entries_first_and_forget_held_lasts():
     b = Backends()
     for kind in KINDS:

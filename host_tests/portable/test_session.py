@@ -421,3 +421,21 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
     feed(s, (mq.PUBREL, 5))
     assert sent(s) == []  # no PUBCOMP: the broker will repeat PUBREL
     assert h.held(5)
+
+
+def test_a_qos1_message_with_no_room_in_tx_yet_is_stored_and_goes_out_later():
+    # Window open and nothing queued before it, but the send buffer is full
+    # of QoS 0 messages the socket has not taken: publish() still stores it
+    # and returns its id (QoS 0 alone returns False then); the next tick
+    # after the socket took the bytes sends it, not as a duplicate.
+    s = session(size=128)
+    n = 0
+    while s.publish(b"t", b"zero", 0, False, 0):
+        n += 1
+    assert n > 0
+    pid = s.publish(b"t", b"one", 1, False, 0)
+    assert pid == 1 and len(s.store) == 1, pid
+    assert [p[0] for p in sent(s)] == [PUB] * n  # the QoS 0 ones only
+    s.tick(0)
+    got = sent(s)
+    assert got == [(PUB, b"t", b"one", 1, False, False, 1)], got

@@ -40,13 +40,15 @@ ROWS = [
      "only": ["heap", "minheap"]},
 ]
 # What holdfast's constructor defaults preallocate, for the heap allowance:
-# the send buffer (size), the receive buffer until messages can arrive
-# (session.py's _RX_ACKS; size bytes once something is subscribed) and the
-# default outbox's ring (MemoryStore(max(2048, 2 * size), 16)).
+# the send buffer until a packet needs more (session.py's _TX_FIRST; size
+# bytes from the first larger packet), the receive buffer until messages can
+# arrive (session.py's _RX_ACKS; size bytes once something is subscribed) and
+# the default outbox's ring (MemoryStore(max(2048, 2 * size), 16)).
 DEFAULT_SIZE = 1024
+DEFAULT_TX = 256
 DEFAULT_RX = 64
 DEFAULT_RING = 2048
-DEFAULT_BUFFERS = DEFAULT_SIZE + DEFAULT_RX + DEFAULT_RING
+DEFAULT_BUFFERS = DEFAULT_TX + DEFAULT_RX + DEFAULT_RING
 
 # Whether the library does it (static: from reading each library's source).
 FEATURES = {

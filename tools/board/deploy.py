@@ -522,7 +522,7 @@ def package_json(version="0.1.0"):
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
 GROUPS = (("on first use: subscribe, inbound, policies, words",
-           ("filters", "inbound", "held", "subs", "policy", "reasons")),
+           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
