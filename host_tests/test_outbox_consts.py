@@ -11,7 +11,7 @@ FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "
 CONST = re.compile(r"^(_[A-Z0-9_]+) = const\(([^)]*)\)", re.M)
 # source module -> the modules that copy its constants
 COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outmove", "outheld", "outfind"],
-          "flashoutbox": ["outscan"], "fileoutbox": ["outmove"]}
+          "flashoutbox": ["outscan"]}
 
 
 def consts(name):

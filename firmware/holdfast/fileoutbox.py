@@ -16,7 +16,8 @@ _T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
 
 _KIND = const(0x46)  # 'F': a segment file
 _ENOSPC = const(28)
-_E_FS_RECORD = const(74)  # an error reason (reasons.py has the words)
+_E_FS_RESERVE = const(73)  # error reasons (reasons.py has the words)
+_E_FS_RECORD = const(74)
 _fsync = getattr(os, "fsync", None)  # CPython
 _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
@@ -182,11 +183,29 @@ class FileStore(Log):
         # reserve. A compaction copy is not tried again: the write that made
         # the segment it goes into is.
         if t == _T_MSG and not self._kept and self.reserve:
-            from . import outmove  # makes the reserve file: with the first put, and after it was spent
+            # The reserve file: made with the first put, and again after it was
+            # spent (here: outmove, loaded for it, would intern its names with
+            # every store's first message).
             try:
-                outmove.keep(self)
-            finally:
-                unload(outmove.__name__)
+                f = self._fopen(self.dir + "/reserve", "a+b")
+                try:
+                    k = f.seek(0, 2)
+                    b = self.buf
+                    for i in range(len(b)):
+                        b[i] = 255
+                    while k < self.reserve:
+                        m = min(len(b), self.reserve - k)
+                        f.write(b[0:m] if m < len(b) else b)
+                        k += m
+                        self._wrote(m)
+                    self._commit(f)
+                finally:
+                    f.close()
+                self._kept = True
+            except OSError as e:
+                if (e.args or (0,))[0] != _ENOSPC:
+                    raise
+                raise errors.OutboxFull(codec.why(_E_FS_RESERVE, self.reserve, e, len(self)))
         for attempt in (0, 1):
             try:
                 if self._f is None or (self._wpos + n > self.segment_bytes and self._wpos > _UNIT):

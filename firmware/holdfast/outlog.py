@@ -4,8 +4,7 @@
 # file, flash block); what put(), release(), done() and the held ids write.
 # Making a store's state and the scan that rebuilds it after a reboot are
 # outscan.py, loaded only while a store opens; copying a unit's live records
-# forward and making FileStore's reserve file are outmove.py, loaded only
-# while a store does either; find_topic() is
+# forward is outmove.py, loaded only while a store compacts; find_topic() is
 # outfind.py, loaded with its first use. A backend only reads (_rd), appends
 # a record to the unit it writes (_append) and marks a record released or
 # done (_mark).

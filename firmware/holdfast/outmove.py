@@ -1,18 +1,13 @@
-# What a store runs only at times: copying a unit's live records forward (a
-# compaction), and making FileStore's reserve file. FileStore and FlashStore
-# load it then and unload it after (outlog.unload()), apart from the boot scan
-# so that opening a store does not load it too.
+# Copying a unit's live records forward (a compaction): FileStore and
+# FlashStore load it when they compact and unload it after (outlog.unload()),
+# apart from the boot scan so that opening a store does not load it too.
 from .compat import const
-from . import codec
-from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import _aligned
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _REC = const(16)  # record header
 _T_MSG = const(0x4D)  # 'M' a stored PUBLISH: seq = key, body = the packet
 _T_HOLD = const(0x48)  # 'H' inbound QoS 2 id held (pid); seq = hold number
-_ENOSPC = const(28)  # errno: no room on the filesystem (fileoutbox's)
-_E_FS_RESERVE = const(73)  # an error reason (reasons.py has the words)
 
 
 def move(log, old):
@@ -54,27 +49,3 @@ def move(log, old):
     log._live[new] += log._live[old]
     log._live[old] = 0
 
-
-def keep(log):
-    """Makes FileStore log's reserve file whole (with its first put, and
-    after the reserve was spent); OutboxFull if the filesystem has no room."""
-    try:
-        f = log._fopen(log.dir + "/reserve", "a+b")
-        try:
-            k = f.seek(0, 2)
-            b = log.buf
-            for i in range(len(b)):
-                b[i] = 255
-            while k < log.reserve:
-                m = min(len(b), log.reserve - k)
-                f.write(b[0:m] if m < len(b) else b)
-                k += m
-                log._wrote(m)
-            log._commit(f)
-        finally:
-            f.close()
-        log._kept = True
-    except OSError as e:
-        if (e.args or (0,))[0] != _ENOSPC:
-            raise
-        raise errors.OutboxFull(codec.why(_E_FS_RESERVE, log.reserve, e, len(log)))
