@@ -56,6 +56,9 @@ class FileStore(Log):
     newer format, left alone), unsaved, lost, bytes_written, held_evicted.
     """
 
+    lost = 0  # uncommitted messages forgotten after a failed write (a class default, as Log's)
+    _first = 0  # group_ms: the tick of the oldest uncommitted put
+
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
         from . import outscan as sc  # its state and the scan: the code a store runs only to open

@@ -109,6 +109,18 @@ class Log:
             bytes already taken off); False if there was no room.
     """
 
+    # What a store sets only when it happens is a class default, so that a
+    # store that publishes holds fewer instance attributes (its table stays
+    # a size smaller, as MemoryStore's and Session's):
+    held_ids = None  # made by held.table() with the first id held (or by the scan)
+    held_evicted = 0
+    _dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
+    _th = None  # topic hashes: made by outfind with the first find_topic() (latest=True)
+    corrupt = 0  # records (or unreadable headers) skipped by the scan
+    foreign = 0  # segments / blocks of a newer format, left alone
+    unsaved = 0  # acks / held ids kept in RAM only: no room to write them
+    _bwh = 0  # bytes_written's high part (see _wrote)
+
     mark = False  # store.MemoryStore.mark
     # Set by a level-5 session: get() gives a marked record as it is. A
     # level-4 one (a level-5 program replaced, the same outbox) gets the

@@ -44,16 +44,12 @@ def init(log, slots, held, limit, size, units):
     if held < 1:
         from .held import Held
         Held(log)  # raises ValueError with the words
-    log.held_evicted = 0
-    log.held_ids = None  # made by held.table() with the first id held (or by the scan)
     log.slots = slots
     log._key = array("i", [0] * slots)
     log._unit = array("H" if 0 < units <= 0x10000 else "i", [0] * slots)
     log._off = array("H" if size <= 0x10000 else "i", [0] * slots)
     log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
     log._pid = array("H", [0] * slots)
-    log._dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-    log._th = None  # topic hashes: made by the first find_topic() (drop_oldest, retained)
     log._state = bytearray(slots)
     log._n = 0  # entries in use (some may be done)
     log._count = 0  # pending
@@ -70,11 +66,7 @@ def init(log, slots, held, limit, size, units):
     v = log.buf = memoryview(bytearray(64))  # scan / copy scratch
     log._unithead = v[0:_UNIT]
     log._buf16 = v[0:_REC]
-    log.corrupt = 0  # records (or unreadable headers) skipped by the scan
-    log.foreign = 0  # segments / blocks of a newer format, left alone
-    log.unsaved = 0  # acks / held ids kept in RAM only: no room to write them
-    log._bw = 0  # bytes_written = _bwh * _WRAP + _bw
-    log._bwh = 0
+    log._bw = 0  # bytes_written = _bwh * _WRAP + _bw (_bwh: a class default until the first wrap)
 
 
 def unit_check(buf, kind):
@@ -307,9 +299,7 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
     log.group = group
     log.group_ms = group_ms
     log.uncommitted = 0  # puts since the last commit (lost by a power cut)
-    log._first = 0  # tick of the oldest of them
     log._csize = 0  # size of the active segment at its last commit (smaller than _wpos: uncommitted records)
-    log.lost = 0  # uncommitted messages forgotten after a failed write
     log.dir = dir = dir.rstrip("/") if len(dir) > 1 else dir
     log._fmt = dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
     log._paths = [-1, None, -1, None]  # the segments of the two paths made last, and the paths

@@ -227,3 +227,20 @@ def test_a_full_outbox_says_which_room_ran_out():
     assert "outbox full: 2 messages pending (slots=2)" in str(e), e
     st.close()
     rmtree(top)
+
+
+def test_a_publishing_store_holds_at_most_47_attributes():
+    # An instance's attribute table grows in steps (MicroPython: 48 to 59
+    # entries take 224 B more than 47): what a store sets only when it
+    # happens (held ids, deadlines, damage found, lost writes) is a class
+    # default, and a new attribute should not push a publishing store over.
+    top, d = _new()
+    st = FileStore(d, slots=8)
+    for i in range(40):
+        st.done(st.put(b"t", b"x" * 40, 1, False, i + 1))
+    st.close()
+    st = FileStore(d, slots=8)  # reopened: the scan's attributes too
+    st.done(st.put(b"t", b"x" * 40, 1, False, 1))
+    assert len(st.__dict__) <= 47, sorted(st.__dict__)
+    st.close()
+    rmtree(top)
