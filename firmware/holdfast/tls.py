@@ -35,15 +35,17 @@ def secure(tls, s, host, timeout_ms):
             e = tlsmore.explain(e, host) or e
         raise e
     finally:
-        drop("tls")
+        drop()
     return s
 
 
-def drop(name):
-    # The package's module name ("tls", "tlsmore") leaves the heap at the
-    # next collection once nothing refers to it: not sys.modules, nor the
-    # package (an import sets it as an attribute; the package's __getattr__
-    # would import it again, hence its __dict__). A caller's frame holds it
-    # until that caller returns.
-    sys.modules.pop(__name__[:-3] + name, None)
-    sys.modules[__name__[:-4]].__dict__.pop(name, None)
+def drop():
+    # tls.py and tlsmore.py leave the heap at the next collection once
+    # nothing refers to them: not sys.modules, nor the package (an import
+    # sets each as an attribute; the package's __getattr__ would import it
+    # again, hence its __dict__). A caller's frame holds its module until it
+    # returns. tlsmore calls this too (one copy of the code, and the
+    # constructor, which loads tls.py only for it, keeps neither).
+    for name in ("tls", "tlsmore"):
+        sys.modules.pop(__name__[:-3] + name, None)
+        sys.modules[__name__[:-4]].__dict__.pop(name, None)

@@ -1,7 +1,7 @@
 # The part of TLS that runs once or on failure: building the context from
 # ssl_params (file reading, PEM to DER, the client certificate) and putting a
 # failed handshake into words. The client imports it when needed; context()
-# and explain() drop it again before they return (tls.drop), so all that
+# and explain() drop it again before they return (tls.drop()), so all that
 # stays on the heap is the names its import interned (hence few functions,
 # globals and argument names of its own, argument names the runtime or the
 # client has interned already, and few names of CPython's classes and
@@ -115,16 +115,8 @@ def context(tls, ssl_params):
         # client that checks the server address keeps no tuple.
         return (tls, name) if name else tls
     finally:
-        _drop()
-
-
-def _drop():
-    # Both modules leave the heap: this one, and tls.py, whose drop() this
-    # borrows (one copy of that code) and which a connected client does not
-    # keep either; after explain(), secure() drops it again, harmlessly.
-    from .tls import drop
-    drop("tlsmore")
-    drop("tls")
+        from .tls import drop  # this module and tls.py leave the heap
+        drop()
 
 
 def _encrypted():
@@ -252,4 +244,5 @@ def explain(e, name):
         }[reason]
         return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
     finally:
-        _drop()
+        from .tls import drop  # this module and tls.py leave the heap
+        drop()
