@@ -2,11 +2,11 @@
 # and CPython's ssl: wraps the socket (the handshake runs in blocking mode
 # under the socket's timeout, see secure). Imported with each TLS handshake
 # and dropped again after it (drop): a connected client keeps only the
-# wrapped socket and the context, not this module (0.5 KB on a board; a
-# reconnect loads it again from its file). Building the context from
-# ssl_params (tlsmore.context(), which the client calls once and reuses
-# across reconnects) and putting a failed handshake into words are in
-# tlsmore.py, dropped the same way after each use.
+# wrapped socket and the context, not this module (about 0.5 KB on the
+# 64-bit unix port; a reconnect loads it again from its file). Building the
+# context from ssl_params (tlsmore.context(), which the client calls once
+# and reuses across reconnects) and putting a failed handshake into words
+# are in tlsmore.py, dropped the same way after each use.
 # docs/security.md describes the parameters and every failure.
 import sys
 
