@@ -44,11 +44,12 @@ def info(e, ms=0):
             "code": getattr(e, "code", None), "msg": str(e), "ms": ms}
 
 
-def tlsmore_loaded():
-    # tls.py drops tlsmore once the context is built and once a failure is
-    # explained: neither sys.modules nor the package may keep it.
+def loaded(name):
+    # tlsmore leaves once the context is built and once a failure is
+    # explained, tls.py after each handshake and with tlsmore: neither
+    # sys.modules nor the package may keep them.
     import holdfast
-    return "holdfast.tlsmore" in sys.modules or "tlsmore" in holdfast.__dict__
+    return "holdfast." + name in sys.modules or name in holdfast.__dict__
 
 
 def pump(c, until, ms=5000):
@@ -100,7 +101,8 @@ def fail(host, port, a, tag):
         c.connect()
     except Exception as e:  # noqa: BLE001 - the test asserts what it was
         r = info(e, ticks_diff(ticks_ms(), t0))
-        r["tlsmore_loaded"] = tlsmore_loaded()
+        r["tlsmore_loaded"] = loaded("tlsmore")
+        r["tls_loaded"] = loaded("tls")
         r["tx"] = None if c is None else len(c.session.tx)
         return r
     c.disconnect()
@@ -128,7 +130,7 @@ def reconnects(host, port, a, tag):
         gc.collect()
         heap.append(gc.mem_alloc() if MP else 0)
     r = {"same_context": c.tls is first, "links": c.links, "connected": c.isconnected(),
-         "tlsmore_loaded": tlsmore_loaded(), "heap": heap, "last_error": str(c.last_error)}
+         "tlsmore_loaded": loaded("tlsmore"), "tls_loaded": loaded("tls"), "heap": heap, "last_error": str(c.last_error)}
     c.disconnect()
     return r
 
@@ -212,7 +214,8 @@ def defaults(host, port, a, tag):
     (reason config) for each unusable setting."""
     r = {}
     r["tls_port"] = MQTTClient("d", host, ssl=True, ssl_params={"cafile": a["ca"]}).port
-    r["tlsmore_loaded"] = tlsmore_loaded()
+    r["tlsmore_loaded"] = loaded("tlsmore")
+    r["tls_loaded"] = loaded("tls")
     plain = MQTTClient("d", host)
     r["plain_port"] = plain.port
     r["plain_tls"] = plain.tls is None

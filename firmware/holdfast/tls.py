@@ -1,11 +1,14 @@
 # TLS for the client, one code path over MicroPython's tls module (mbedtls)
 # and CPython's ssl: wraps the socket (the handshake runs in blocking mode
-# under the socket's timeout, see secure). Imported with the first TLS link,
-# and kept to what every reconnect needs since it stays loaded: building the
-# context from ssl_params (tlsmore.context(), which the client calls once and
-# reuses across reconnects) and putting a failed handshake into words are in
-# tlsmore.py, which drops itself from the heap after each use.
+# under the socket's timeout, see secure). Imported with each TLS handshake
+# and dropped again after it (drop): a connected client keeps only the
+# wrapped socket and the context, not this module (about 0.5 KB on the
+# 64-bit unix port; a reconnect loads it again from its file). Building the
+# context from ssl_params (tlsmore.context(), which the client calls once
+# and reuses across reconnects) and putting a failed handshake into words
+# are in tlsmore.py, dropped the same way after each use.
 # docs/security.md describes the parameters and every failure.
+import sys
 
 # holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
 # up by errors.py's __getattr__, which loads errmore.py only then (importing
@@ -31,5 +34,18 @@ def secure(tls, s, host, timeout_ms):
             from . import tlsmore
             e = tlsmore.explain(e, host) or e
         raise e
+    finally:
+        drop()
     return s
 
+
+def drop():
+    # tls.py and tlsmore.py leave the heap at the next collection once
+    # nothing refers to them: not sys.modules, nor the package (an import
+    # sets each as an attribute; the package's __getattr__ would import it
+    # again, hence its __dict__). A caller's frame holds its module until it
+    # returns. tlsmore calls this too (one copy of the code, and the
+    # constructor, which loads tls.py only for it, keeps neither).
+    for name in ("tls", "tlsmore"):
+        sys.modules.pop(__name__[:-3] + name, None)
+        sys.modules[__name__[:-4]].__dict__.pop(name, None)

@@ -1,18 +1,18 @@
 # The part of TLS that runs once or on failure: building the context from
 # ssl_params (file reading, PEM to DER, the client certificate) and putting a
 # failed handshake into words. The client imports it when needed; context()
-# and explain() drop it again before they return (_drop), so all that stays
-# on the heap is the names its import interned (hence few functions, globals
-# and argument names of its own, and few names of CPython's classes and
+# and explain() drop it again before they return (tls.drop()), so all that
+# stays on the heap is the names its import interned (hence few functions,
+# globals and argument names of its own, argument names the runtime or the
+# client has interned already, and few names of CPython's classes and
 # attributes in code only CPython runs). Messages never carry
 # key material, file contents or passwords: only reasons, host names and
 # file paths. docs/security.md describes the parameters and every failure.
-import sys
 from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
+from .net import MP  # MicroPython (net.py's name: no new one interned)
 
-_MP = sys.implementation.name == "micropython"
-if _MP:
+if MP:
     try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap
         import tls as ssl
     except ImportError:  # MicroPython before 1.23: ssl is the built-in one
@@ -21,38 +21,38 @@ else:
     import ssl  # type: ignore[no-redef]
 
 
-def context(tls, params):
+def context(tls, ssl_params):
     """MQTTClient's ssl and ssl_params -> what the client keeps for TLS:
     the SSLContext, or (SSLContext, the name to check and send as SNI
     instead of the server address) when server_hostname is given. ssl=True
-    builds a context from params; an SSLContext made by the caller is used
-    as it is (only server_hostname may be given with it); params without ssl
+    builds a context from ssl_params; an SSLContext made by the caller is used
+    as it is (only server_hostname may be given with it); ssl_params without ssl
     are refused."""
     # The CA and the client certificate are loaded here, not in helpers of
-    # their own: each helper's name would stay interned after _drop().
+    # their own: each helper's name would stay interned after the drop.
     keys = ("cafile", "cadata", "certfile", "keyfile", "cert", "key", "server_hostname",
             "cert_reqs", "tls13")
     try:
         if not tls:
             raise errors.TLSError("config", "ssl_params given but TLS is off: pass ssl=True")
-        for k in params:
+        for k in ssl_params:
             if k not in keys:
                 raise errors.TLSError("config", "unknown ssl_params key %r (known: %s)"
                                       % (k, ", ".join(keys)))
-        name = params.get("server_hostname")
+        name = ssl_params.get("server_hostname")
         if tls is not True:
-            if len(params) > (1 if name else 0):
+            if len(ssl_params) > (1 if name else 0):
                 raise errors.TLSError("config", "ssl is an SSLContext: configure it directly; "
                                                 "ssl_params can only add server_hostname")
         else:
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            reqs = params.get("cert_reqs", ssl.CERT_REQUIRED)
-            if not _MP:
+            reqs = ssl_params.get("cert_reqs", ssl.CERT_REQUIRED)
+            if not MP:
                 # CPython's names as strings longer than 10 characters, which
                 # mpy-cross does not intern: a board never learns them.
                 if reqs == ssl.CERT_NONE:
                     setattr(tls, "check_hostname", False)
-                if not params.get("tls13"):
+                if not ssl_params.get("tls13"):
                     # The boards speak TLS 1.2 (MicroPython's mbedtls build has no
                     # TLS 1.3); the host client matches them, so a broker that
                     # refuses our client certificate fails the handshake on both
@@ -60,9 +60,9 @@ def context(tls, params):
                     setattr(tls, "maximum_version", 0x0303)  # ssl.TLSVersion.TLSv1_2
             tls.verify_mode = reqs
             # The CA that signed the broker's certificate.
-            data = params.get("cadata")
-            if data is None and params.get("cafile") is not None:
-                data = _read(params["cafile"], "cafile")
+            data = ssl_params.get("cadata")
+            if data is None and ssl_params.get("cafile") is not None:
+                data = _read(ssl_params["cafile"], "cafile")
             if data is not None:
                 if isinstance(data, str):
                     data = data.encode()
@@ -70,7 +70,7 @@ def context(tls, params):
                     # mbedtls here parses DER only: PEM is converted, one CA at a time
                     # (on CPython too, so both load the same bytes).
                     for _, der in der_blocks(data, "CERTIFICATE"):
-                        if _MP:
+                        if MP:
                             tls.load_verify_locations(der)  # the tls module takes it positional only
                         else:
                             tls.load_verify_locations(cadata=der)
@@ -78,21 +78,21 @@ def context(tls, params):
                     raise errors.TLSError("config", "the CA certificate (cafile/cadata) could not be "
                                                     "loaded: %s" % _detail(e), e)
             elif reqs != ssl.CERT_NONE:
-                if _MP:
+                if MP:
                     raise errors.TLSError("config", "TLS verifies the broker: give ssl_params cafile or "
                                                     "cadata (the CA that signed the broker's certificate)")
                 getattr(tls, "load_default_certs")()  # CPython only: the host's trust store
             # The client certificate, if any.
-            certfile = params.get("certfile")
-            keyfile = params.get("keyfile")
-            cert = params.get("cert")
-            key = params.get("key")
+            certfile = ssl_params.get("certfile")
+            keyfile = ssl_params.get("keyfile")
+            cert = ssl_params.get("cert")
+            key = ssl_params.get("key")
             if certfile is not None or keyfile is not None or cert is not None or key is not None:
                 if (certfile is None and cert is None) or (keyfile is None and key is None):
                     raise errors.TLSError("config", "a client certificate needs both a certificate "
                                                     "(certfile or cert) and its key (keyfile or key)")
                 try:
-                    if _MP:
+                    if MP:
                         if cert is None:
                             cert = _read(certfile, "certfile")
                         if key is None:
@@ -115,18 +115,8 @@ def context(tls, params):
         # client that checks the server address keeps no tuple.
         return (tls, name) if name else tls
     finally:
-        _drop()
-
-
-def _drop():
-    # This module leaves the heap at the next collection once nothing refers
-    # to it: not sys.modules, nor the package (an import sets it as an
-    # attribute; the package's __getattr__ would import it again, hence its
-    # __dict__). The caller's frame holds it until context or explain returns.
-    sys.modules.pop(__name__, None)
-    pkg = sys.modules.get(__name__[:-8])
-    if pkg is not None:
-        pkg.__dict__.pop("tlsmore", None)
+        from .tls import drop  # this module and tls.py leave the heap
+        drop()
 
 
 def _encrypted():
@@ -134,9 +124,9 @@ def _encrypted():
     raise errors.TLSError("config", "the key is encrypted: store it unencrypted (docs/security.md)")
 
 
-def der_blocks(data, want=None):
+def der_blocks(data, name=None):
     """PEM bytes -> [(label, DER bytes)] for each -----BEGIN label----- block
-    (only labels containing want, if given); DER bytes come back as
+    (only labels containing name, if given); DER bytes come back as
     [(None, data)]. Works on both runtimes: host tools can use it to turn
     PEM files into the DER files a board loads fastest."""
     if data.find(b"-----BEGIN") < 0:
@@ -153,33 +143,33 @@ def der_blocks(data, want=None):
             break
         label = data[a + 11:e].decode()
         i = z + 8
-        if want is not None and label.find(want) < 0:
+        if name is not None and label.find(name) < 0:
             continue
         body = data[e + 5:z]
         if label.find("ENCRYPTED") >= 0 or body.find(b"Proc-Type") >= 0:
             _encrypted()
         out.append((label, a2b_base64(body)))
     if not out:
-        raise errors.TLSError("config", "no %s block in the PEM data" % (want or "PEM"))
+        raise errors.TLSError("config", "no %s block in the PEM data" % (name or "PEM"))
     return out
 
 
-def _path(p, name):
+def _path(path, name):
     # Refuses certificate or key data passed where a path belongs, so that the
     # data never ends up in an error message (a file name is shown in errors).
     # name: the ssl_params key (an argument name the runtime has interned already).
-    if not isinstance(p, str) or p.find("\n") >= 0 or p.find("-----") >= 0:
+    if not isinstance(path, str) or path.find("\n") >= 0 or path.find("-----") >= 0:
         raise errors.TLSError("config", "%s must be a file path (give the contents as %s)"
                        % (name, "cadata" if name == "cafile" else name[:-4]))
 
 
-def _read(p, name):
-    _path(p, name)
+def _read(path, name):
+    _path(path, name)
     try:
-        with open(p, "rb") as f:
+        with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise errors.TLSError("config", "cannot read %s %r: %s" % (name, p, _detail(e)), e)
+        raise errors.TLSError("config", "cannot read %s %r: %s" % (name, path, _detail(e)), e)
 
 
 def _detail(e):
@@ -196,7 +186,7 @@ def explain(e, name):
         reason = None
         n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
         code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
-        if _MP and isinstance(e, ValueError):
+        if MP and isinstance(e, ValueError):
             # mbedtls' verify result, one line per problem, or a usage error.
             s = str(e)
             if s.find("server_hostname") >= 0:
@@ -224,7 +214,7 @@ def explain(e, name):
             reason = "config"
         elif n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
             reason = "closed"
-        elif _MP:
+        elif MP:
             if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
                 reason = "rejected"
             elif n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
@@ -254,4 +244,5 @@ def explain(e, name):
         }[reason]
         return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
     finally:
-        _drop()
+        from .tls import drop  # this module and tls.py leave the heap
+        drop()

@@ -102,7 +102,7 @@ _NOT_COUNTED = ("lib_", "cpy_fix", "asyncio", "footprint")
 
 COUNT = [False]  # count=1: the walk allocates, so smallest-heap runs leave it out
 # split=0 (smallest-heap runs): import as a user does. Otherwise what the
-# client's constructor would load (the default outbox, v5.py, tls.py) is
+# client's constructor would load and keep (the default outbox, v5.py) is
 # imported before the code reading, so it counts as code, not as state.
 SPLIT = [True]
 
@@ -187,8 +187,11 @@ def holdfast(cfg, host, port, n, o, report):
             import holdfast.v5  # noqa: F401  (else it loads in the constructor, as state)
         kw["level"] = 5
     elif cfg == "tls":
-        if SPLIT[0]:
-            import holdfast.tls  # noqa: F401  (else it loads in the constructor, as state)
+        # Nothing of TLS imported before the code reading: the constructor
+        # builds the context with tlsmore.py and drops it, and tls.py is loaded
+        # for the handshake and dropped after it, so a TLS client keeps no
+        # TLS code (importing tls.py here would count as code what no
+        # client holds, and move what follows on the heap).
         kw["ssl"] = True
         kw["ssl_params"] = {"cafile": o["ca"]}
     if "outbox" not in kw and SPLIT[0]:
