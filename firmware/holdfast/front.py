@@ -54,7 +54,8 @@ class Front:
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000), when_full="refuse"):
-        if when_full not in ("refuse", "drop_oldest"):
+        drop = when_full == "drop_oldest"  # two comparisons: a tuple would be an object on the heap
+        if not drop and when_full != "refuse":
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
         # What _dial() wraps each link with: None without TLS, else what
@@ -70,7 +71,7 @@ class Front:
         if level == 5:  # MQTT 5 loads only here
             from .v5 import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
-                         when_full == "drop_oldest", timeout_ms)
+                         drop, timeout_ms)
         self.session.user = user
         self.session.password = password
         self.sock = None
@@ -310,8 +311,8 @@ class Front:
         # The link failed (e: why): keep the outbox, close, and schedule a reconnect.
         s = self.session
         now = ticks_ms()
-        # ECONNRESET (Linux and lwIP, BSD) while CONNECT is unanswered: a TLS port, likely.
-        if s.state == _CONNECTING and isinstance(e, OSError) and e.args and e.args[0] in (104, 54):
+        # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
+        if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
