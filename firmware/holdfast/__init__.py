@@ -1,6 +1,10 @@
 # holdfast: an MQTT 3.1.1 / 3.1 client for MicroPython that keeps what it promised to deliver.
 # Names load on first use, so importing one submodule (the codec, say) does
 # not put the whole client on a small heap.
+import sys
+
+if sys.implementation.name != "micropython":  # CPython: MicroPython's built-ins (compat.py)
+    from . import compat
 
 
 def __getattr__(name):

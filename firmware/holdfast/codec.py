@@ -4,7 +4,6 @@
 # filters.py, inbound PUBLISH parsing in inbound.py: both load on first use.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
-from .compat import const
 
 # MQTT's packet types. Private consts, as every const in the package: a
 # module-level name costs about 100 bytes of heap on a board, so a module

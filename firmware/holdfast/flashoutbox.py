@@ -4,7 +4,6 @@
 # only to reuse it once nothing in it is pending. Format, recovery rules and
 # what each failure keeps or drops: docs/outbox.md.
 from array import array
-from .compat import const
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload, UNIT, T_REL
 

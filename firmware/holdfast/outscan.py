@@ -5,7 +5,6 @@
 # the heap.
 import struct
 from array import array
-from .compat import const
 from .outlog import crc32, _aligned, VERSION, UNIT, REC, T_MSG, T_DONE, T_REL, T_HOLD, T_UNHOLD, _UFMT, _MAGIC
 
 # outlog's and flashoutbox's private constants (const() names with _ are not importable):
