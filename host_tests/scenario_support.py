@@ -6,13 +6,7 @@ import sys
 
 sys.path.insert(0, sys.argv[0].rsplit("/", 2)[0] + "/firmware")
 
-try:
-    from time import sleep_ms, ticks_ms, ticks_diff
-except ImportError:
-    from holdfast.compat import ticks_ms, ticks_diff
-    import time
-
-    def sleep_ms(ms):
-        time.sleep(ms / 1000)
+import holdfast  # noqa: E402,F401  on CPython it puts MicroPython's ticks and sleep_ms into time
+from time import sleep_ms, ticks_ms, ticks_diff  # noqa: E402
 
 RT = sys.implementation.name

@@ -2,7 +2,8 @@
 # whose application is built on asyncio. One task reads and runs the timers;
 # publish() and friends only queue bytes and write what the socket takes.
 import asyncio
-from .compat import ticks_ms, ticks_diff, ticks_add, print_exception, const
+from time import ticks_ms, ticks_diff, ticks_add
+from sys import print_exception
 from . import net
 from .front import Front, LINK_ERRORS
 

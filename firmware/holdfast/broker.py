@@ -5,7 +5,6 @@ from .codec import Reader, _fit, _header, _u16, _check_pid
 from .filters import check_filter, string
 from .errors import MQTTProtocolError
 from .reasons import NAMES
-from .compat import const
 
 _CONNACK = const(2)  # packet types (codec.py)
 _SUBSCRIBE = const(8)

@@ -1,6 +1,6 @@
 # The blocking client: a superset of micropython-lib's umqtt.simple API, a thin
 # I/O shell around the sans-I/O Session. Every wait is bounded.
-from .compat import ticks_ms, ticks_diff, ticks_add, sleep_ms, const
+from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 import select
 from . import net
 from .front import Front, LINK_ERRORS

@@ -4,7 +4,6 @@
 # filters.py, inbound PUBLISH parsing in inbound.py: both load on first use.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
-from .compat import const
 
 # MQTT's packet types. Private consts, as every const in the package: a
 # module-level name costs about 100 bytes of heap on a board, so a module
@@ -163,10 +162,12 @@ def check_topic(topic):
 def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, password=None, level=4, off=0):
     """CONNECT; will: None, or (topic, message, qos, retain) as the
     client's set_last_will() keeps it."""
+    # The protocol name as str, encoded here: a bytes constant would stay on
+    # the heap as an object (from .mpy), a short str is an interned name.
     if level == 4:
-        name = b"MQTT"
+        name = "MQTT"
     elif level == 3:
-        name = b"MQIsdp"
+        name = "MQIsdp"
     else:
         raise ValueError(why(_E_LEVEL, level))
     cid = to_bytes(client_id)
@@ -194,7 +195,7 @@ def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, passw
         flags |= 0x40
         rl += 2 + len(password)
     i = _header(buf, _CONNECT << 4, rl, off)
-    i = _str(buf, i, name)
+    i = _str(buf, i, name.encode())
     buf[i] = level
     buf[i + 1] = flags
     i = _u16(buf, i + 2, keepalive)

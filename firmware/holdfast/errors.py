@@ -17,7 +17,8 @@
 #   fails (ConnectError, OutboxFull, MQTTTimeout, LinkDown, Unreachable);
 # - errmore.py: what a broken peer, a refused subscription or TLS set-up
 #   raise (MQTTProtocolError, PacketTooLarge, V5Error, SubscribeError,
-#   TLSError).
+#   TLSError); looked for only after errcommon.py, which it loads too (a
+#   list of which name is where would be a string on the heap for good).
 # An exception class costs about 230 bytes of heap on a board, more with
 # an __init__: a client that connects and publishes without a failure
 # carries none of them.
@@ -36,10 +37,9 @@ def __getattr__(name):
     # Not for dunder (or any _private) names: CPython's import looks up __path__.
     if name[0] == "_":
         raise AttributeError(name)
-    # A substring test (no errmore name is a part of this string): one
-    # string constant takes less heap than a tuple of five.
-    if name in "ConnectError OutboxFull MQTTTimeout LinkDown Unreachable":
-        from . import errcommon as m
-    else:
+    from . import errcommon as m
+    c = getattr(m, name, None)
+    if c is None:
         from . import errmore as m
-    return getattr(m, name)
+        c = getattr(m, name)
+    return c

@@ -2,7 +2,7 @@
 # CPython): append-only segment files of self-checking records. Format,
 # recovery rules and what each failure keeps or drops: docs/outbox.md.
 import os
-from .compat import const, ticks_ms, ticks_diff
+from time import ticks_ms, ticks_diff
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload

@@ -3,7 +3,6 @@
 # length-prefixed string inside its packet: inbound.py's topic, broker.py's
 # fields). Loaded on first use (a subscribe, an inbound PUBLISH or SUBACK):
 # a sensor that only publishes never carries it.
-from .compat import const
 from . import codec
 
 _SUBSCRIBE = const(8)  # packet types (codec.py)

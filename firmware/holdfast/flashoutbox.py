@@ -3,7 +3,6 @@
 # ever programs erased bytes (NOR flash: bits go 1 -> 0) and erases a block
 # only to reuse it once nothing in it is pending. Format, recovery rules and
 # what each failure keeps or drops: docs/outbox.md.
-from .compat import const
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .outlog import Log, unload

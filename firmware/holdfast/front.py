@@ -2,7 +2,8 @@
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
 # reach the application, what happens when the link goes down, the counters.
-from .compat import ticks_ms, ticks_diff, ticks_add, wall, print_exception, const
+from time import ticks_ms, ticks_diff, ticks_add, time
+from sys import print_exception
 from . import net
 from .codec import why, publish_size
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
@@ -47,6 +48,12 @@ _E_NOT_STARTED = const(65)
 _E_NO_ROOM = const(47)
 
 
+def wall():
+    """Wall-clock seconds, whole: what outbox deadlines are set and checked
+    by (the unix port's and CPython's time() is a float)."""
+    return int(time())
+
+
 class Front:
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
@@ -54,7 +61,8 @@ class Front:
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
                  backoff_ms=(1000, 60000), when_full="refuse"):
-        if when_full not in ("refuse", "drop_oldest"):
+        drop = when_full == "drop_oldest"  # two comparisons: a tuple would be an object on the heap
+        if not drop and when_full != "refuse":
             raise ValueError(why(_E_WHEN_FULL, when_full))
         self.server = server
         # What _dial() wraps each link with: None without TLS, else what
@@ -70,7 +78,7 @@ class Front:
         if level == 5:  # MQTT 5 loads only here
             from .v5 import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
-                         when_full == "drop_oldest", timeout_ms)
+                         drop, timeout_ms)
         self.session.user = user
         self.session.password = password
         self.sock = None
@@ -310,8 +318,8 @@ class Front:
         # The link failed (e: why): keep the outbox, close, and schedule a reconnect.
         s = self.session
         now = ticks_ms()
-        # ECONNRESET (Linux and lwIP, BSD) while CONNECT is unanswered: a TLS port, likely.
-        if s.state == _CONNECTING and isinstance(e, OSError) and e.args and e.args[0] in (104, 54):
+        # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
+        if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:

@@ -3,7 +3,6 @@
 # for the receive buffer (big(), skip_big(), too_large()) are subsmore.py's,
 # found by __getattr__ below. Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
-from .compat import const
 from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 

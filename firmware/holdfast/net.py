@@ -2,7 +2,6 @@
 # MicroPython and CPython: the two differ in readinto/recv_into, in how "no
 # data yet" is reported, and in write with an offset.
 import socket
-from .compat import const
 
 MP = hasattr(socket.socket, "readinto")  # MicroPython: the calls differ, as above
 _IPPROTO_TCP = const(6)

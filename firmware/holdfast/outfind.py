@@ -2,7 +2,6 @@
 # publishes with latest=True runs (policy.replace), loaded with its first
 # use; a store that never looks for a topic never carries this code.
 from array import array
-from .compat import const
 from . import codec
 from .outlog import crc32
 # outlog's constants (const() names with _ are not importable; test_outbox_consts.py

@@ -6,7 +6,6 @@ from array import array
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .held import Held
-from .compat import const
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _REC = const(16)  # record header

@@ -12,7 +12,6 @@
 import struct
 import sys
 from array import array
-from .compat import const
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 

@@ -6,7 +6,6 @@
 import os
 import struct
 from array import array
-from .compat import const
 from .outlog import crc32, _aligned, _UFMT, _MAGIC
 # outlog's and flashoutbox's constants (const() names with _ are not importable;
 # host_tests/test_outbox_consts.py checks that the copies agree):

@@ -3,7 +3,7 @@
 # the retry of unacknowledged messages (retry_ms); and set_next_pid, the
 # hook for tests of id wrap-around. Loaded the first time one of them is
 # used, so a sensor that never sets them does not carry this code.
-from .compat import const, ticks_diff
+from time import ticks_diff
 from . import codec
 
 _ACK_ROOM = const(16)  # session.py's

@@ -20,7 +20,7 @@
 # UNSUBSCRIBE), inbound messages (inbound.py) and the drop policies
 # (policy.py) load on first use.
 from array import array
-from .compat import ticks_diff, const
+from time import ticks_diff
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 

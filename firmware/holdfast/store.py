@@ -2,7 +2,6 @@
 # plus a fixed table of slots, so storing and acknowledging a message never
 # allocates. Every outbox backend (file, raw flash) offers the same methods.
 from array import array
-from .compat import const
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 

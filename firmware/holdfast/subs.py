@@ -4,7 +4,6 @@
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
 # The rare paths (failures, refusals, MQTT 5 options) are subsmore.py's.
-from .compat import const
 from . import codec, filters
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once

@@ -6,7 +6,6 @@
 # rare part of the subs.py or inbound.py one of its name, or is found
 # through their __getattr__ (refusals, big, skip_big, too_large): a
 # subscribed client that meets none of these never carries them.
-from .compat import const
 from . import codec, filters
 from . import errors  # errors.X where raised: the class loads with the first failure
 

@@ -10,7 +10,7 @@
 # the offset after the packet; decoders read a packet in a Reader's buffer
 # (r.buf, body at buf[i:end]) and set its fields (pid, code, topic, payload,
 # and p0/p1: the span of the properties, which get() reads).
-from .compat import const, wall
+from .front import wall
 from . import codec
 from .codec import Reader, _length_size, put_length, _u16
 from . import errors  # errors.X where raised or caught: the class loads with the first failure

@@ -7,7 +7,6 @@
 # topic aliases, the re-sending of stored messages and refused messages in
 # words. v5.py's codec (walk, get, find, parse, words, Session5, ...) is
 # named here too, so this module is the whole MQTT 5 codec.
-from .compat import const
 from .codec import (to_bytes, check_topic, why, protocol_error, _header, _length_size, put_length, _u16,
                     _str, _check_pid, _check_qos, _fit)
 from .errors import MQTTError

@@ -8,7 +8,7 @@ from holdfast.session import Session
 from consts import MESSAGE, DELIVERED, REFUSED, CONNECTED, FAILED, CONNECTING, OFFLINE
 from holdfast.store import MemoryStore
 from holdfast.client import MQTTClient
-from holdfast.compat import ticks_ms, ticks_add, ticks_diff
+from time import ticks_ms, ticks_add, ticks_diff  # CPython: holdfast puts them there
 from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull, ConnectError
 from holdfast.subs import request
 from holdfast.inbound import handled
