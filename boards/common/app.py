@@ -212,6 +212,9 @@ def main(board):
     import appconfig  # checked, then dropped: its code is not needed any more
 
     cfg = appconfig.wait(board)
+    # Its globals emptied too: a stale pointer to the module that the
+    # conservative GC finds on the stack kept all of its code (5 KB) alive.
+    appconfig.__dict__.clear()
     del appconfig
     del sys.modules["appconfig"]
     gc.collect()
