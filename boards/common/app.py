@@ -20,7 +20,7 @@ STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
-_BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
 _CMDS = const(4)  # commands kept between two turns of the main loop
 # The millisecond ticks wrap at 2**30 and are compared within half of that:
 # a longer interval would read as already due.
@@ -65,28 +65,14 @@ class Seq:
     reserve: a gap, never a repeat.
     """
 
-    def __init__(self, store, qos, path=STATE):
+    def __init__(self, store, keyed, boot, nxt, path=STATE):
+        # appboot.seq() works out boot and nxt from the state file.
         self.store = store
         self.path = path
-        self.keyed = qos > 0
-        st = {}
-        for p in (path, path + ".tmp"):  # .tmp: a rename the power cut stopped
-            try:
-                with open(p) as f:
-                    st = json.load(f)
-                break
-            except (OSError, ValueError):
-                pass
-        last = store.tail - 1
-        base = st.get("base", 0)
-        hi = st.get("hi", 0)
-        nxt = last + 1 + base
-        if not (st.get("keyed") and last >= st.get("k", -1) and last >= 0) and hi > nxt:
-            nxt = hi  # the last boot counted in RAM, or the outbox was wiped or empty
-        self.boot = st.get("b", 0) + 1
-        self.base = nxt - (last + 1)
+        self.keyed = keyed
+        self.boot = boot
+        self.base = nxt - store.tail
         self.next = nxt
-        self.hi = 0
         self._save(nxt + _RESERVE)
 
     def _save(self, hi):
@@ -172,24 +158,12 @@ def take_commands(interval):
 
 
 # -- the application -------------------------------------------------------------
-def open_outbox(cfg):
-    try:
-        from holdfast.fileoutbox import FileStore
-    except ImportError as e:  # the library without the flash outbox: RAM only
-        from holdfast.store import MemoryStore
-        log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
-        return MemoryStore(4096, 32)
-    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])
-
-
-def sensor(board, cfg):
-    """A function returning the temperature (float), or raising."""
-    i = cfg["i2c"]
-    if i.get("driver"):
-        drv = __import__(i["driver"])
-        bus = board.i2c(i)
-        return lambda: drv.read(bus)
-    return board.temperature
+def unload(m):
+    """Drops module m, loaded for one job (the boot). Its globals are emptied
+    too: a stale pointer to the module that the conservative GC finds on the
+    stack kept all of appconfig's code (5 KB) alive."""
+    del sys.modules[m.__name__]
+    m.__dict__.clear()
 
 
 # Some ports count time from 2000, the contract's "w" from 1970.
@@ -209,49 +183,15 @@ def main(board):
         os.remove(HOLD)
         log("hold file found: app not started this boot (deploy in progress)")
         return
-    import appconfig  # checked, then dropped: its code is not needed any more
+    import appboot  # the code that runs once per boot, dropped once it has run
 
-    cfg = appconfig.wait(board)
-    # Its globals emptied too: a stale pointer to the module that the
-    # conservative GC finds on the stack kept all of its code (5 KB) alive.
-    appconfig.__dict__.clear()
-    del appconfig
-    del sys.modules["appconfig"]
-    gc.collect()
-    board.init(cfg)  # may clamp wdt_ms to what the hardware allows
-    wdt = board.watchdog(cfg["wdt_ms"])
-    dev = cfg["device"] or board.NAME + "-" + board.unique_id()
+    cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board)
+    unload(appboot)
+    del appboot
+    from holdfast import MQTTError, OutboxFull
+
     qos = cfg["qos"]
-    topic = "%s/%s/telemetry" % (cfg["prefix"], dev)
-    # The client's code before the state: made after all the code, the
-    # buffers find room among the holes that loading code leaves, and the
-    # outbox's recovery code, dropped once it has opened, leaves more (with
-    # the outbox opened first the app needed a 4 KB larger heap).
-    from holdfast import MQTTClient, MQTTError, OutboxFull
-
-    gc.collect()
-    store = open_outbox(cfg)
-    seq = Seq(store, qos)
-    gc.collect()
-    ssl_params = None
-    if cfg["tls"] and cfg["ca"]:
-        with open(cfg["ca"], "rb") as f:
-            ca = f.read()
-        ssl_params = {"cadata": ca}
-    client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
-                        cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
-                        size=_BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
-                        when_full=cfg["when_full"])
     expiry = cfg["expiry_s"]
-    read = sensor(board, cfg)
-    cmd = None  # the command topic, until subscribed
-    if cfg["commands"]:
-        cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
-        client.set_callback(on_cmd)
-    log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
-        dev, seq.boot, seq.next, qos, len(store)))
-    board.network(cfg)
-
     interval = cfg["interval_ms"]
     due = ticks_ms()
     started = False  # the first connect() succeeded: from then on the client reconnects itself
@@ -291,7 +231,7 @@ def main(board):
             interval = v
         if client.session.dropped != big:
             big = client.session.dropped
-            log("command: over %d bytes with its topic, dropped by the client" % _BUF)
+            log("command: over %d bytes with its topic, dropped by the client" % BUF)
         if ticks_diff(now, due) >= 0 and _exists(DRAIN):
             due = ticks_add(now, interval)
             if not drained and started and client.isconnected() and not client.pending():
