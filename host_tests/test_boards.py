@@ -12,6 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "boards", "common"))
 import app  # noqa: E402
+import appboot  # noqa: E402
 import appconfig  # noqa: E402
 
 BOARDS = ("esp32", "rp2040", "unix")
@@ -131,7 +132,7 @@ class FakeStore:
 
 def _boot(store, qos, path, n, full_at=()):
     """One boot taking n readings; returns (boot number, [s published])."""
-    seq = app.Seq(store, qos, path)
+    seq = appboot.seq(store, qos, path)
     out = []
     for i in range(n):
         s = seq.take()
@@ -214,13 +215,13 @@ def test_commands_are_noted_then_applied_in_order(capsys):
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
-import app, appconfig, json
+import app, appboot, appconfig, json
 class S:
     def __init__(self): self.tail = 0
 st = S()
 seen = []
 for boot in range(3):
-    q = app.Seq(st, 1, %(state)r)
+    q = appboot.seq(st, 1, %(state)r)
     for i in range(120):
         s = q.take(); st.tail += 1; q.used(s, True); seen.append(s)
 assert seen == list(range(360)), seen[-5:]
