@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "boards", "common"))
 import app  # noqa: E402
 import appboot  # noqa: E402
+import appcmd  # noqa: E402
 import appconfig  # noqa: E402
 
 BOARDS = ("esp32", "rp2040", "unix")
@@ -91,7 +92,7 @@ def test_defaults(tmp_path):
     (b' {"interval_ms" : 60000}\n', 60000),
 ])
 def test_commands(m, interval):
-    assert app.command(m) == interval
+    assert appcmd.command(m) == interval
 
 
 @pytest.mark.parametrize("m, words", [
@@ -115,7 +116,7 @@ def test_commands(m, interval):
 ])
 def test_bad_commands_are_named(m, words):
     with pytest.raises(ValueError) as e:
-        app.command(m)
+        appcmd.command(m)
     assert words in str(e.value)
 
 
@@ -199,23 +200,23 @@ def test_commands_are_noted_then_applied_in_order(capsys):
               b'{"interval_ms": 110}', b"{}"):
         app.on_cmd(b"holdfast/d/cmd", m)
     assert len(app._cmds) == 4
-    assert app.take_commands(1000) == 70
+    assert appcmd.take_commands(1000) == 70
     assert capsys.readouterr().out.splitlines() == [
         "holdfast: command: interval_ms 50 from the next reading on",
         "holdfast: command: not JSON",
         "holdfast: command: interval_ms 70 from the next reading on",
         "holdfast: command: too many at once, some ignored",
     ]
-    assert app._cmds == [] and app.take_commands(1000) == 1000
+    assert app._cmds == [] and appcmd.take_commands(1000) == 1000
     app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
-    assert app.take_commands(1000) == 1000  # a bad one changes nothing
+    assert appcmd.take_commands(1000) == 1000  # a bad one changes nothing
     assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
 
 
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
-import app, appboot, appconfig, json
+import app, appboot, appcmd, appconfig, json
 class S:
     def __init__(self): self.tail = 0
 st = S()
@@ -231,20 +232,20 @@ try:
     appconfig.load(%(bad)r)
 except appconfig.ConfigError as e:
     print('config:', e)
-assert app.command(b'{"interval_ms": 10}') == 10
+assert appcmd.command(b'{"interval_ms": 10}') == 10
 for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
                  (b'[10]', 'not a JSON object'), (b'{"x": 1}', "unknown key 'x'"),
                  (b'{"interval_ms": true}', 'must be an int'), (b'{"interval_ms": 1.5e3}', 'must be an int'),
                  (b'{"interval_ms": 518400001}', 'at most 518400000')):
     try:
-        app.command(m)
+        appcmd.command(m)
         raise AssertionError(m)
     except ValueError as e:
         assert words in str(e), (m, e)
 for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
     app.on_cmd(b'holdfast/d/cmd', m)
 assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
-assert app.take_commands(1000) == 70 and not app._cmds
+assert appcmd.take_commands(1000) == 70 and not app._cmds
 print('micropython ok', q.boot)
 """
 

@@ -5,7 +5,6 @@
 # specifics (network, LED, watchdog, id, sensor) come from the board module
 # main.py passes in; see docs/boards.md.
 import gc
-import json
 import os
 import sys
 import time
@@ -111,23 +110,6 @@ def check_interval(v):
     return v
 
 
-def command(m):
-    """The reading interval command m (the message's bytes) sets, or
-    ValueError saying what is wrong with it."""
-    try:
-        c = json.loads(m)
-    except ValueError:  # UnicodeError too; MicroPython's own words say no more
-        raise ValueError("not JSON")
-    if not isinstance(c, dict):
-        raise ValueError('not a JSON object such as {"interval_ms": 60000}')
-    for k in c:
-        if k != "interval_ms":
-            raise ValueError("unknown key %r" % k)
-    if not c:
-        raise ValueError("no 'interval_ms' in it")
-    return check_interval(c["interval_ms"])
-
-
 _cmds = []  # type: list  # commands received, not yet applied
 
 
@@ -139,27 +121,12 @@ def on_cmd(t, m):
     if len(_cmds) < _CMDS:
         _cmds.append(m)
     else:
-        _cmds[-1] = None  # take_commands says some were ignored
-
-
-def take_commands(interval):
-    """The reading interval after the commands received since the last
-    call, each applied or, if bad, named on the console."""
-    while _cmds:
-        try:
-            m = _cmds.pop(0)
-            if m is None:
-                raise ValueError("too many at once, some ignored")
-            interval = command(m)
-            log("command: interval_ms %d from the next reading on" % interval)
-        except ValueError as e:
-            log("command:", e)
-    return interval
+        _cmds[-1] = None  # appcmd.take_commands says some were ignored
 
 
 # -- the application -------------------------------------------------------------
 def unload(m):
-    """Drops module m, loaded for one job (the boot). Its globals are emptied
+    """Drops module m, loaded for one job (the boot, a command). Its globals are emptied
     too: a stale pointer to the module that the conservative GC finds on the
     stack kept all of appconfig's code (5 KB) alive."""
     del sys.modules[m.__name__]
@@ -226,7 +193,12 @@ def main(board):
                 log("commands:", e)
             cmd = None
         if _cmds:
-            v = take_commands(interval)
+            gc.collect()  # room for its code: the path that received them left garbage
+            import appcmd  # loaded for the commands, then unloaded
+
+            v = appcmd.take_commands(interval)
+            unload(appcmd)
+            del appcmd
             due = ticks_add(due, v - interval)  # the next reading v after the last
             interval = v
         if client.session.dropped != big:
