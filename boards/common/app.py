@@ -21,9 +21,6 @@ DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver t
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
 BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
 _CMDS = const(4)  # commands kept between two turns of the main loop
-# The millisecond ticks wrap at 2**30 and are compared within half of that:
-# a longer interval would read as already due.
-_MAX_INTERVAL = const(518400000)  # 6 days
 
 try:
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
@@ -101,15 +98,6 @@ class Seq:
 
 
 # -- commands ---------------------------------------------------------------------
-def check_interval(v):
-    """v if it is a valid interval_ms (config.json's or a command's), else
-    ValueError naming the key."""
-    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
-        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
-                         % _MAX_INTERVAL)
-    return v
-
-
 _cmds = []  # type: list  # commands received, not yet applied
 
 

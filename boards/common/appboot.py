@@ -3,6 +3,7 @@
 # once it has run, so its code does not stay on the heap.
 import gc
 import json
+import sys
 
 from app import STATE, BUF, Seq, log, on_cmd, unload
 
@@ -54,6 +55,7 @@ def start(board):
     cfg = appconfig.wait(board)
     unload(appconfig)
     del appconfig
+    unload(sys.modules["appcmd"])  # loaded by appconfig for the interval rule
     gc.collect()
     board.init(cfg)  # may clamp wdt_ms to what the hardware allows
     wdt = board.watchdog(cfg["wdt_ms"])

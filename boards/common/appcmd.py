@@ -1,10 +1,30 @@
 # The app's commands (docs/boards.md): what the callback (app.on_cmd) noted,
-# checked and applied. Commands are rare: app.main loads this module when
+# checked and applied, and the rule for interval_ms that config.json follows
+# too (appconfig). Commands are rare: app.main loads this module when
 # one has come and unloads it once they are applied, so its code does not
 # stay on the heap.
 import json
 
-from app import _cmds, check_interval, log
+try:
+    from micropython import const
+except ImportError:  # CPython (host tests, tools/board/deploy.py)
+    def const(x):  # type: ignore
+        return x
+
+from app import _cmds, log
+
+# The millisecond ticks wrap at 2**30 and are compared within half of that:
+# a longer interval would read as already due.
+_MAX_INTERVAL = const(518400000)  # 6 days
+
+
+def check_interval(v):
+    """v if it is a valid interval_ms (config.json's or a command's), else
+    ValueError naming the key."""
+    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
+        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
+                         % _MAX_INTERVAL)
+    return v
 
 
 def command(m):
