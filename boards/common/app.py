@@ -143,6 +143,9 @@ def main(board):
     cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board)
     unload(appboot)
     del appboot
+    # Now, before the loop: what the boot left is freed before the subscribe
+    # side and the first messages load code among it (75 KB heap, not 77).
+    gc.collect()
     from holdfast import MQTTError, OutboxFull
 
     qos = cfg["qos"]
