@@ -216,7 +216,20 @@ def test_commands_are_noted_then_applied_in_order(capsys):
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
-import app, appboot, appcmd, appconfig, json
+import gc
+import app
+# app.unload frees a module's code even while something still points to the
+# module (as a stale pointer on the stack did to appconfig after the boot).
+gc.collect(); a = gc.mem_alloc()
+import appcmd
+held = [appcmd]
+gc.collect(); b = gc.mem_alloc()
+app.unload(appcmd)
+del appcmd
+gc.collect(); c = gc.mem_alloc()
+assert 'appcmd' not in sys.modules
+assert c - a < (b - a) // 4, (a, b, c)
+import appboot, appcmd, appconfig, json
 class S:
     def __init__(self): self.tail = 0
 st = S()
