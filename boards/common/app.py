@@ -20,6 +20,7 @@ HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
 BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+# (BUF, not _BUF: appboot imports it, and a const() named _X is no global)
 _CMDS = const(4)  # commands kept between two turns of the main loop
 
 try:
