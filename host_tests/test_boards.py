@@ -259,14 +259,24 @@ for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms"
     app.on_cmd(b'holdfast/d/cmd', m)
 assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
 assert appcmd.take_commands(1000) == 70 and not app._cmds
+# An I2C driver's sensor function reads on after appboot, which made it, is unloaded.
+sys.path.insert(0, %(drivers)r)
+class Board:
+    def i2c(self, cfg):
+        return cfg["bus"]
+read = appboot.sensor(Board(), {"i2c": {"driver": "tdriver", "bus": 7}})
+app.unload(appboot)
+gc.collect()
+assert read() == 7.5, read()
 print('micropython ok', q.boot)
 """
 
 
 def test_app_logic_under_micropython(tmp_path):
     bad = _write(tmp_path, {"broker": "h", "user": "u", "password": "hunter2", "qos": 5})
+    (tmp_path / "tdriver.py").write_text("def read(bus):\n    return bus + 0.5\n")
     code = _MP_CHECK % {"common": os.path.join(ROOT, "boards", "common"),
-                        "state": str(tmp_path / "mpstate"), "bad": bad}
+                        "state": str(tmp_path / "mpstate"), "bad": bad, "drivers": str(tmp_path)}
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
     proc = subprocess.run([exe, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=60)
