@@ -175,7 +175,7 @@ typecheck: $(STAMP)
 	    echo "$$pin" > $$dir/.stamp; \
 	  fi; \
 	  files="firmware/holdfast boards/common boards/$$board"; \
-	  if [ $$port = unix ]; then files="firmware/holdfast boards/common/app.py boards/common/appconfig.py boards/unix"; fi; \
+	  if [ $$port = unix ]; then files="firmware/holdfast boards/common/app.py boards/common/appboot.py boards/common/appcmd.py boards/common/appconfig.py boards/unix"; fi; \
 	  echo "mypy with $$pin: $$files"; \
 	  MYPYPATH=$$dir $(PY) -m mypy --config-file boards/mypy.ini --custom-typeshed-dir $$dir \
 	    --python-version 3.11 --cache-dir $$dir.cache $$files; \

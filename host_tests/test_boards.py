@@ -12,6 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "boards", "common"))
 import app  # noqa: E402
+import appboot  # noqa: E402
+import appcmd  # noqa: E402
 import appconfig  # noqa: E402
 
 BOARDS = ("esp32", "rp2040", "unix")
@@ -90,7 +92,7 @@ def test_defaults(tmp_path):
     (b' {"interval_ms" : 60000}\n', 60000),
 ])
 def test_commands(m, interval):
-    assert app.command(m) == interval
+    assert appcmd.command(m) == interval
 
 
 @pytest.mark.parametrize("m, words", [
@@ -114,7 +116,7 @@ def test_commands(m, interval):
 ])
 def test_bad_commands_are_named(m, words):
     with pytest.raises(ValueError) as e:
-        app.command(m)
+        appcmd.command(m)
     assert words in str(e.value)
 
 
@@ -131,7 +133,7 @@ class FakeStore:
 
 def _boot(store, qos, path, n, full_at=()):
     """One boot taking n readings; returns (boot number, [s published])."""
-    seq = app.Seq(store, qos, path)
+    seq = appboot.seq(store, qos, path)
     out = []
     for i in range(n):
         s = seq.take()
@@ -198,29 +200,42 @@ def test_commands_are_noted_then_applied_in_order(capsys):
               b'{"interval_ms": 110}', b"{}"):
         app.on_cmd(b"holdfast/d/cmd", m)
     assert len(app._cmds) == 4
-    assert app.take_commands(1000) == 70
+    assert appcmd.take_commands(1000) == 70
     assert capsys.readouterr().out.splitlines() == [
         "holdfast: command: interval_ms 50 from the next reading on",
         "holdfast: command: not JSON",
         "holdfast: command: interval_ms 70 from the next reading on",
         "holdfast: command: too many at once, some ignored",
     ]
-    assert app._cmds == [] and app.take_commands(1000) == 1000
+    assert app._cmds == [] and appcmd.take_commands(1000) == 1000
     app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
-    assert app.take_commands(1000) == 1000  # a bad one changes nothing
+    assert appcmd.take_commands(1000) == 1000  # a bad one changes nothing
     assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
 
 
 _MP_CHECK = r"""
 import sys
 sys.path.insert(0, %(common)r)
-import app, appconfig, json
+import gc
+import app
+# app.unload frees a module's code even while something still points to the
+# module (as a stale pointer on the stack did to appconfig after the boot).
+gc.collect(); a = gc.mem_alloc()
+import appcmd
+held = [appcmd]
+gc.collect(); b = gc.mem_alloc()
+app.unload(appcmd)
+del appcmd
+gc.collect(); c = gc.mem_alloc()
+assert 'appcmd' not in sys.modules
+assert c - a < (b - a) // 4, (a, b, c)
+import appboot, appcmd, appconfig, json
 class S:
     def __init__(self): self.tail = 0
 st = S()
 seen = []
 for boot in range(3):
-    q = app.Seq(st, 1, %(state)r)
+    q = appboot.seq(st, 1, %(state)r)
     for i in range(120):
         s = q.take(); st.tail += 1; q.used(s, True); seen.append(s)
 assert seen == list(range(360)), seen[-5:]
@@ -230,28 +245,38 @@ try:
     appconfig.load(%(bad)r)
 except appconfig.ConfigError as e:
     print('config:', e)
-assert app.command(b'{"interval_ms": 10}') == 10
+assert appcmd.command(b'{"interval_ms": 10}') == 10
 for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
                  (b'[10]', 'not a JSON object'), (b'{"x": 1}', "unknown key 'x'"),
                  (b'{"interval_ms": true}', 'must be an int'), (b'{"interval_ms": 1.5e3}', 'must be an int'),
                  (b'{"interval_ms": 518400001}', 'at most 518400000')):
     try:
-        app.command(m)
+        appcmd.command(m)
         raise AssertionError(m)
     except ValueError as e:
         assert words in str(e), (m, e)
 for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
     app.on_cmd(b'holdfast/d/cmd', m)
 assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
-assert app.take_commands(1000) == 70 and not app._cmds
+assert appcmd.take_commands(1000) == 70 and not app._cmds
+# An I2C driver's sensor function reads on after appboot, which made it, is unloaded.
+sys.path.insert(0, %(drivers)r)
+class Board:
+    def i2c(self, cfg):
+        return cfg["bus"]
+read = appboot.sensor(Board(), {"i2c": {"driver": "tdriver", "bus": 7}})
+app.unload(appboot)
+gc.collect()
+assert read() == 7.5, read()
 print('micropython ok', q.boot)
 """
 
 
 def test_app_logic_under_micropython(tmp_path):
     bad = _write(tmp_path, {"broker": "h", "user": "u", "password": "hunter2", "qos": 5})
+    (tmp_path / "tdriver.py").write_text("def read(bus):\n    return bus + 0.5\n")
     code = _MP_CHECK % {"common": os.path.join(ROOT, "boards", "common"),
-                        "state": str(tmp_path / "mpstate"), "bad": bad}
+                        "state": str(tmp_path / "mpstate"), "bad": bad, "drivers": str(tmp_path)}
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
     proc = subprocess.run([exe, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=60)

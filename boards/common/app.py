@@ -5,7 +5,6 @@
 # specifics (network, LED, watchdog, id, sensor) come from the board module
 # main.py passes in; see docs/boards.md.
 import gc
-import json
 import os
 import sys
 import time
@@ -20,11 +19,9 @@ STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
-_BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
+# (BUF, not _BUF: appboot imports it, and a const() named _X is no global)
 _CMDS = const(4)  # commands kept between two turns of the main loop
-# The millisecond ticks wrap at 2**30 and are compared within half of that:
-# a longer interval would read as already due.
-_MAX_INTERVAL = const(518400000)  # 6 days
 
 try:
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
@@ -65,28 +62,14 @@ class Seq:
     reserve: a gap, never a repeat.
     """
 
-    def __init__(self, store, qos, path=STATE):
+    def __init__(self, store, keyed, boot, nxt, path=STATE):
+        # appboot.seq() works out boot and nxt from the state file.
         self.store = store
         self.path = path
-        self.keyed = qos > 0
-        st = {}
-        for p in (path, path + ".tmp"):  # .tmp: a rename the power cut stopped
-            try:
-                with open(p) as f:
-                    st = json.load(f)
-                break
-            except (OSError, ValueError):
-                pass
-        last = store.tail - 1
-        base = st.get("base", 0)
-        hi = st.get("hi", 0)
-        nxt = last + 1 + base
-        if not (st.get("keyed") and last >= st.get("k", -1) and last >= 0) and hi > nxt:
-            nxt = hi  # the last boot counted in RAM, or the outbox was wiped or empty
-        self.boot = st.get("b", 0) + 1
-        self.base = nxt - (last + 1)
+        self.keyed = keyed
+        self.boot = boot
+        self.base = nxt - store.tail
         self.next = nxt
-        self.hi = 0
         self._save(nxt + _RESERVE)
 
     def _save(self, hi):
@@ -116,32 +99,6 @@ class Seq:
 
 
 # -- commands ---------------------------------------------------------------------
-def check_interval(v):
-    """v if it is a valid interval_ms (config.json's or a command's), else
-    ValueError naming the key."""
-    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
-        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
-                         % _MAX_INTERVAL)
-    return v
-
-
-def command(m):
-    """The reading interval command m (the message's bytes) sets, or
-    ValueError saying what is wrong with it."""
-    try:
-        c = json.loads(m)
-    except ValueError:  # UnicodeError too; MicroPython's own words say no more
-        raise ValueError("not JSON")
-    if not isinstance(c, dict):
-        raise ValueError('not a JSON object such as {"interval_ms": 60000}')
-    for k in c:
-        if k != "interval_ms":
-            raise ValueError("unknown key %r" % k)
-    if not c:
-        raise ValueError("no 'interval_ms' in it")
-    return check_interval(c["interval_ms"])
-
-
 _cmds = []  # type: list  # commands received, not yet applied
 
 
@@ -153,43 +110,16 @@ def on_cmd(t, m):
     if len(_cmds) < _CMDS:
         _cmds.append(m)
     else:
-        _cmds[-1] = None  # take_commands says some were ignored
-
-
-def take_commands(interval):
-    """The reading interval after the commands received since the last
-    call, each applied or, if bad, named on the console."""
-    while _cmds:
-        try:
-            m = _cmds.pop(0)
-            if m is None:
-                raise ValueError("too many at once, some ignored")
-            interval = command(m)
-            log("command: interval_ms %d from the next reading on" % interval)
-        except ValueError as e:
-            log("command:", e)
-    return interval
+        _cmds[-1] = None  # appcmd.take_commands says some were ignored
 
 
 # -- the application -------------------------------------------------------------
-def open_outbox(cfg):
-    try:
-        from holdfast.fileoutbox import FileStore
-    except ImportError as e:  # the library without the flash outbox: RAM only
-        from holdfast.store import MemoryStore
-        log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
-        return MemoryStore(4096, 32)
-    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])
-
-
-def sensor(board, cfg):
-    """A function returning the temperature (float), or raising."""
-    i = cfg["i2c"]
-    if i.get("driver"):
-        drv = __import__(i["driver"])
-        bus = board.i2c(i)
-        return lambda: drv.read(bus)
-    return board.temperature
+def unload(m):
+    """Drops module m, loaded for one job (the boot, a command). Its globals
+    are emptied too: a stale pointer to the module that the conservative GC
+    finds on the stack kept all of appconfig's code (5 KB) alive."""
+    del sys.modules[m.__name__]
+    m.__dict__.clear()
 
 
 # Some ports count time from 2000, the contract's "w" from 1970.
@@ -209,46 +139,19 @@ def main(board):
         os.remove(HOLD)
         log("hold file found: app not started this boot (deploy in progress)")
         return
-    import appconfig  # checked, then dropped: its code is not needed any more
+    import appboot  # the code that runs once per boot, dropped once it has run
 
-    cfg = appconfig.wait(board)
-    del appconfig
-    del sys.modules["appconfig"]
+    cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board)
+    unload(appboot)
+    del appboot
+    # Now, before the loop: what the boot left is freed before the subscribe
+    # side and the first messages load code among it (75 KB heap, not 77;
+    # with the collect before subscribe() below, 73).
     gc.collect()
-    board.init(cfg)  # may clamp wdt_ms to what the hardware allows
-    wdt = board.watchdog(cfg["wdt_ms"])
-    dev = cfg["device"] or board.NAME + "-" + board.unique_id()
+    from holdfast import MQTTError, OutboxFull
+
     qos = cfg["qos"]
-    topic = "%s/%s/telemetry" % (cfg["prefix"], dev)
-    # The client's code before the state: made after all the code, the
-    # buffers find room among the holes that loading code leaves, and the
-    # outbox's recovery code, dropped once it has opened, leaves more (with
-    # the outbox opened first the app needed a 4 KB larger heap).
-    from holdfast import MQTTClient, MQTTError, OutboxFull
-
-    gc.collect()
-    store = open_outbox(cfg)
-    seq = Seq(store, qos)
-    gc.collect()
-    ssl_params = None
-    if cfg["tls"] and cfg["ca"]:
-        with open(cfg["ca"], "rb") as f:
-            ca = f.read()
-        ssl_params = {"cadata": ca}
-    client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
-                        cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
-                        size=_BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
-                        when_full=cfg["when_full"])
     expiry = cfg["expiry_s"]
-    read = sensor(board, cfg)
-    cmd = None  # the command topic, until subscribed
-    if cfg["commands"]:
-        cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
-        client.set_callback(on_cmd)
-    log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
-        dev, seq.boot, seq.next, qos, len(store)))
-    board.network(cfg)
-
     interval = cfg["interval_ms"]
     due = ticks_ms()
     started = False  # the first connect() succeeded: from then on the client reconnects itself
@@ -276,6 +179,7 @@ def main(board):
             # and the client sends it again on every later link that needs
             # it (after a timeout too); refused (the broker's ACL), it is
             # gone until the next boot.
+            gc.collect()  # the connect's garbage goes before the subscribe side loads its code
             try:
                 client.subscribe(cmd, 1)
                 log("commands on", cmd)
@@ -283,12 +187,17 @@ def main(board):
                 log("commands:", e)
             cmd = None
         if _cmds:
-            v = take_commands(interval)
+            gc.collect()  # room for its code: the path that received them left garbage
+            import appcmd  # loaded for the commands, then unloaded
+
+            v = appcmd.take_commands(interval)
+            unload(appcmd)
+            del appcmd
             due = ticks_add(due, v - interval)  # the next reading v after the last
             interval = v
         if client.session.dropped != big:
             big = client.session.dropped
-            log("command: over %d bytes with its topic, dropped by the client" % _BUF)
+            log("command: over %d bytes with its topic, dropped by the client" % BUF)
         if ticks_diff(now, due) >= 0 and _exists(DRAIN):
             due = ticks_add(now, interval)
             if not drained and started and client.isconnected() and not client.pending():

@@ -3,7 +3,7 @@
 # with the same rules. Error messages name the key, never its value.
 import json
 
-from app import check_interval  # the rule a command's interval_ms follows too
+from appcmd import check_interval  # the rule a command's interval_ms follows too
 
 try:
     from time import ticks_ms, ticks_diff, sleep_ms

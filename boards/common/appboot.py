@@ -1,0 +1,90 @@
+# What the app (app.py) runs once per boot: the config, the watchdog, the
+# outbox and the sequence state, the client. app.main loads it and unloads it
+# once it has run, so its code does not stay on the heap.
+import gc
+import json
+import sys
+
+from app import STATE, BUF, Seq, log, on_cmd, unload
+
+
+def seq(store, qos, path=STATE):
+    """This boot's Seq, from the state file the last boot left (see Seq)."""
+    st = {}
+    for p in (path, path + ".tmp"):  # .tmp: a rename the power cut stopped
+        try:
+            with open(p) as f:
+                st = json.load(f)
+            break
+        except (OSError, ValueError):
+            pass
+    last = store.tail - 1
+    hi = st.get("hi", 0)
+    nxt = last + 1 + st.get("base", 0)
+    if not (st.get("keyed") and last >= st.get("k", -1) and last >= 0) and hi > nxt:
+        nxt = hi  # the last boot counted in RAM, or the outbox was wiped or empty
+    return Seq(store, qos > 0, st.get("b", 0) + 1, nxt, path)
+
+
+def open_outbox(cfg):
+    try:
+        from holdfast.fileoutbox import FileStore
+    except ImportError as e:  # the library without the flash outbox: RAM only
+        from holdfast.store import MemoryStore
+        log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
+        return MemoryStore(4096, 32)
+    return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])
+
+
+def sensor(board, cfg):
+    """A function returning the temperature (float), or raising."""
+    i = cfg["i2c"]
+    if i.get("driver"):
+        drv = __import__(i["driver"])
+        bus = board.i2c(i)
+        return lambda: drv.read(bus)
+    return board.temperature
+
+
+def start(board):
+    """(config, watchdog, client, seq, sensor function, device, telemetry
+    topic, command topic or None). Until there is a valid config it waits
+    (appconfig.wait)."""
+    import appconfig  # checked, then dropped: its code is not needed any more
+
+    cfg = appconfig.wait(board)
+    unload(appconfig)
+    del appconfig
+    unload(sys.modules["appcmd"])  # loaded by appconfig for the interval rule
+    gc.collect()
+    board.init(cfg)  # may clamp wdt_ms to what the hardware allows
+    wdt = board.watchdog(cfg["wdt_ms"])
+    dev = cfg["device"] or board.NAME + "-" + board.unique_id()
+    topic = "%s/%s/telemetry" % (cfg["prefix"], dev)
+    # The client's code before the state: made after all the code, the
+    # buffers find room among the holes that loading code leaves, and the
+    # outbox's recovery code, dropped once it has opened, leaves more (with
+    # the outbox opened first the app needed a 4 KB larger heap).
+    from holdfast import MQTTClient
+
+    gc.collect()
+    store = open_outbox(cfg)
+    q = seq(store, cfg["qos"])
+    gc.collect()
+    ssl_params = None
+    if cfg["tls"] and cfg["ca"]:
+        with open(cfg["ca"], "rb") as f:
+            ca = f.read()
+        ssl_params = {"cadata": ca}
+    client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
+                        cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
+                        size=BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
+                        when_full=cfg["when_full"])
+    cmd = None  # the command topic, until subscribed
+    if cfg["commands"]:
+        cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
+        client.set_callback(on_cmd)
+    log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
+        dev, q.boot, q.next, cfg["qos"], len(store)))
+    board.network(cfg)
+    return cfg, wdt, client, q, sensor(board, cfg), dev, topic, cmd

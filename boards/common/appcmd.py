@@ -1,0 +1,59 @@
+# The app's commands (docs/boards.md): what the callback (app.on_cmd) noted,
+# checked and applied, and the rule for interval_ms that config.json follows
+# too (appconfig). Commands are rare: app.main loads this module when
+# one has come and unloads it once they are applied, so its code does not
+# stay on the heap.
+import json
+
+try:
+    from micropython import const
+except ImportError:  # CPython (host tests, tools/board/deploy.py)
+    def const(x):  # type: ignore
+        return x
+
+from app import _cmds, log
+
+# The millisecond ticks wrap at 2**30 and are compared within half of that:
+# a longer interval would read as already due.
+_MAX_INTERVAL = const(518400000)  # 6 days
+
+
+def check_interval(v):
+    """v if it is a valid interval_ms (config.json's or a command's), else
+    ValueError naming the key."""
+    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
+        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
+                         % _MAX_INTERVAL)
+    return v
+
+
+def command(m):
+    """The reading interval command m (the message's bytes) sets, or
+    ValueError saying what is wrong with it."""
+    try:
+        c = json.loads(m)
+    except ValueError:  # UnicodeError too; MicroPython's own words say no more
+        raise ValueError("not JSON")
+    if not isinstance(c, dict):
+        raise ValueError('not a JSON object such as {"interval_ms": 60000}')
+    for k in c:
+        if k != "interval_ms":
+            raise ValueError("unknown key %r" % k)
+    if not c:
+        raise ValueError("no 'interval_ms' in it")
+    return check_interval(c["interval_ms"])
+
+
+def take_commands(interval):
+    """The reading interval after the commands received since the last
+    call, each applied or, if bad, named on the console."""
+    while _cmds:
+        try:
+            m = _cmds.pop(0)
+            if m is None:
+                raise ValueError("too many at once, some ignored")
+            interval = command(m)
+            log("command: interval_ms %d from the next reading on" % interval)
+        except ValueError as e:
+            log("command:", e)
+    return interval
