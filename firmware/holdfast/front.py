@@ -2,12 +2,12 @@
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
 # reach the application, what happens when the link goes down, the counters.
-from time import ticks_ms, ticks_diff, ticks_add, time
+from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
 from . import net
 from .codec import why, publish_size
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .session import Session
+from .session import Session, wall
 
 try:
     from random import getrandbits
@@ -46,12 +46,6 @@ _E_NO_TCP = const(56)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
 _E_NO_ROOM = const(47)
-
-
-def wall():
-    """Wall-clock seconds, whole: what outbox deadlines are set and checked
-    by (the unix port's and CPython's time() is a float)."""
-    return int(time())
 
 
 class Front:

@@ -8,16 +8,13 @@ from array import array
 
 def table(st):
     """Store st's table of held ids, st.held_ids, made now if it has none:
-    a Held, or for a log (outlog.Log: it has _mark) an outheld.Logged,
-    which records each id in the log."""
+    a Held, or what the store makes itself (outlog.Log.held_table: an
+    outheld.Logged, which records each id in the log). The store names
+    its table's module, not this one: outheld builds on Held."""
     h = st.held_ids
     if h is None:
-        if hasattr(st, "_mark"):
-            from .outheld import Logged
-            h = Logged(st)
-        else:
-            h = Held(st)
-        st.held_ids = h
+        make = getattr(st, "held_table", None)
+        h = st.held_ids = make() if make else Held(st)
     return h
 
 

@@ -199,6 +199,12 @@ class Log:
                 return True
         return False
 
+    def held_table(self):
+        # held.table() asks for it with the first id held: a table that also
+        # records each hold and its end in the log.
+        from .outheld import Logged
+        return Logged(self)
+
     def get(self, key, buf, off):
         n = self.size(key)
         if not n:

@@ -20,7 +20,7 @@
 # UNSUBSCRIBE), inbound messages (inbound.py) and the drop policies
 # (policy.py) load on first use.
 from array import array
-from time import ticks_diff
+from time import ticks_diff, time
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
@@ -86,6 +86,13 @@ _E_NO_CONNACK = const(46)
 _E_CLOSED_AT_CONNECT = const(59)
 _E_RX_SILENT = const(60)
 _E_TX_STALLED = const(61)
+
+
+def wall():
+    """Wall-clock seconds, whole: what outbox deadlines are set and checked
+    by (the unix port's and CPython's time() is a float). Here, below the
+    shells and v5.py, which both read it."""
+    return int(time())
 
 
 class Session:

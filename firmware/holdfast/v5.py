@@ -10,11 +10,10 @@
 # the offset after the packet; decoders read a packet in a Reader's buffer
 # (r.buf, body at buf[i:end]) and set its fields (pid, code, topic, payload,
 # and p0/p1: the span of the properties, which get() reads).
-from .front import wall
 from . import codec
 from .codec import Reader, _length_size, put_length, _u16
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .session import Session
+from .session import Session, wall
 
 # Packet types (codec.py's), and session.py's numbers Session5 works with:
 # private, so the compiler folds them and the module holds no name for them.
