@@ -78,3 +78,15 @@ def test_session_publishes_from_flashstore():
     feed(s.rx, bytes((0x40, 2, pid >> 8, pid & 255)))
     drain(s)
     assert len(st) == 0 and len(FlashStore(dev)) == 0
+
+
+def test_deadlines_are_kept_in_whole_seconds_of_the_wall_clock():
+    # publish(expiry=) sets wall() + expiry and policy.expire() drops what is
+    # past wall(): both sides read this one clock, so a clock that stood still
+    # (or ran in ticks) would keep every message forever without a word.
+    import time
+    from holdfast.session import wall
+    before = int(time.time())
+    w = wall()
+    after = int(time.time())
+    assert type(w) is int and before <= w <= after, (before, w, after)
