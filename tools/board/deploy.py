@@ -526,7 +526,7 @@ GROUPS = (("on first use: subscribe, inbound, policies, words",
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
-          ("TLS (tls with TLS on, tlsmore only while needed)", ("tls", "tlsmore")),
+          ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlsmore")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
           ("error classes (each with the first one raised)", ("errcommon", "errmore")))
 
