@@ -5,6 +5,7 @@ import sys
 
 if sys.implementation.name != "micropython":  # CPython: MicroPython's built-ins (compat.py)
     from . import compat
+del sys  # a name the package would keep on a board's heap for good
 
 
 def __getattr__(name):

@@ -60,7 +60,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BOARDS = ("esp32", "rp2040", "unix")
 LIB_SRC = os.path.join(ROOT, "firmware", "holdfast")
 LIB_DST = "/lib/holdfast"
-LIB_SKIP = ("broker.py",)  # the broker's half of the codec: host tools and tests only
+# Host-only modules: the broker's half of the codec (host tools and tests), and
+# CPython's stand-ins for what MicroPython has built in (compat.py).
+LIB_SKIP = ("broker.py", "compat.py")
 # boards/common files that drive a microcontroller (machine, network): the
 # emulated unix board has neither and does not import them.
 MCU_ONLY = ("mcu.py", "wifi.py")
