@@ -62,9 +62,11 @@ class FileStore(Log):
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
         from . import outscan as sc  # its state and the scan: the code a store runs only to open
-        sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve, limit,
-                 group, group_ms)
-        unload(sc.__name__)
+        try:
+            sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve,
+                     limit, group, group_ms)
+        finally:
+            unload(sc.__name__)
         self._reclaim()
 
     # -- paths and handles -------------------------------------------------
@@ -303,8 +305,10 @@ class FileStore(Log):
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
             from . import outmove
-            outmove.move(self, segs[0])
-            unload(outmove.__name__)
+            try:
+                outmove.move(self, segs[0])
+            finally:
+                unload(outmove.__name__)
             self._reclaim()
 
     def _reclaim(self, all=False):

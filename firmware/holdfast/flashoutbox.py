@@ -44,10 +44,12 @@ class FlashStore(Log):
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
         from . import outscan as sc  # its state and the scan: the code a store runs only to open
-        sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
-        unload(sc.__name__)
+        try:
+            sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
+        finally:
+            unload(sc.__name__)
 
-    def sync(self, *now):
+    def sync(self, now=0):
         """Makes what was written durable: it is, once programmed. Nothing
         to commit (_commit), nor to do as time passes (tick)."""
         return True
@@ -157,10 +159,14 @@ class FlashStore(Log):
                         if p:
                             held += 1
                     raise errors.OutboxFull(codec.why(_E_FLASH_FULL, len(self), held, k, self.bs))
-                self._take(first)
+                # The mover is loaded before the spare block is taken: a
+                # MemoryError loading it leaves the reserve as it was.
                 from . import outmove
-                outmove.move(self, v)
-                unload(outmove.__name__)
+                try:
+                    self._take(first)
+                    outmove.move(self, v)
+                finally:
+                    unload(outmove.__name__)
                 self._erase(v)
         b = self._wunit
         p = q = self._wpos

@@ -188,7 +188,7 @@ class Log:
         return self._dl[i] if i >= 0 and self._dl else 0
 
     def find_topic(self, topic, after):
-        import holdfast.outfind as m  # what latest=True runs: loaded on first use (no allocation after)
+        import holdfast.outfind as m  # what latest=True runs: loaded on first use (the import allocates nothing after)
         return m.find_topic(self, topic, after)
 
     def uses(self, pid):

@@ -235,12 +235,11 @@ def found(log, unit, pos, t, flags, size, key, pid, rel, done):
 def _superseded(log, unit, pos):
     # A later copy of the record at pos was found: a compaction was cut
     # short before the old copy went. Flash marks the old one done
-    # (FlashStore._superseded); a file's old segment goes once nothing in
-    # it is live. Marked done, it cannot come back once its newer copy is
-    # gone.
-    z = getattr(log, "_zero", None)  # FlashStore's
-    if z:
-        log._prog(unit, pos + 11, z)
+    # (FlashStore._mark, where its done byte is); a file's old segment goes
+    # once nothing in it is live. Marked done, it cannot come back once its
+    # newer copy is gone.
+    if getattr(log, "_zero", None):  # FlashStore's
+        log._mark(_T_DONE, unit, pos, 0, 0)
 
 
 def opened(log):

@@ -202,6 +202,16 @@ def test_missing_parent_directory_is_named():
     rmtree(top)
 
 
+def test_a_store_that_fails_to_open_leaves_its_opening_code_unloaded():
+    # outscan.py is what a store runs only to open: a board that retries a
+    # failed open (a missing card, say) must not keep it on the heap.
+    import sys
+    top, d = _new()
+    raises(OSError, FileStore, top + "/no/such/ob")
+    assert "holdfast.outscan" not in sys.modules
+    rmtree(top)
+
+
 def test_a_directory_that_cannot_be_made_is_named_in_the_error():
     top, d = _new()
     e = raises(OSError, FileStore, top + "/missing/parent/ob")
