@@ -169,7 +169,7 @@ def hostile_events(stream, size, cuts, by_tail):
                 return out
             finally:
                 assert 0 <= r.start <= r.end <= size, (r.start, r.end, size)
-                # _pid_at is inbound.big()'s, set with the first oversize PUBLISH
+                # _pid_at is subsmore.big()'s, set with the first oversize PUBLISH
                 pid_at = getattr(r, "_pid_at", -1)
                 assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and pid_at >= -1, (r.skip, pid_at)
             if not t:

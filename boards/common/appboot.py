@@ -55,7 +55,9 @@ def start(board):
     cfg = appconfig.wait(board)
     unload(appconfig)
     del appconfig
-    unload(sys.modules["appcmd"])  # loaded by appconfig for the interval rule
+    m = sys.modules.get("appcmd")  # loaded by appconfig for the interval rule
+    if m:
+        unload(m)
     gc.collect()
     board.init(cfg)  # may clamp wdt_ms to what the hardware allows
     wdt = board.watchdog(cfg["wdt_ms"])

@@ -295,7 +295,7 @@ class Reader:
     def reset(self):
         """Forgets the stream, a packet half skipped too: a new connection."""
         self.start = self.end = self.skip = 0
-        # An oversize PUBLISH being skipped: its length (0: none); inbound.big()
+        # An oversize PUBLISH being skipped: its length (0: none); subsmore.big()
         # says the rest. Its flags are in flags.
         self._big = 0
 
@@ -317,7 +317,7 @@ class Reader:
 
     def next(self):
         if self._big:
-            import holdfast.inbound as m
+            import holdfast.subsmore as m
             return m.skip_big(self)
         if self.skip:
             k = min(self.skip, self.end - self.start)
@@ -377,7 +377,7 @@ class Reader:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            import holdfast.inbound as m
+            import holdfast.subsmore as m  # the rare paths of the subscribe side: loaded on first use
             return m.big(self, flags, i, total)
         if end - s < total:
             return 0

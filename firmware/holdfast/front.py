@@ -251,8 +251,8 @@ class Front:
                 elif e == _REJECTED:
                     s.v5.more().rejected(self)
                 else:  # REFUSED: filters the broker refused when restored
-                    from .subs import refusals
-                    refusals(self)
+                    import holdfast.subsmore as m
+                    m.refusals(self)
             except Exception as x:
                 self.callback_errors += 1
                 self.callback_error = x

@@ -1,8 +1,8 @@
 # What the broker sends unasked: inbound PUBLISH packets (parsed, handed to
 # the application, acknowledged; QoS 2 held until PUBREL). Those too large
 # for the receive buffer (big(), skip_big(), too_large()) are subsmore.py's,
-# found by __getattr__ below. Loaded when the first such packet arrives: a
-# sensor that only publishes never carries it.
+# which codec.py and session.py call themselves. Loaded when the first such
+# packet arrives: a sensor that only publishes never carries it.
 from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
@@ -91,12 +91,3 @@ def handled(s):
         return
     s._ack(_PUBACK if qos == 1 else _PUBREC, s.done_pid)
 
-
-def __getattr__(name):
-    # big(), skip_big() and too_large(), an oversize PUBLISH's, are in
-    # subsmore.py: loaded with the first one. Not for dunder names: CPython's
-    # import looks up __path__.
-    if name[0] == "_":
-        raise AttributeError(name)
-    from . import subsmore as m  # 32 B a call, on the rare paths only
-    return getattr(m, name)

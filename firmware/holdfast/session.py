@@ -433,7 +433,7 @@ class Session:
                 ev = self._handle(t, now)
             except errors.MQTTError as e:
                 if isinstance(e, errors.PacketTooLarge):
-                    import holdfast.inbound as m  # inbound.py: loaded on first use
+                    import holdfast.subsmore as m  # subsmore.py: loaded on first use
                     m.too_large(self, e)
                     continue
                 self._fail(e)

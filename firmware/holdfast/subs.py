@@ -99,7 +99,7 @@ def ask(c, topic, qos, handler, options):
     c._need_link()
     topic = codec.to_bytes(topic)
     if options:
-        from . import subsmore as m  # 32 B a call, on the rare paths only
+        import holdfast.subsmore as m  # the rare paths: loaded on first use
         qos = m.options(c, qos, options)
     return request(c.session, topic, qos, handler)
 
@@ -110,17 +110,9 @@ def answer(c, e, acked):
     g = e[_GRANTED]
     if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
         return g
-    from . import subsmore as m  # 32 B a call, on the rare paths only
+    import holdfast.subsmore as m  # the rare paths: loaded on first use
     m.answer(c, e, acked)
 
-
-def __getattr__(name):
-    # refusals(), the session's REFUSED event, is in subsmore.py, with the
-    # other rare paths. Not for dunder names: CPython's import looks up __path__.
-    if name[0] == "_":
-        raise AttributeError(name)
-    from . import subsmore as m  # 32 B a call, on the rare paths only
-    return getattr(m, name)
 
 
 class Subs:
@@ -244,7 +236,7 @@ class Subs:
         else:
             g = None
         if (t == _UNSUBACK) != (g is not None):
-            from . import subsmore as m
+            import holdfast.subsmore as m
             raise m.acked(t, pid)
         self.nrefused = 0  # refusals are this SUBACK's to report, once
         if g:

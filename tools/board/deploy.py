@@ -560,7 +560,7 @@ def sizes(board="esp32"):
                                         " ".join("%s=%d" % m for m in sorted(mods))))
     total = sum(n for mods in parts.values() for _, n in mods)
     lines.append("%-50s %6d" % ("library total", total))
-    lines.append("%-50s %6d  (app, appboot, appconfig, board, mcu, wifi .mpy)" % ("%s application" % board, app))
+    lines.append("%-50s %6d  (app, appboot, appcmd, appconfig, board, mcu, wifi .mpy)" % ("%s application" % board, app))
     return lines
 
 
