@@ -328,3 +328,25 @@ def test_the_tls_note_gives_the_c_library_heap_or_says_why_not():
     assert "umqtt.simple 23.8 KB after connect, 29.7 KB at the peak" in line, line
     assert "mallocstat.c" in line
     assert footprint._libc_line({}).startswith("not measured in this run")
+
+
+def test_every_library_is_compiled_with_its_module_names(tmp_path):
+    # holdfast and the peers alike, as make deploy compiles for a board: the
+    # .mpy's source name is the module's name, which importing interns anyway.
+    from bench import mpy
+    from test_deploy import mpy_source_name
+    peer = tmp_path / "peer"
+    (peer / "umqtt").mkdir(parents=True)
+    (peer / "umqtt" / "simple.py").write_text("x = 1\n")
+    (peer / "mqtt_async.py").write_text("x = 1\n")
+    out = {}
+    for src, files in ((os.path.join(ROOT, "firmware"), footprint._library(ROOT)),
+                       (str(peer), ["umqtt/simple.py", "mqtt_async.py"])):
+        d = mpy.compile_tree(src, str(tmp_path / "mpy" / os.path.basename(src)), files)
+        for f in files:
+            with open(os.path.join(d, f[:-3] + ".mpy"), "rb") as fh:
+                out[f] = mpy_source_name(fh.read())
+    assert out["holdfast/codec.py"] == "holdfast.codec"
+    assert out["holdfast/__init__.py"] == "holdfast"
+    assert out["umqtt/simple.py"] == "umqtt.simple"
+    assert out["mqtt_async.py"] == "mqtt_async"

@@ -54,6 +54,57 @@ def test_compile_for_the_board(tmp_path):
     assert data["/main.py"].startswith(b"#")
 
 
+def mpy_source_name(blob):
+    """The source file name an .mpy (v6) records: the first entry of its qstr
+    table, after the 4-byte header and the qstr and object counts."""
+    def vuint(i):
+        n = 0
+        while True:
+            b = blob[i]
+            n, i = n << 7 | b & 0x7F, i + 1
+            if not b & 0x80:
+                return n, i
+    assert blob[:2] == b"M\x06"
+    _, i = vuint(4)  # number of qstrs
+    _, i = vuint(i)  # number of objects
+    n, i = vuint(i)
+    assert not n & 1, "a static qstr: the name is not in the file"
+    return blob[i:i + (n >> 1)].decode()
+
+
+@pytest.mark.parametrize("rel, name", [("holdfast/codec.py", "holdfast.codec"),
+                                       ("holdfast/__init__.py", "holdfast"),
+                                       ("app.mpy", "app"), ("umqtt/simple.py", "umqtt.simple")])
+def test_source_name_is_the_module_name(rel, name):
+    assert deploy.source_name(rel) == name
+
+
+def test_source_name_refuses_what_is_not_a_module():
+    with pytest.raises(deploy.DeployError, match="not a Python module: config.json"):
+        deploy.source_name("config.json")
+
+
+def test_a_deployed_mpy_records_its_module_name(tmp_path):
+    # The name importing interns anyway, so the .mpy's own costs no string on the board.
+    data = deploy.compile_all(deploy.plan("esp32"), str(tmp_path))
+    names = {d: mpy_source_name(b) for d, b in data.items() if d.endswith(".mpy")}
+    assert names["/lib/holdfast/codec.mpy"] == "holdfast.codec"
+    assert names["/lib/holdfast/__init__.mpy"] == "holdfast"
+    assert names["/app.mpy"] == "app"
+    assert names["/appboot.mpy"] == "appboot"
+    assert len(names) > 20 and all("/" not in n and not n.endswith("py") for n in names.values())
+
+
+def test_a_traceback_from_a_deployed_mpy_names_the_module(tmp_path):
+    from runtimes.mpyc import micropython_exe
+    deploy.compile_all([f for f in deploy.plan("unix") if f[0].startswith("/lib/")], str(tmp_path))
+    proc = subprocess.run([micropython_exe(), "-c", "from holdfast import codec\ncodec.check_topic(b'')"],
+                          env=dict(os.environ, MICROPYPATH=str(tmp_path / "lib")),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    assert re.search(r'File "holdfast\.codec", line \d+, in check_topic\n', proc.stdout), proc.stdout
+
+
 def test_mpy_opt_3_makes_smaller_bytecode(tmp_path):
     # make deploy MPY_OPT=3: the same modules, smaller (no line-number table).
     files = [f for f in deploy.plan("esp32") if f[0].startswith("/lib/holdfast/")]

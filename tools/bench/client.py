@@ -101,8 +101,8 @@ def run(ctx):
     compile_tree(MP_SRC, os.path.join(build, "mpy", "harness"),
                  [f for f in os.listdir(MP_SRC) if f.endswith(".py")])
     compile_tree(os.path.join(MP_SRC, "shim"), os.path.join(build, "mpy", "shim"))
-    hf_dir = compile_tree(FIRMWARE, os.path.join(build, "mpy", "holdfast", "holdfast"))
-    hf_dir = os.path.dirname(hf_dir)
+    hf_dir = compile_tree(os.path.dirname(FIRMWARE), os.path.join(build, "mpy", "holdfast"),
+                          ["holdfast/" + f for f in os.listdir(FIRMWARE) if f.endswith(".py")])
     peers = {}
     for r in rows:
         r.setdefault("label", r["id"])

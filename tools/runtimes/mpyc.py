@@ -28,6 +28,8 @@ import shutil
 import subprocess
 import sys
 
+from board.deploy import source_name
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = "tools/runtimes/mptest.py"
 SOURCES = ("firmware", "host_tests/portable")
@@ -75,8 +77,10 @@ def build(outdir=None):
                 and os.path.getmtime(dst) >= os.path.getmtime(src)):
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        # -s: tracebacks name the repo file, not the .mpy
-        proc = subprocess.run(cmd + ["-s", rel, "-o", dst + ".tmp", src],
+        # -s: the module's name, under the folder sys.path will hold, as a
+        # board deploy writes it (board.deploy.source_name)
+        top = next(t for t in SOURCES + (os.path.dirname(RUNNER),) if rel.startswith(t + os.sep))
+        proc = subprocess.run(cmd + ["-s", source_name(os.path.relpath(rel, top)), "-o", dst + ".tmp", src],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
         if proc.returncode != 0:
