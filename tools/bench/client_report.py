@@ -56,7 +56,8 @@ def report(rows, plan, rtt_lo, rtt_px, peers):
     lines = []
     lines.append("Every client runs under the MicroPython unix port (%s), each figure from its own "
                  "process, against one mosquitto on loopback; 64-byte payloads, 8-byte topics, "
-                 "libraries loaded as .mpy. The proxy rows go through tools/fleet/proxy.py adding 10 ms "
+                 "libraries loaded as .mpy, each module compiled with its dotted name as source file "
+                 "name, as make deploy does. The proxy rows go through tools/fleet/proxy.py adding 10 ms "
                  "each way (MQTT ping measured from CPython: %.2f ms direct, %.1f ms through the "
                  "proxy)." % (micropython_version(), rtt_lo, rtt_px))
     lines.append("")

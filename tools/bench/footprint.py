@@ -662,6 +662,10 @@ def report(rows, configs, o3, n, peers, frozen, quick, m32=None, libc=None):
               "and %d acknowledged publishes%s." % (
                   HEAP_LO, HEAP_HI, n, " (--quick: publish-only, lean and the two peers)"
                   if quick else ""))
+    md.append("- every library, holdfast and the peers alike, is compiled with its dotted module "
+              "name as source file name (`mpy-cross -s holdfast.codec`, `-s umqtt.simple`), as "
+              "`make deploy` compiles for a board: importing interns that name anyway, so no "
+              "library pays an interned string per module for its file name.")
     md.append("- ROMFS: the image (`mpremote romfs build` of the probe and the library's .mpy) "
               "is read into a bytes object and mounted with `vfs.VfsRom` before the first "
               "reading, so the figures count only what importing from it creates, as on a board "
