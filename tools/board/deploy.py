@@ -97,15 +97,15 @@ def mpy_cross_cmd():
 
 def source_name(rel):
     """The source file name mpy-cross records in a module's .mpy (-s), from
-    its path (.py or .mpy) under a sys.path entry: the dotted module name ("holdfast/codec.py"
-    -> "holdfast.codec", "holdfast/__init__.py" -> "holdfast", "app.py" ->
-    "app"). Importing the module interns that name anyway, so the .mpy's own
+    its path (.py or .mpy) under a sys.path entry: the dotted module name
+    ("holdfast/codec.py" -> "holdfast.codec", "holdfast/__init__.py" ->
+    "holdfast", "app.py" -> "app"). Importing the module interns that name anyway, so the .mpy's own
     name costs no string of its own on the board, and a traceback still names
     the module exactly (File "holdfast.codec", line 120). Only for modules that
     are imported: a file the board runs (main.py) is compiled from source there
     and keeps its file name."""
     parts = rel.replace(os.sep, "/").split("/")
-    parts[-1], dot, ext = parts[-1].rpartition(".")
+    parts[-1], _, ext = parts[-1].rpartition(".")
     if ext not in ("py", "mpy") or not parts[-1]:
         raise DeployError("not a Python module: %s" % rel)
     if parts[-1] == "__init__" and len(parts) > 1:
