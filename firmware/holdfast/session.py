@@ -76,6 +76,7 @@ _REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
+_E_FIT = const(0)  # codec's
 _E_CLOSED = const(38)
 _E_TX_FIT = const(40)
 _E_EARLY = const(41)
@@ -245,10 +246,15 @@ class Session:
                     self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
                                                 self.will, self.user, self.password, self.rx.level)
                 return
-            except ValueError:  # a long will, user or password: codec checks the fit first
-                if len(self.tx) == self.size:
+            except ValueError as e:
+                # Too large for the first send buffer (a long will, user or
+                # password; the codec checks the fit once the rest is valid):
+                # make_room() makes it size bytes, as for any packet, once.
+                # Any other fault is the CONNECT's own: raised as it is.
+                w = codec.why(_E_FIT, 0, 0)  # the fit's words, up to the first number
+                n = len(self.tx)
+                if not e.args[0].startswith(w[:w.find("0")]) or self.make_room(self.size) == n:
                     raise
-                self.tx = bytearray(self.size)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
@@ -319,8 +325,10 @@ class Session:
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        """Queue a message. QoS 0 goes straight to tx (False if tx has no room
-        now); QoS 1/2 goes to the outbox first and returns its message id.
+        """Queue a message. QoS 0 goes straight to tx and returns 0; if tx has
+        no room now, nothing is queued and the room it needs is returned, n
+        bytes free once make_room(n) - ACK_ROOM >= n (the shell may wait for
+        that). QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
@@ -354,15 +362,14 @@ class Session:
             if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
                 return pid
         if self.make_room(n) - _ACK_ROOM < n:
-            return pid or False  # QoS 0: not queued
+            return pid or n  # QoS 0: not queued
         # Encoded from the caller's objects, not copied out of the outbox.
         if self.v5:  # MQTT 5: its properties, a topic alias
             self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
         else:
             self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
-        if not qos:
-            return True
-        self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
+        if qos:
+            self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
     def _track(self, key, pid, state, now):
