@@ -787,13 +787,14 @@ def linked(a, connack):
 
 
 async def room():
-    # MQTT 5, QoS 0 with 96 bytes of properties, while the send buffer holds a
+    # MQTT 5, QoS 0 with 26 bytes of properties, while the send buffer holds a
     # reading nobody has written: the room behind it fits the message's topic
     # and payload, not its properties. The socket, played here, takes a byte
-    # each time the client has looked for room and waits again.
+    # each time the client has looked for room and waits again; the room
+    # grows with each (the buffer is compacted).
     a = AsyncClient("v5-room", HOST, PORT, level=5, size=256, timeout_ms=600000)
     s = linked(a, b"\\x20\\x03\\x00\\x00\\x00")
-    await a.publish(b"t/fill", b"f" * 150)
+    await a.publish(b"t/fill", b"f" * 200)
     filler = s.tx_end
     took = [0]
     done = []
@@ -807,11 +808,11 @@ async def room():
             await asyncio.sleep(0)
 
     t = asyncio.create_task(socket())
-    await a.publish(b"t/p", b"x", props=((38, ("k", "v" * 90)),))
+    await a.publish(b"t/p", b"x", props=((38, ("k", "v" * 20)),))
     done.append(1)
     await t
-    R["room"] = [a.dropped_qos0, repr(a.last_error), took[0] == filler,
-                 b"v" * 90 in bytes(s.tx[s.tx_start:s.tx_end])]
+    R["room"] = [a.dropped_qos0, repr(a.last_error), 0 < took[0] < filler,
+                 b"v" * 20 in bytes(s.tx[s.tx_start:s.tx_end])]
 
 
 async def level4():
@@ -840,7 +841,7 @@ done()
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_the_asyncio_client_waits_for_room_for_the_properties_and_checks_the_level(runtime):
     r = run(runtime, SHELL)
-    # Sent once the whole reading was written, properties and all; not dropped.
+    # Queued, properties and all, once part of the reading was written; not dropped.
     assert r["room"] == [0, "None", True, True], r
     words = "publish(props=...) is MQTT 5: make the client with level=5"
     assert r["level4"] == [[words, 0, 0, 0, False]] * 2 + [[words, 0, 0, 0, True]] * 2, r
