@@ -429,6 +429,10 @@ def test_a_connect_that_is_wrong_not_large_says_why_and_the_send_buffer_stays_sm
         s.user = b"u" * 300  # too large for the first buffer too: the fault is found first
         e = raises(ValueError, s.start, 0)
         assert words in str(e) and len(s.tx) == 256, (str(e), len(s.tx))
+    s = Session(b"d", size=300)  # too large even for size: the buffer grows once, then the fit's words
+    s.user = b"u" * 300
+    e = raises(ValueError, s.start, 0)
+    assert "does not fit" in str(e) and len(s.tx) == 300, (str(e), len(s.tx))
 
 
 def test_a_subscribe_too_large_for_the_first_send_buffer_goes_out():
