@@ -325,10 +325,10 @@ class Session:
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        """Queue a message. QoS 0 goes straight to tx and returns 0; if tx has
-        no room now, nothing is queued and the room it needs is returned, n
-        bytes free once make_room(n) - ACK_ROOM >= n (the shell may wait for
-        that). QoS 1/2 goes to the outbox first and returns its message id.
+        """Queue a message. QoS 0 goes straight to tx and returns 0; with no
+        room in tx now nothing is queued and it returns n, the room it needs
+        (there once make_room(n) - ACK_ROOM >= n: what a shell waits for).
+        QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
