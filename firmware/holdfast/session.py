@@ -76,7 +76,6 @@ _REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
 
 # Error reasons (reasons.py has the words).
-_E_FIT = const(0)  # codec's
 _E_CLOSED = const(38)
 _E_TX_FIT = const(40)
 _E_EARLY = const(41)
@@ -246,14 +245,14 @@ class Session:
                     self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
                                                 self.will, self.user, self.password, self.rx.level)
                 return
-            except ValueError as e:
+            except ValueError:
                 # Too large for the first send buffer (a long will, user or
-                # password; the codec checks the fit once the rest is valid):
-                # make_room() makes it size bytes, as for any packet, once.
-                # Any other fault is the CONNECT's own: raised as it is.
-                w = codec.why(_E_FIT, 0, 0)  # the fit's words, up to the first number
+                # password): make_room() makes it size bytes, as for any
+                # packet, once. A CONNECT wrong rather than large raises the
+                # same words again from the larger buffer.
                 n = len(self.tx)
-                if not e.args[0].startswith(w[:w.find("0")]) or self.make_room(self.size) == n:
+                self.make_room(self.size)
+                if len(self.tx) == n:
                     raise
 
     def _rx_full(self):
