@@ -766,3 +766,82 @@ done()
 def test_the_asyncio_client_takes_props_and_subscription_options(runtime, mosquitto):
     r = run(runtime, ASYNC, port=mosquitto.port)
     assert r == {"granted": 1, "seen": [["hello", 42, [5]]]}, r
+
+
+# -- the asyncio client's waits and checks, with no socket: the test writes -------
+
+SHELL = """
+import asyncio
+from holdfast.aclient import AsyncClient
+from holdfast.broker import feed
+
+
+def linked(a, connack):
+    # a's session connected, with no socket: nothing writes tx but the test.
+    s = a.session
+    s.start(0)
+    s.sent(s.tx_end, 0)  # CONNECT
+    feed(s.rx, connack)
+    s.receive(0)
+    return s
+
+
+async def room():
+    # MQTT 5, QoS 0 with 26 bytes of properties, while the send buffer holds a
+    # reading nobody has written: the room behind it fits the message's topic
+    # and payload, not its properties. The socket, played here, takes a byte
+    # each time the client has looked for room and waits again; the room
+    # grows with each (the buffer is compacted).
+    a = AsyncClient("v5-room", HOST, PORT, level=5, size=256, timeout_ms=600000)
+    s = linked(a, b"\\x20\\x03\\x00\\x00\\x00")
+    await a.publish(b"t/fill", b"f" * 200)
+    filler = s.tx_end
+    took = [0]
+    done = []
+
+    async def socket():
+        while not done and s.tx_end > s.tx_start:
+            if not a.progress.is_set():
+                s.sent(1, 0)
+                took[0] += 1
+                a.progress.set()
+            await asyncio.sleep(0)
+
+    t = asyncio.create_task(socket())
+    await a.publish(b"t/p", b"x", props=((38, ("k", "v" * 20)),))
+    done.append(1)
+    await t
+    R["room"] = [a.dropped_qos0, repr(a.last_error), 0 < took[0] < filler,
+                 b"v" * 20 in bytes(s.tx[s.tx_start:s.tx_end])]
+
+
+async def level4():
+    # publish(props=...) at level 4, offline and connected, QoS 0 and 1: the
+    # named error, and nothing queued or counted.
+    out = []
+    for online in (False, True):
+        for qos in (0, 1):
+            a = AsyncClient("v5-l4", HOST, PORT)
+            if online:
+                linked(a, b"\\x20\\x02\\x00\\x00")
+            try:
+                await a.publish(b"t", b"x", False, qos, props=((3, "a"),))
+                out.append("no error")
+            except ValueError as e:
+                out.append([str(e), a.pending(), a.dropped_qos0, a.session.tx_end, a.isconnected()])
+    R["level4"] = out
+
+
+asyncio.run(room())
+asyncio.run(level4())
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_asyncio_client_waits_for_room_for_the_properties_and_checks_the_level(runtime):
+    r = run(runtime, SHELL)
+    # Queued, properties and all, once part of the reading was written; not dropped.
+    assert r["room"] == [0, "None", True, True], r
+    words = "publish(props=...) is MQTT 5: make the client with level=5"
+    assert r["level4"] == [[words, 0, 0, 0, False]] * 2 + [[words, 0, 0, 0, True]] * 2, r

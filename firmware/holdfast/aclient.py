@@ -90,9 +90,6 @@ class AsyncClient(Front):
 
     async def publish(self, topic, msg, retain=False, qos=0, expiry=0, latest=False, props=None):
         """As MQTTClient.publish; waits (bounded) for room in the window."""
-        if props and not self.session.v5:
-            from .v5words import text
-            raise ValueError(text(34, ()))
         pid = None
         if qos:
             if not self._busy and not self._ready(_WINDOW, 0):

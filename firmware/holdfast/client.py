@@ -96,9 +96,6 @@ class MQTTClient(Front):
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
         s = self.session
-        if props and not s.v5:
-            from .v5words import text
-            raise ValueError(text(34, ()))
         if self.sock is None and not self._busy:
             self._service()
         pid = None
@@ -106,7 +103,7 @@ class MQTTClient(Front):
             if not self._busy and not self._ready(_WINDOW, 0):
                 self._wait(_WINDOW, 0, None, True)
             pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
-        elif s.state == _CONNECTED and not s.v5 and s.publish(topic, msg, 0, retain, now):
+        elif s.state == _CONNECTED and not (s.v5 or props) and not s.publish(topic, msg, 0, retain, now):
             pass  # the common case, without a call more
         else:
             n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)

@@ -183,23 +183,28 @@ class Front:
     def _publish(self, topic, msg, retain, qos, expiry, latest, props, last):
         # A message into the session, after the caller's waits. props: MQTT
         # 5's properties, given to the session here: a callback's publish
-        # meanwhile gives its own. QoS 1/2: into the outbox, expiry in seconds
-        # from now by the wall clock its deadlines are kept in; the id. QoS 0:
-        # 0 once queued or dropped (offline; or, on the last try, no room in
-        # the send buffer), else the room in bytes the caller may wait for.
+        # meanwhile gives its own; below level 5 a named error, before
+        # anything is queued or counted. QoS 1/2: into the outbox, expiry in
+        # seconds from now by the wall clock its deadlines are kept in; the
+        # id. QoS 0: 0 once queued or dropped (offline; or, on the last try,
+        # no room in the send buffer), else the room in bytes the caller may
+        # wait for, as the session reckons it (properties included).
         s = self.session
         if s.v5:
             s.props = props
+        elif props:
+            from .v5words import text
+            raise ValueError(text(34, ()))
         if qos:
             return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         if s.state != _CONNECTED:
             s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
-        elif s.publish(topic, msg, 0, retain, ticks_ms()):
-            return 0
-        elif not last:
-            return publish_size(topic, len(msg), 0)
-        elif not self._busy:
-            self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, publish_size(topic, len(msg), 0), self.timeout_ms))
+        else:
+            n = s.publish(topic, msg, 0, retain, ticks_ms())
+            if not n or not last:
+                return n
+            if not self._busy:
+                self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, n, self.timeout_ms))
         self.dropped_qos0 += 1
         return 0
 

@@ -245,10 +245,15 @@ class Session:
                     self.tx_end = codec.connect(self.tx, self.client_id, self.clean, self.keepalive,
                                                 self.will, self.user, self.password, self.rx.level)
                 return
-            except ValueError:  # a long will, user or password: codec checks the fit first
-                if len(self.tx) == self.size:
+            except ValueError:
+                # Too large for the first send buffer (a long will, user or
+                # password): make_room() makes it size bytes, as for any
+                # packet, once. A CONNECT wrong rather than large raises the
+                # same words again from the larger buffer.
+                n = len(self.tx)
+                self.make_room(self.size)
+                if len(self.tx) == n:
                     raise
-                self.tx = bytearray(self.size)
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
@@ -319,8 +324,10 @@ class Session:
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        """Queue a message. QoS 0 goes straight to tx (False if tx has no room
-        now); QoS 1/2 goes to the outbox first and returns its message id.
+        """Queue a message. QoS 0 goes straight to tx and returns 0; with no
+        room in tx now nothing is queued and it returns n, the room it needs
+        (there once make_room(n) - ACK_ROOM >= n: what a shell waits for).
+        QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
         latest: once it is stored, drop the unsent older messages of the topic."""
@@ -354,15 +361,14 @@ class Session:
             if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
                 return pid
         if self.make_room(n) - _ACK_ROOM < n:
-            return pid or False  # QoS 0: not queued
+            return pid or n  # QoS 0: not queued
         # Encoded from the caller's objects, not copied out of the outbox.
         if self.v5:  # MQTT 5: its properties, a topic alias
             self.tx_end = self.v5.out(self, topic, payload, qos, retain, pid, deadline)
         else:
             self.tx_end = codec.publish(self.tx, topic, payload, qos, retain, False, pid, self.tx_end)
-        if not qos:
-            return True
-        self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
+        if qos:
+            self._track(key, pid, _WAIT_PUBACK if qos == 1 else _WAIT_PUBREC, now)
         return pid
 
     def _track(self, key, pid, state, now):

@@ -604,8 +604,9 @@ def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=Fals
     if n > s.limit:
         s.fits(n)
     if not qos:
-        if s.make_room(n + _MORE) - _ACK_ROOM < n + _MORE:
-            return False  # no room now: the shell may wait for it
+        n += _MORE
+        if s.make_room(n) - _ACK_ROOM < n:
+            return n  # no room now: what the shell may wait for
         return Session.publish(s, topic, payload, qos, retain, now, deadline, latest)
     if not p:
         return Session.publish(s, topic, payload, qos, retain, now, deadline, latest)

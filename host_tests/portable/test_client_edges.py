@@ -173,6 +173,46 @@ def test_a_publish_that_waits_keeps_its_properties_when_a_callback_publishes_mea
         assert b"\x03\x00\x02cb" in got[b"t/cb"], got
 
 
+def test_a_qos0_message_with_properties_waits_for_the_room_they_take():
+    # MQTT 5: a QoS 0 message waits for room for all of its bytes, its
+    # property block included. The send buffer holds a reading the socket
+    # has not taken, with room behind it for the message's topic and payload
+    # but not for its 26 bytes of properties; the socket then takes a byte a
+    # write, and the room grows with each (the buffer is compacted). The
+    # message must wait for its room, not be dropped once the room would
+    # hold it without its properties, or some of them.
+    connack5 = b"\x20\x03\x00\x00\x00"
+    with Rig([connack5]) as rig:
+        cl = rig.client(level=5, size=256, timeout_ms=10 ** 6)  # the clock never ends the wait
+        cl.connect()
+        sock = rig.socks[0]
+        sock.written = b""  # CONNECT
+        sock.write_limit = 0
+        cl.publish(b"t/fill", b"f" * 200)  # 212 of the 256 bytes, unwritten
+        sock.write_limit = 1
+        props = ((38, ("k", "v" * 20)),)  # a user property
+        cl.publish(b"t/p", b"x", props=props)
+        sock.write_limit = None
+        cl.check_msg()
+        assert cl.dropped_qos0 == 0 and cl.last_error is None, (cl.dropped_qos0, cl.last_error)
+        got = dict(_publishes(sock.written))
+        assert set(got) == {b"t/fill", b"t/p"} and b"\x00\x01k\x00\x14" + b"v" * 20 in got[b"t/p"], got
+
+
+def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
+    # Connected, QoS 0 (the blocking client's own fast path) and 1: the
+    # error before anything is queued, sent or counted.
+    with Rig([CONNACK]) as rig:
+        cl = rig.client()
+        cl.connect()
+        rig.socks[0].take()
+        for qos in (0, 1):
+            e = raises(ValueError, cl.publish, b"t", b"x", False, qos, props=((3, "a"),))
+            assert str(e) == "publish(props=...) is MQTT 5: make the client with level=5", str(e)
+        cl.check_msg()
+        assert rig.socks[0].take() == [] and cl.pending() == 0 and cl.dropped_qos0 == 0
+
+
 def test_the_last_will_goes_out_in_connect_as_given_str_or_bytes():
     # set_last_will keeps topic and message as given; CONNECT encodes them.
     for topic, msg in (("dev/status", "gone"), (b"dev/status", b"gone")):

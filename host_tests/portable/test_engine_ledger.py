@@ -202,7 +202,7 @@ def wire_publish(qos, pid):
 def test_subscribe_waits_for_room_instead_of_failing():
     # Defect 10: a partly full send buffer made subscribe() raise ValueError.
     s = session(size=64)
-    assert s.publish(b"t", b"x" * 30, 0, False, 0)  # 35 of 48 usable bytes queued
+    assert s.publish(b"t", b"x" * 30, 0, False, 0) == 0  # 35 of 48 usable bytes queued
     e = request(s, b"cmd/#", 1)
     assert [p[0] for p in sent(s)] == [PUB]  # SUBSCRIBE waits for room
     s.tick(1)
@@ -235,7 +235,7 @@ def test_a_broker_that_stops_reading_is_a_dead_link_whatever_the_room():
     # Defect 13: with the send buffer full of acknowledgements, PINGREQ was
     # never queued and the link stayed "connected" for good.
     s = session(keepalive=10, size=64)
-    assert s.publish(b"t", b"x" * 40, 0, False, 0)  # the socket takes none of it
+    assert s.publish(b"t", b"x" * 40, 0, False, 0) == 0  # the socket takes none of it
     for t in range(1000, 15000, 1000):
         feed(s, (PUB, b"t", b"m", 0, False, False, 0), now=t)  # the broker still talks
         s.tick(t)
@@ -244,7 +244,7 @@ def test_a_broker_that_stops_reading_is_a_dead_link_whatever_the_room():
     assert s.state == FAILED
     # A silent broker with a full send buffer: no room for PINGREQ, still found dead.
     s = session(keepalive=10, size=64)
-    assert s.publish(b"t", b"x" * 43, 0, False, 0)  # 48 bytes: the most that fits
+    assert s.publish(b"t", b"x" * 43, 0, False, 0) == 0  # 48 bytes: the most that fits
     feed(s, (PUB, b"t", b"m", 1, False, False, 3))  # its PUBACK takes 4 of the last 16
     s.tick(10000)
     assert s.ping_at < 0  # no room to queue PINGREQ
@@ -382,13 +382,14 @@ def test_the_send_buffer_grows_to_size_for_the_first_packet_that_needs_it():
     # empty, and goes out whole.
     s = session(size=1024)
     assert len(s.tx) == 256
-    assert s.publish(b"t", b"r" * 200, 0, False, 0)
+    assert s.publish(b"t", b"r" * 200, 0, False, 0) == 0
     assert len(s.tx) == 256
     big = b"b" * 600
-    assert not s.publish(b"t", big, 0, False, 0)  # no room behind the reading yet
+    # No room behind the reading yet: not queued, and the room it needs said.
+    assert s.publish(b"t", big, 0, False, 0) == c.publish_size(b"t", 600, 0) == 606
     assert len(s.tx) == 256
     assert sent(s) == [(mq.PUBLISH, b"t", b"r" * 200, 0, False, False, 0)]
-    assert s.publish(b"t", big, 0, False, 0)
+    assert s.publish(b"t", big, 0, False, 0) == 0
     assert len(s.tx) == 1024
     assert sent(s) == [(mq.PUBLISH, b"t", big, 0, False, False, 0)]
     tx = s.tx
@@ -417,8 +418,21 @@ def test_a_connect_too_large_for_the_first_send_buffer_goes_out_whole():
     assert len(s.tx) == 1024
     assert sent(s) == [(mq.CONNECT, 4, b"d", True, 0, b"dev/gone", b"w" * 300, 1, False, b"u" * 100,
                         b"p" * 100)]
-    s = Session(b"", clean=False)  # a CONNECT that is wrong, not large, still says why
-    raises(ValueError, s.start, 0)
+
+def test_a_connect_that_is_wrong_not_large_says_why():
+    # A CONNECT the codec refuses for what it says raises its own words, not
+    # the fit's, from the first buffer or the grown one.
+    from holdfast.v5 import Session5
+    for s, words in ((Session(b"", level=3), "empty client id"),
+                     (Session(b"d", keepalive=70000), "keepalive 70000"),
+                     (Session5(b"d", True, 70000, 5), "keepalive 70000")):
+        s.user = b"u" * 300  # too large for the first buffer too: the fault is found first
+        e = raises(ValueError, s.start, 0)
+        assert words in str(e), str(e)
+    s = Session(b"d", size=300)  # too large even for size: the buffer grows once, then the fit's words
+    s.user = b"u" * 300
+    e = raises(ValueError, s.start, 0)
+    assert "does not fit" in str(e) and len(s.tx) == 300, (str(e), len(s.tx))
 
 
 def test_a_subscribe_too_large_for_the_first_send_buffer_goes_out():

@@ -42,7 +42,7 @@ def test_connack_refusals_are_named_with_reasons():
 
 def test_qos0_publish_exact_bytes():
     s = session()
-    assert s.publish(b"a/b", b"hi", 0, True, 0)
+    assert s.publish(b"a/b", b"hi", 0, True, 0) == 0  # queued
     assert sent(s) == [(PUB, b"a/b", b"hi", 0, True, False, 0)]
     assert len(s.store) == 0
 
@@ -426,11 +426,11 @@ def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
 def test_a_qos1_message_with_no_room_in_tx_yet_is_stored_and_goes_out_later():
     # Window open and nothing queued before it, but the send buffer is full
     # of QoS 0 messages the socket has not taken: publish() still stores it
-    # and returns its id (QoS 0 alone returns False then); the next tick
-    # after the socket took the bytes sends it, not as a duplicate.
+    # and returns its id (QoS 0 alone returns the room it needs then); the
+    # next tick after the socket took the bytes sends it, not as a duplicate.
     s = session(size=128)
     n = 0
-    while s.publish(b"t", b"zero", 0, False, 0):
+    while not s.publish(b"t", b"zero", 0, False, 0):
         n += 1
     assert n > 0
     pid = s.publish(b"t", b"one", 1, False, 0)
