@@ -5,7 +5,7 @@ import os
 from time import ticks_ms, ticks_diff
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, unload
+from .outlog import Log
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _UNIT = const(20)  # segment file / flash block header
@@ -61,12 +61,13 @@ class FileStore(Log):
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
+        from .unload import unload  # loaded first: loading it in the finally could hide the error
         from . import outscan as sc  # its state and the scan: the code a store runs only to open
         try:
             sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve,
                      limit, group, group_ms)
         finally:
-            unload(sc.__name__)
+            unload("outscan")
         self._reclaim()
 
     # -- paths and handles -------------------------------------------------
@@ -305,10 +306,11 @@ class FileStore(Log):
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
             from . import outmove
+            from .unload import unload
             try:
                 outmove.move(self, segs[0])
             finally:
-                unload(outmove.__name__)
+                unload("outmove")
             self._reclaim()
 
     def _reclaim(self, all=False):
