@@ -23,6 +23,12 @@ _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
 
 
+
+def _full(e):
+    # An OSError for a full filesystem (ENOSPC). args[0], not errno: CPython
+    # sets errno only from two arguments, MicroPython raises OSError(errno).
+    return (e.args or (0,))[0] == _ENOSPC
+
 class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
 
@@ -172,7 +178,7 @@ class FileStore(Log):
             f.close()
         except OSError:
             pass
-        if (e.args or (0,))[0] != _ENOSPC:
+        if not _full(e):
             return
         try:
             f = self._fopen(self._path(self._wunit), "a+b")
@@ -209,7 +215,7 @@ class FileStore(Log):
                     f.close()
                 self._kept = True
             except OSError as e:
-                if (e.args or (0,))[0] != _ENOSPC:
+                if not _full(e):
                     raise
                 raise errors.OutboxFull(codec.why(_E_FS_RESERVE, self.reserve, e, len(self)))
         for attempt in (0, 1):
@@ -242,7 +248,7 @@ class FileStore(Log):
                 if not t:
                     raise
                 self._fail(e)
-                if (e.args or (0,))[0] != _ENOSPC:
+                if not _full(e):
                     raise
                 room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
                 if room and t != _T_MSG:  # spend the reserve: it is kept for this record
