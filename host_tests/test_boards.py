@@ -133,7 +133,7 @@ class FakeStore:
 
 def _boot(store, qos, path, n, full_at=()):
     """One boot taking n readings; returns (boot number, [s published])."""
-    seq = appboot.seq(store, qos, path)
+    seq = appboot.seq(app.Seq, store, qos, path)
     out = []
     for i in range(n):
         s = seq.take()
@@ -200,16 +200,16 @@ def test_commands_are_noted_then_applied_in_order(capsys):
               b'{"interval_ms": 110}', b"{}"):
         app.on_cmd(b"holdfast/d/cmd", m)
     assert len(app._cmds) == 4
-    assert appcmd.take_commands(1000) == 70
+    assert appcmd.take_commands(app._cmds, 1000) == 70
     assert capsys.readouterr().out.splitlines() == [
         "holdfast: command: interval_ms 50 from the next reading on",
         "holdfast: command: not JSON",
         "holdfast: command: interval_ms 70 from the next reading on",
         "holdfast: command: too many at once, some ignored",
     ]
-    assert app._cmds == [] and appcmd.take_commands(1000) == 1000
+    assert app._cmds == [] and appcmd.take_commands(app._cmds, 1000) == 1000
     app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
-    assert appcmd.take_commands(1000) == 1000  # a bad one changes nothing
+    assert appcmd.take_commands(app._cmds, 1000) == 1000  # a bad one changes nothing
     assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
 
 
@@ -235,7 +235,7 @@ class S:
 st = S()
 seen = []
 for boot in range(3):
-    q = appboot.seq(st, 1, %(state)r)
+    q = appboot.seq(app.Seq, st, 1, %(state)r)
     for i in range(120):
         s = q.take(); st.tail += 1; q.used(s, True); seen.append(s)
 assert seen == list(range(360)), seen[-5:]
@@ -258,7 +258,7 @@ for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
 for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
     app.on_cmd(b'holdfast/d/cmd', m)
 assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
-assert appcmd.take_commands(1000) == 70 and not app._cmds
+assert appcmd.take_commands(app._cmds, 1000) == 70 and not app._cmds
 # An I2C driver's sensor function reads on after appboot, which made it, is unloaded.
 sys.path.insert(0, %(drivers)r)
 class Board:
@@ -286,6 +286,18 @@ def test_app_logic_under_micropython(tmp_path):
     assert "holdfast: command: too many at once, some ignored" in out, out
     assert "'qos' must be 0, 1 or 2" in out and "hunter2" not in out, out
 
+
+
+def test_boot_and_command_modules_do_not_import_app():
+    # app imports appboot and appcmd (for one job each, then unloads them);
+    # they take what they need of app as arguments, so the import goes one way.
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    code = ("import sys\nsys.path.insert(0, %r)\nimport appboot, appcmd\n"
+            "print(sorted(m for m in ('app', 'appboot', 'appcmd') if m in sys.modules))"
+            % os.path.join(ROOT, "boards", "common"))
+    out = subprocess.run([exe, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         timeout=60).stdout.decode()
+    assert out.strip() == "['appboot', 'appcmd']", out
 
 def test_hold_file_skips_one_boot(tmp_path, monkeypatch, capsys):
     """tools/board/deploy.py's /hf_hold: the app starts nothing (no watchdog) for one boot."""

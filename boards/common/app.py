@@ -15,12 +15,10 @@ except ImportError:  # CPython (host tests)
     def const(x):  # type: ignore
         return x
 
-STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 HOLD = "hf_hold"  # written by tools/board/deploy.py: skip the app for one boot
 DRAIN = "hf_drain"  # written by the fleet tool: stop taking readings, deliver the rest
 _RESERVE = const(100)  # state write every this many readings (QoS 0 / wiped outbox)
-BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
-# (BUF, not _BUF: appboot imports it, and a const() named _X is no global)
+_BUF = const(320)  # client tx and rx buffers: a reading's PUBLISH is ~150 bytes
 _CMDS = const(4)  # commands kept between two turns of the main loop
 
 try:
@@ -62,8 +60,8 @@ class Seq:
     reserve: a gap, never a repeat.
     """
 
-    def __init__(self, store, keyed, boot, nxt, path=STATE):
-        # appboot.seq() works out boot and nxt from the state file.
+    def __init__(self, store, keyed, boot, nxt, path):
+        # appboot.seq() works out boot and nxt from the state file at path.
         self.store = store
         self.path = path
         self.keyed = keyed
@@ -141,7 +139,9 @@ def main(board):
         return
     import appboot  # the code that runs once per boot, dropped once it has run
 
-    cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board)
+    # What appboot needs of this module comes as arguments: it imports
+    # nothing from here, so the import goes one way.
+    cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board, Seq, unload, on_cmd, _BUF)
     unload(appboot)
     del appboot
     # Now, before the loop: what the boot left is freed before the subscribe
@@ -190,14 +190,14 @@ def main(board):
             gc.collect()  # room for its code: the path that received them left garbage
             import appcmd  # loaded for the commands, then unloaded
 
-            v = appcmd.take_commands(interval)
+            v = appcmd.take_commands(_cmds, interval)
             unload(appcmd)
             del appcmd
             due = ticks_add(due, v - interval)  # the next reading v after the last
             interval = v
         if client.session.dropped != big:
             big = client.session.dropped
-            log("command: over %d bytes with its topic, dropped by the client" % BUF)
+            log("command: over %d bytes with its topic, dropped by the client" % _BUF)
         if ticks_diff(now, due) >= 0 and _exists(DRAIN):
             due = ticks_add(now, interval)
             if not drained and started and client.isconnected() and not client.pending():

@@ -1,15 +1,18 @@
 # What the app (app.py) runs once per boot: the config, the watchdog, the
 # outbox and the sequence state, the client. app.main loads it and unloads it
-# once it has run, so its code does not stay on the heap.
+# once it has run, so its code does not stay on the heap. What it needs of
+# app (the Seq class, unload, the command callback) comes as arguments: it
+# imports nothing from app. It prints its lines as appconfig does, with
+# app.log's prefix.
 import gc
 import json
 import sys
 
-from app import STATE, BUF, Seq, log, on_cmd, unload
+STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 
 
-def seq(store, qos, path=STATE):
-    """This boot's Seq, from the state file the last boot left (see Seq)."""
+def seq(Seq, store, qos, path=STATE):
+    """This boot's Seq (app.Seq), from the state file the last boot left (see Seq)."""
     st = {}
     for p in (path, path + ".tmp"):  # .tmp: a rename the power cut stopped
         try:
@@ -31,7 +34,7 @@ def open_outbox(cfg):
         from holdfast.fileoutbox import FileStore
     except ImportError as e:  # the library without the flash outbox: RAM only
         from holdfast.store import MemoryStore
-        log("no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
+        print("holdfast: no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
         return MemoryStore(4096, 32)
     return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])
 
@@ -46,10 +49,11 @@ def sensor(board, cfg):
     return board.temperature
 
 
-def start(board):
+def start(board, Seq, unload, on_cmd, size):
     """(config, watchdog, client, seq, sensor function, device, telemetry
-    topic, command topic or None). Until there is a valid config it waits
-    (appconfig.wait)."""
+    topic, command topic or None), with app's Seq, unload, on_cmd (the
+    client's callback) and size (its buffers). Until there is a valid config
+    it waits (appconfig.wait)."""
     import appconfig  # checked, then dropped: its code is not needed any more
 
     cfg = appconfig.wait(board)
@@ -71,7 +75,7 @@ def start(board):
 
     gc.collect()
     store = open_outbox(cfg)
-    q = seq(store, cfg["qos"])
+    q = seq(Seq, store, cfg["qos"])
     gc.collect()
     ssl_params = None
     if cfg["tls"] and cfg["ca"]:
@@ -80,13 +84,13 @@ def start(board):
         ssl_params = {"cadata": ca}
     client = MQTTClient(dev, cfg["broker"], cfg["port"], cfg["user"] or None,
                         cfg["password"] or None, cfg["keepalive"], cfg["tls"], ssl_params,
-                        size=BUF, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
+                        size=size, outbox=store, timeout_ms=min(5000, cfg["wdt_ms"] // 3),
                         when_full=cfg["when_full"])
     cmd = None  # the command topic, until subscribed
     if cfg["commands"]:
         cmd = "%s/%s/cmd" % (cfg["prefix"], dev)
         client.set_callback(on_cmd)
-    log("device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
+    print("holdfast: device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
         dev, q.boot, q.next, cfg["qos"], len(store)))
     board.network(cfg)
     return cfg, wdt, client, q, sensor(board, cfg), dev, topic, cmd

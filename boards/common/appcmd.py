@@ -2,7 +2,8 @@
 # checked and applied, and the rule for interval_ms that config.json follows
 # too (appconfig). Commands are rare: app.main loads this module when
 # one has come and unloads it once they are applied, so its code does not
-# stay on the heap.
+# stay on the heap. It imports nothing from app: take_commands() is handed
+# the list, and prints with app.log's prefix, as appconfig does.
 import json
 
 try:
@@ -10,8 +11,6 @@ try:
 except ImportError:  # CPython (host tests, tools/board/deploy.py)
     def const(x):  # type: ignore
         return x
-
-from app import _cmds, log
 
 # The millisecond ticks wrap at 2**30 and are compared within half of that:
 # a longer interval would read as already due.
@@ -44,16 +43,17 @@ def command(m):
     return check_interval(c["interval_ms"])
 
 
-def take_commands(interval):
+def take_commands(_cmds, interval):
     """The reading interval after the commands received since the last
-    call, each applied or, if bad, named on the console."""
+    call (_cmds: app._cmds, emptied), each applied or, if bad, named on the
+    console."""
     while _cmds:
         try:
             m = _cmds.pop(0)
             if m is None:
                 raise ValueError("too many at once, some ignored")
             interval = command(m)
-            log("command: interval_ms %d from the next reading on" % interval)
+            print("holdfast: command: interval_ms %d from the next reading on" % interval)
         except ValueError as e:
-            log("command:", e)
+            print("holdfast: command:", e)
     return interval

@@ -5,7 +5,7 @@ import os
 from time import ticks_ms, ticks_diff
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, unload
+from .outlog import Log
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _UNIT = const(20)  # segment file / flash block header
@@ -22,6 +22,12 @@ _fsync = getattr(os, "fsync", None)  # CPython
 _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
 
+
+
+def _full(e):
+    # An OSError for a full filesystem (ENOSPC). args[0], not errno: CPython
+    # sets errno only from two arguments, MicroPython raises OSError(errno).
+    return (e.args or (0,))[0] == _ENOSPC
 
 class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.
@@ -61,12 +67,13 @@ class FileStore(Log):
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
+        from .unload import unload  # loaded first: loading it in the finally could hide the error
         from . import outscan as sc  # its state and the scan: the code a store runs only to open
         try:
             sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve,
                      limit, group, group_ms)
         finally:
-            unload(sc.__name__)
+            unload("outscan")
         self._reclaim()
 
     # -- paths and handles -------------------------------------------------
@@ -171,7 +178,7 @@ class FileStore(Log):
             f.close()
         except OSError:
             pass
-        if (e.args or (0,))[0] != _ENOSPC:
+        if not _full(e):
             return
         try:
             f = self._fopen(self._path(self._wunit), "a+b")
@@ -208,7 +215,7 @@ class FileStore(Log):
                     f.close()
                 self._kept = True
             except OSError as e:
-                if (e.args or (0,))[0] != _ENOSPC:
+                if not _full(e):
                     raise
                 raise errors.OutboxFull(codec.why(_E_FS_RESERVE, self.reserve, e, len(self)))
         for attempt in (0, 1):
@@ -241,7 +248,7 @@ class FileStore(Log):
                 if not t:
                     raise
                 self._fail(e)
-                if (e.args or (0,))[0] != _ENOSPC:
+                if not _full(e):
                     raise
                 room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
                 if room and t != _T_MSG:  # spend the reserve: it is kept for this record
@@ -305,10 +312,11 @@ class FileStore(Log):
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
             from . import outmove
+            from .unload import unload
             try:
                 outmove.move(self, segs[0])
             finally:
-                unload(outmove.__name__)
+                unload("outmove")
             self._reclaim()
 
     def _reclaim(self, all=False):

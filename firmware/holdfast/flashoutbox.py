@@ -5,7 +5,7 @@
 # what each failure keeps or drops: docs/outbox.md.
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log, unload
+from .outlog import Log
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _UNIT = const(20)  # segment file / flash block header
@@ -43,11 +43,12 @@ class FlashStore(Log):
     """
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
+        from .unload import unload  # loaded first: loading it in the finally could hide the error
         from . import outscan as sc  # its state and the scan: the code a store runs only to open
         try:
             sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
         finally:
-            unload(sc.__name__)
+            unload("outscan")
 
     def sync(self, now=0):
         """Makes what was written durable: it is, once programmed. Nothing
@@ -162,11 +163,12 @@ class FlashStore(Log):
                 # The mover is loaded before the spare block is taken: a
                 # MemoryError loading it leaves the reserve as it was.
                 from . import outmove
+                from .unload import unload
                 try:
                     self._take(first)
                     outmove.move(self, v)
                 finally:
-                    unload(outmove.__name__)
+                    unload("outmove")
                 self._erase(v)
         b = self._wunit
         p = q = self._wpos

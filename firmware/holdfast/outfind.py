@@ -16,7 +16,13 @@ def find_topic(log, topic, after):
     h = crc32(topic) & 0xFFFF
     if not log._th:
         log._th = array("H", [0] * log.slots)
-    b = log.buf
+    # Reads go into views of the scratch buffer that the store made when it
+    # opened (a slice for each read would allocate for each candidate), each
+    # placed to end inside the record: 16 bytes up to the packet's 7th, then
+    # 20 up to each 20th byte of the topic and up to its end (overlapping the
+    # bytes compared already, or those before the topic).
+    hd = log._buf16
+    w = log._unithead
     n = len(topic)
     i = log._at(after + 1)
     st = log._state
@@ -26,22 +32,22 @@ def find_topic(log, topic, after):
             # The topic out of the stored PUBLISH: fixed header,
             # remaining length (1-4 bytes), topic length, topic.
             u = log._unit[i]
-            p = log._off[i] + _REC
-            log._rd(u, p, b[0:7])
-            j = 1
-            while b[j] & 0x80:
+            p = log._off[i] + _REC - 9  # the packet's first byte lands in hd[9]
+            log._rd(u, p, hd)
+            j = 10
+            while hd[j] & 0x80:
                 j += 1
-            same = (b[j + 1] << 8 | b[j + 2]) == n
-            p += j + 3
+            same = (hd[j + 1] << 8 | hd[j + 2]) == n
+            p += j + 3  # the topic's first byte
             k = 0
             while same and k < n:
-                m = min(len(b), n - k)
-                log._rd(u, p + k, b[0:m])
-                for x in range(m):
-                    if b[x] != topic[k + x]:
+                e = min(k + 20, n)
+                log._rd(u, p + e - 20, w)
+                for x in range(k + 20 - e, 20):
+                    if w[x] != topic[e - 20 + x]:
                         same = False
                         break
-                k += m
+                k = e
             if same:
                 log._th[i] = h
                 st[i] = s | _S_TH

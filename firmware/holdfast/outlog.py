@@ -10,7 +10,6 @@
 # done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
-import sys
 from array import array
 from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
@@ -30,17 +29,6 @@ try:
     from binascii import crc32
 except ImportError:
     crc32 = crc32_soft
-
-
-def unload(name):
-    """Unloads module name (outscan, outmove: what a store runs only at
-    times): the last reference to its code goes with the caller's."""
-    sys.modules.pop(name, None)
-    pkg, _, name = name.rpartition(".")
-    try:
-        delattr(sys.modules[pkg], name)
-    except (KeyError, AttributeError):
-        pass  # imported on its own, not as the package's attribute
 
 
 # The format (docs/outbox.md). The modules that use a constant have their

@@ -1,5 +1,5 @@
 # Copying a unit's live records forward (a compaction): FileStore and
-# FlashStore load it when they compact and unload it after (outlog.unload()),
+# FlashStore load it when they compact and unload it after (unload.py),
 # apart from the boot scan so that opening a store does not load it too.
 from .outlog import _aligned
 # outlog's format constants (const() names with _ are not importable; test_outbox_consts.py

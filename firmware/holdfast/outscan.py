@@ -1,7 +1,7 @@
 # Reading a persistent outbox back after a reboot: the scan of a unit's
 # records and what the log rebuilds from them (docs/outbox.md, recovery).
 # A store needs this once, when it opens: FileStore and FlashStore load it
-# then and unload it again (outlog.unload()), so its code does not stay on
+# then and unload it again (unload.py), so its code does not stay on
 # the heap.
 import os
 import struct

@@ -1,14 +1,13 @@
 # TLS for the client, one code path over MicroPython's tls module (mbedtls)
 # and CPython's ssl: wraps the socket (the handshake runs in blocking mode
 # under the socket's timeout, see secure). Imported with each TLS handshake
-# and dropped again after it (drop): a connected client keeps only the
+# and unloaded after it (unload.py): a connected client keeps only the
 # wrapped socket and the context, not this module (about 0.5 KB on the
 # 64-bit unix port; a reconnect loads it again from its file). Building the
 # context from ssl_params (tlsmore.context(), which the client calls once
 # and reuses across reconnects) and putting a failed handshake into words
-# are in tlsmore.py, dropped the same way after each use.
+# are in tlsmore.py, unloaded the same way after each use.
 # docs/security.md describes the parameters and every failure.
-import sys
 
 # holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
 # up by errors.py's __getattr__, which loads errmore.py only then (importing
@@ -35,17 +34,8 @@ def secure(tls, s, host, timeout_ms):
             e = tlsmore.explain(e, host) or e
         raise e
     finally:
-        drop()
+        # Both modules, once: explain() leaves tlsmore.py loaded for this.
+        from .unload import unload
+        unload("tls", "tlsmore")
     return s
 
-
-def drop():
-    # tls.py and tlsmore.py leave the heap at the next collection once
-    # nothing refers to them: not sys.modules, nor the package (an import
-    # sets each as an attribute; the package's __getattr__ would import it
-    # again, hence its __dict__). A caller's frame holds its module until it
-    # returns. tlsmore calls this too (one copy of the code, and the
-    # constructor, which loads tls.py only for it, keeps neither).
-    for name in ("tls", "tlsmore"):
-        sys.modules.pop(__name__[:-3] + name, None)
-        sys.modules[__name__[:-4]].__dict__.pop(name, None)

@@ -1,9 +1,9 @@
 # The part of TLS that runs once or on failure: building the context from
 # ssl_params (file reading, PEM to DER, the client certificate) and putting a
 # failed handshake into words. The client imports it when needed; context()
-# and explain() drop it again before they return (tls.drop()), so all that
-# stays on the heap is the names its import interned (hence few functions,
-# globals and argument names of its own, argument names the runtime or the
+# unloads it again before it returns, tls.secure() after explain() (unload.py),
+# so all that stays on the heap is the names its import interned (hence few
+# functions, globals and argument names of its own, argument names the runtime or the
 # client has interned already, and few names of CPython's classes and
 # attributes in code only CPython runs). Messages never carry
 # key material, file contents or passwords: only reasons, host names and
@@ -115,8 +115,8 @@ def context(tls, ssl_params):
         # client that checks the server address keeps no tuple.
         return (tls, name) if name else tls
     finally:
-        from .tls import drop  # this module and tls.py leave the heap
-        drop()
+        from .unload import unload  # this module and tls.py leave the heap
+        unload("tlsmore", "tls")
 
 
 def _encrypted():
@@ -181,68 +181,64 @@ def _detail(e):
 def explain(e, name):
     """The runtime's handshake exception -> TLSError with the reason in words,
     or None for a timeout or a network error that is not TLS's (raised as it
-    is)."""
-    try:
-        reason = None
-        n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
-        code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
-        if MP and isinstance(e, ValueError):
-            # mbedtls' verify result, one line per problem, or a usage error.
-            s = str(e)
-            if s.find("server_hostname") >= 0:
-                reason = "config"
-            elif s.find("trusted") >= 0 or s.find("signed") >= 0:
-                reason = "untrusted"
-            elif s.find("expired") >= 0:
-                reason = "expired"
-            elif s.find("future") >= 0:
-                reason = "not-yet-valid"
-            elif s.find("CN") >= 0 or s.find("name") >= 0:
-                reason = "hostname"
-            else:
-                reason = "untrusted"
-        elif code is not None:
-            if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
-                reason = "expired"
-            elif code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
-                reason = "not-yet-valid"
-            elif code in (62, 64):  # hostname / IP address mismatch
-                reason = "hostname"
-            else:
-                reason = "untrusted"
-        elif isinstance(e, ValueError):
+    is). tls.secure(), its caller, unloads this module after it."""
+    reason = None
+    n = e.args[0] if e.args and isinstance(e.args[0], int) else 0
+    code = getattr(e, "verify_code", None)  # CPython: only ssl.SSLCertVerificationError has one
+    if MP and isinstance(e, ValueError):
+        # mbedtls' verify result, one line per problem, or a usage error.
+        s = str(e)
+        if s.find("server_hostname") >= 0:
             reason = "config"
-        elif n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
+        elif s.find("trusted") >= 0 or s.find("signed") >= 0:
+            reason = "untrusted"
+        elif s.find("expired") >= 0:
+            reason = "expired"
+        elif s.find("future") >= 0:
+            reason = "not-yet-valid"
+        elif s.find("CN") >= 0 or s.find("name") >= 0:
+            reason = "hostname"
+        else:
+            reason = "untrusted"
+    elif code is not None:
+        if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+            reason = "expired"
+        elif code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
+            reason = "not-yet-valid"
+        elif code in (62, 64):  # hostname / IP address mismatch
+            reason = "hostname"
+        else:
+            reason = "untrusted"
+    elif isinstance(e, ValueError):
+        reason = "config"
+    elif n in (32, 54, 104):  # EPIPE, ECONNRESET (BSD, Linux): the peer hung up mid-handshake
+        reason = "closed"
+    elif MP:
+        if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
+            reason = "rejected"
+        elif n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
             reason = "closed"
-        elif MP:
-            if n == -0x7780:  # MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE
-                reason = "rejected"
-            elif n == -0x7280:  # MBEDTLS_ERR_SSL_CONN_EOF
-                reason = "closed"
-            elif n < 0:  # any other mbedtls error
-                reason = "handshake"
-        elif hasattr(e, "reason"):  # CPython's ssl.SSLError (an OSError with library and reason)
-            if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
-                reason = "closed"
-            else:
-                reason = "rejected" if str(e).find("ALERT") >= 0 else "handshake"
-        if reason is None:
-            return None
-        words = {
-            "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
-                         "(wrong CA, or someone in the middle)",
-            "expired": "the broker's certificate has expired (or this device's clock is wrong)",
-            "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
-                             "set? sync it before connecting)",
-            "hostname": "the broker's certificate is not issued for the name %r" % name,
-            "rejected": "the broker refused the handshake (does it require a client "
-                        "certificate, and does it trust ours?)",
-            "closed": "the broker closed the connection during the handshake (it may require a "
-                      "client certificate, or the port may not speak TLS)",
-            "handshake": "the TLS handshake failed",
-            "config": "the TLS settings are not usable",
-        }[reason]
-        return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)
-    finally:
-        from .tls import drop  # this module and tls.py leave the heap
-        drop()
+        elif n < 0:  # any other mbedtls error
+            reason = "handshake"
+    elif hasattr(e, "reason"):  # CPython's ssl.SSLError (an OSError with library and reason)
+        if n in (6, 8):  # SSL_ERROR_ZERO_RETURN, SSL_ERROR_EOF: the broker hung up
+            reason = "closed"
+        else:
+            reason = "rejected" if str(e).find("ALERT") >= 0 else "handshake"
+    if reason is None:
+        return None
+    words = {
+        "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
+                     "(wrong CA, or someone in the middle)",
+        "expired": "the broker's certificate has expired (or this device's clock is wrong)",
+        "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
+                         "set? sync it before connecting)",
+        "hostname": "the broker's certificate is not issued for the name %r" % name,
+        "rejected": "the broker refused the handshake (does it require a client "
+                    "certificate, and does it trust ours?)",
+        "closed": "the broker closed the connection during the handshake (it may require a "
+                  "client certificate, or the port may not speak TLS)",
+        "handshake": "the TLS handshake failed",
+        "config": "the TLS settings are not usable",
+    }[reason]
+    return errors.TLSError(reason, "TLS with %s failed: %s [%s]" % (name, words, _detail(e)), e)

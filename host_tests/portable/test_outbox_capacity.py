@@ -267,6 +267,46 @@ def test_latest_value_per_topic():
     b.done()
 
 
+def test_finding_a_topic_on_a_persistent_store_allocates_nothing_per_candidate():
+    # latest=True runs find_topic(); after a reboot no topic hash is known,
+    # so each pending message is a candidate whose topic is read back from
+    # storage. On a 64-bit MicroPython under heap_lock, so any allocation
+    # fails the test; a 32-bit port makes the topic's CRC-32 a long int when
+    # it passes 30 bits (once per call, in put() too), and CPython allocates
+    # ints: there the same calls run unlocked.
+    long = b"state/" + b"0123456789" * 3  # 36 bytes: read in two pieces
+    short = b"state/a"
+    others = (b"X" + long[1:], long[:-1] + b"X", long[:25] + b"X" + long[26:], long + b"/more",
+              b"state/b", b"xtate/a", short + b"a")
+    b = Backends()
+    for kind in PERSISTENT:
+        st = b.fresh(kind, 0)
+        for t in others:
+            st.put(t, b"v", 1, False, 1)
+        want_long = st.put(long, b"v", 1, False, 1)
+        want_short = st.put(short, b"v", 1, False, 1)
+        st.put(b"state/c", b"v", 1, False, 1)
+        st = b.reopen(kind, st)
+        st.find_topic(b"none", -1)  # warm: outfind.py loaded, the hash table made
+        got = [0] * 4
+        locked = sys.implementation.name == "micropython" and sys.maxsize > 1 << 32
+        if locked:
+            import micropython
+            micropython.heap_lock()
+        try:
+            got[0] = st.find_topic(long, -1)
+            got[1] = st.find_topic(short, -1)
+            got[2] = st.find_topic(long, want_long)
+            got[3] = st.find_topic(b"state/d", -1)
+        finally:
+            if locked:
+                micropython.heap_unlock()
+        assert got == [want_long, want_short, -1, -1], (kind, got, want_long, want_short)
+        if kind == "file":
+            st.close()
+    b.done()
+
+
 def test_deadline_survives_compaction():
     # FileStore copies a mostly-done oldest segment forward, FlashStore moves a
     # block's live records when the ring is full: the deadline goes along.

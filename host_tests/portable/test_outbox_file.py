@@ -208,7 +208,7 @@ def test_a_store_that_fails_to_open_leaves_its_opening_code_unloaded():
     import sys
     top, d = _new()
     raises(OSError, FileStore, top + "/no/such/ob")
-    assert "holdfast.outscan" not in sys.modules
+    assert "holdfast.outscan" not in sys.modules and "holdfast.unload" not in sys.modules
     rmtree(top)
 
 

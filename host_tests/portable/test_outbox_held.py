@@ -219,6 +219,7 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
         assert st.held_ids is None, (kind, "a table made with no id held")
         assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
         assert "outscan" not in holdfast.__dict__, (kind, "the package still holds the scan")
+        assert "holdfast.unload" not in sys.modules and "unload" not in holdfast.__dict__, kind
         table(st).hold(7)
         assert st.held_ids is not None and held(st, 7), kind
         st = s.reopen(kind, st)  # the scan finds the hold and makes the table

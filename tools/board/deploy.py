@@ -543,8 +543,8 @@ def package_json(version="0.1.0"):
 # How the library's .mpy bytes split (docs/boards.md); any other module is core.
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
-GROUPS = (("on first use: subscribe, inbound, policies, words",
-           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons")),
+GROUPS = (("on first use: subscribe, inbound, policies, words, unloading",
+           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
