@@ -65,8 +65,9 @@ class MemoryStore:
         if held < 1:
             from .held import Held
             Held(self)  # raises ValueError with the words
-        self.ring = bytearray(size)
-        self.mv = memoryview(self.ring)
+        # The ring, kept only as a view: get() copies out of it without a
+        # slice allocated, and one attribute less is one name less on a board.
+        self.mv = memoryview(bytearray(size))
         self.slots = slots
         self._off = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
@@ -101,7 +102,7 @@ class MemoryStore:
                     newest = s
                 if oldest < 0 or x < self._key[oldest]:
                     oldest = s
-        size = len(self.ring)
+        size = len(self.mv)
         o = -1
         if newest < 0:
             if n <= size:
@@ -115,7 +116,7 @@ class MemoryStore:
                 o = w
         if o < 0:
             raise errors.OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
-        codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
+        codec.publish(self.mv, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
         self._off[s] = o
         self._pid[s] = pid
@@ -147,7 +148,7 @@ class MemoryStore:
 
     def qos(self, key):
         s = key % self.slots
-        return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
+        return 3 if self._state[s] == _RELEASED else (self.mv[self._off[s]] >> 1) & 3
 
     def size(self, key):
         # What the record's fixed header says: 1 byte, the remaining length
@@ -155,7 +156,7 @@ class MemoryStore:
         o = self._off[key % self.slots] + 1
         n = i = 0
         while True:
-            b = self.ring[o + i]
+            b = self.mv[o + i]
             n |= (b & 0x7F) << 7 * i
             i += 1
             if b < 0x80:
@@ -174,7 +175,7 @@ class MemoryStore:
     def find_topic(self, topic, after):
         topic = codec.to_bytes(topic)
         n = len(topic)
-        ring = self.ring
+        ring = self.mv
         k = self.next(after)
         while k >= 0:
             o = self._off[k % self.slots] + 1
