@@ -217,16 +217,16 @@ def publish_size(topic, length, qos):
     return 1 + _length_size(rl) + rl
 
 
-def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, gap=0):
-    """PUBLISH of payload; returns the offset after it. gap: bytes left
-    free between the header and the payload, counted in the remaining
-    length (MQTT 5's properties go there: v5.out)."""
+def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, skip=0):
+    """PUBLISH of payload; returns the offset after it. skip: bytes passed
+    over (left as they are) between the header and the payload, counted in
+    the remaining length (MQTT 5's properties go there: v5.out)."""
     payload = to_bytes(payload)
     n = len(payload)
     _check_qos(qos)
     topic = to_bytes(topic)
     check_topic(topic)
-    rl = 2 + len(topic) + gap + n
+    rl = 2 + len(topic) + skip + n
     if qos:
         _check_pid(pid)
         rl += 2
@@ -236,7 +236,7 @@ def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, g
     i = _str(buf, i, topic)
     if qos:
         i = _u16(buf, i, pid)
-    i += gap
+    i += skip
     buf[i:i + n] = payload
     return i + n
 
