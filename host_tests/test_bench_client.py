@@ -8,6 +8,6 @@ from holdfast.client import MQTTClient
 
 def test_the_allowance_is_what_a_default_client_preallocates():
     s = MQTTClient("dev", "broker.test").session
-    assert (s.size, len(s.rx.buf), len(s.store.ring)) == (DEFAULT_SIZE, DEFAULT_RX, DEFAULT_RING)
+    assert (s.size, len(s.rx.buf), len(s.store.mv)) == (DEFAULT_SIZE, DEFAULT_RX, DEFAULT_RING)
     s.start(0)  # the send buffer is made by the first start()
-    assert len(s.tx) + len(s.rx.buf) + len(s.store.ring) == DEFAULT_BUFFERS
+    assert len(s.tx) + len(s.rx.buf) + len(s.store.mv) == DEFAULT_BUFFERS

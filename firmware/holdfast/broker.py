@@ -48,7 +48,7 @@ def _bad(why):
 class BrokerReader(Reader):
     """A Reader that also decodes the packets only clients send."""
 
-    def _from_client(self, type, i, end):
+    def decode(self, type, flags, i, end):  # what Reader.next() calls for them
         self._body = i  # where filters() finds them
         self._body_end = end
         b = self.buf

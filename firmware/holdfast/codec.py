@@ -1,7 +1,8 @@
 # MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
 # at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
-# The subscription side (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filters) is in
-# filters.py, inbound PUBLISH parsing in inbound.py: both load on first use.
+# The subscription side (SUBSCRIBE, UNSUBSCRIBE, filters) is in filters.py,
+# inbound PUBLISH and SUBACK parsing in inbound.py, an oversize PUBLISH in
+# subsmore.py: all load on first use.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
 
@@ -60,9 +61,9 @@ def why(code, *args):
     return text(code, args)
 
 
-# The parts a publish-only client never needs load on first use: filters.py
-# (SUBSCRIBE, UNSUBSCRIBE, SUBACK, filter checks) and inbound.py (inbound
-# PUBLISH, oversize packets), by a function-local `import holdfast.x as m`:
+# The parts a publish-only client never needs load on first use: inbound.py
+# (inbound PUBLISH and SUBACK) and subsmore.py (an oversize PUBLISH), by a
+# function-local `import holdfast.x as m`:
 # once loaded it allocates nothing (a relative `from . import x` would
 # allocate on MicroPython with every call), so no loader or cache is needed.
 # (No module __getattr__ to forward their names: on MicroPython it made every
@@ -216,16 +217,16 @@ def publish_size(topic, length, qos):
     return 1 + _length_size(rl) + rl
 
 
-def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, gap=0):
-    """PUBLISH of payload; returns the offset after it. gap: bytes left
-    free between the header and the payload, counted in the remaining
-    length (MQTT 5's properties go there: v5.out)."""
+def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, skip=0):
+    """PUBLISH of payload; returns the offset after it. skip: bytes passed
+    over (left as they are) between the header and the payload, counted in
+    the remaining length (MQTT 5's properties go there: v5.out)."""
     payload = to_bytes(payload)
     n = len(payload)
     _check_qos(qos)
     topic = to_bytes(topic)
     check_topic(topic)
-    rl = 2 + len(topic) + gap + n
+    rl = 2 + len(topic) + skip + n
     if qos:
         _check_pid(pid)
         rl += 2
@@ -235,7 +236,7 @@ def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, g
     i = _str(buf, i, topic)
     if qos:
         i = _u16(buf, i, pid)
-    i += gap
+    i += skip
     buf[i:i + n] = payload
     return i + n
 
@@ -274,10 +275,11 @@ class Reader:
     any more: the link must go, and reset() before the next one.
     """
 
-    # CONNECT, SUBSCRIBE and UNSUBSCRIBE only travel to a broker: a client's
-    # Reader refuses them, BrokerReader (broker.py) decodes them with its
-    # _from_client(type, i, end), kept apart to spare a board's heap.
-    _from_client = None
+    # What a subclass decodes with its decode(type, flags, i, end): Reader5
+    # (v5.py) every packet at level 5; BrokerReader (broker.py) CONNECT,
+    # SUBSCRIBE and UNSUBSCRIBE, which only travel to a broker and a client's
+    # Reader refuses. Kept apart to spare a board's heap.
+    decode = None
 
     def __init__(self, size=1024, level=4):
         self.buf = bytearray(size)
@@ -294,10 +296,9 @@ class Reader:
 
     def reset(self):
         """Forgets the stream, a packet half skipped too: a new connection."""
+        # skip: bytes of an oversize PUBLISH still to pass over (0: none);
+        # subsmore.big() says the rest.
         self.start = self.end = self.skip = 0
-        # An oversize PUBLISH being skipped: its length (0: none); subsmore.big()
-        # says the rest. Its flags are in flags.
-        self._big = 0
 
     def tail(self):
         """Writable view of the free space after the buffered bytes."""
@@ -316,14 +317,9 @@ class Reader:
         return pid
 
     def next(self):
-        if self._big:
-            import holdfast.subsmore as m
-            return m.skip_big(self)
         if self.skip:
-            k = min(self.skip, self.end - self.start)
-            self.start += k
-            self.skip -= k
-            if self.skip:
+            import holdfast.subsmore as m  # the rest of an oversize PUBLISH
+            if m.skip(self):
                 return 0
         b = self.buf
         s = self.start
@@ -377,8 +373,9 @@ class Reader:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            import holdfast.subsmore as m  # the rare paths of the subscribe side: loaded on first use
-            return m.big(self, flags, i, total)
+            import holdfast.subsmore as m
+            m.big(self, flags, i, total)  # PacketTooLarge once its packet id is in
+            return 0
         if end - s < total:
             return 0
         end = s + total
@@ -386,10 +383,10 @@ class Reader:
         self.type = type
         self.flags = flags
         if self.level > 4:  # MQTT 5: Reader5 (v5.py) decodes its own way
-            self._parse5(type, flags, i, end)
-        elif type == _PUBLISH:
+            self.decode(type, flags, i, end)
+        elif type == _PUBLISH or type == _SUBACK:
             import holdfast.inbound as m
-            m.parse_publish(self, flags, i, end)
+            m.parse(self, type, flags, i, end)
         elif _PUBACK <= type <= _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
         elif type == _CONNACK:
@@ -399,11 +396,8 @@ class Reader:
                 raise protocol_error(_E_CONNACK_CODE, b[i + 1])
             self.session_present = bool(b[i] & 1) if self.level == 4 else False
             self.code = b[i + 1]
-        elif type == _SUBACK:
-            import holdfast.filters as m
-            m.parse_suback(self, i, end, end - i)
         elif type < _PINGREQ:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (PINGREQ, PINGRESP, DISCONNECT: nothing more)
-            if self._from_client is None:
+            if self.decode is None:
                 raise protocol_error(_E_FROM_CLIENT, type)
-            self._from_client(type, i, end)
+            self.decode(type, flags, i, end)
         return type

@@ -1,13 +1,12 @@
 # The subscription side of the codec: SUBSCRIBE and UNSUBSCRIBE encoders,
-# the SUBACK decoder, topic filter and UTF-8 checks, and string() (a
-# length-prefixed string inside its packet: inbound.py's topic, broker.py's
-# fields). Loaded on first use (a subscribe, an inbound PUBLISH or SUBACK):
+# topic filter and UTF-8 checks, and string() (a length-prefixed string
+# inside its packet: inbound.py's topic, broker.py's fields); inbound.py
+# decodes the SUBACK. Loaded on first use (a subscribe, an inbound PUBLISH or SUBACK):
 # a sensor that only publishes never carries it.
 from . import codec
 
 _SUBSCRIBE = const(8)  # packet types (codec.py)
 _UNSUBSCRIBE = const(10)
-_SUBACK_FAILURE = const(0x80)
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
@@ -17,8 +16,6 @@ _E_FILTER_UTF8 = const(15)
 _E_FILTER_WILD = const(16)
 _E_LEN_PAST = const(18)
 _E_STR_PAST = const(19)
-_E_SUBACK_EMPTY = const(34)
-_E_SUBACK_CODE = const(35)
 
 
 def subscribe(buf, pid, filters, off=0):
@@ -113,16 +110,3 @@ def string(r, i, end, what):
     if j > end:
         raise codec.protocol_error(_E_STR_PAST, what, j - i - 2)
     return j
-
-
-def parse_suback(r, i, end, size):
-    """Reader r's SUBACK at buf[i:end]: pid and payload (the return codes)."""
-    if size < 3:
-        raise codec.protocol_error(_E_SUBACK_EMPTY)
-    r.pid = r._pid(i)
-    b = r.buf
-    for k in range(i + 2, end):
-        c = b[k]
-        if c > 2 and c != _SUBACK_FAILURE:
-            raise codec.protocol_error(_E_SUBACK_CODE, c)
-    r.payload = r.mv[i + 2:end]

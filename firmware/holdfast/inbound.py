@@ -1,8 +1,9 @@
-# What the broker sends unasked: inbound PUBLISH packets (parsed, handed to
-# the application, acknowledged; QoS 2 held until PUBREL). Those too large
-# for the receive buffer (big(), skip_big(), too_large()) are subsmore.py's,
-# which codec.py and session.py call themselves. Loaded when the first such
-# packet arrives: a sensor that only publishes never carries it.
+# What the broker sends a subscriber: inbound PUBLISH packets (parsed, handed
+# to the application, acknowledged; QoS 2 held until PUBREL), and the SUBACK
+# that answers a subscribe (parsed). Those too large for the receive buffer
+# (big(), skip(), too_large()) are subsmore.py's, which codec.py and
+# session.py call themselves. Loaded when the first such packet arrives: a
+# sensor that only publishes never carries it.
 from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
@@ -11,19 +12,34 @@ _PUBACK = const(4)
 _PUBREC = const(5)
 _PUBREL = const(6)
 _PUBCOMP = const(7)
+_SUBACK = const(9)
+_SUBACK_FAILURE = const(0x80)
 
 # Error reasons (reasons.py has the words).
 _E_PUB_EMPTY = const(26)
 _E_PUB_UTF8 = const(27)
 _E_PUB_WILD = const(28)
 _E_PUB_PID_PAST = const(29)
+_E_SUBACK_EMPTY = const(34)
+_E_SUBACK_CODE = const(35)
 
 
 # -- the codec's part: reader r's buffer --------------------------------------
 
-def parse_publish(r, flags, i, end):
-    """Reader r's PUBLISH at buf[i:end]: topic, pid and payload (views)."""
+def parse(r, type, flags, i, end):
+    """Reader r's PUBLISH (type 3) at buf[i:end]: topic, pid and payload
+    (views); or its SUBACK: pid, and the return codes as payload."""
     b = r.buf
+    if type == _SUBACK:
+        if end - i < 3:
+            raise codec.protocol_error(_E_SUBACK_EMPTY)
+        r.pid = r._pid(i)
+        for k in range(i + 2, end):
+            c = b[k]
+            if c > 2 and c != _SUBACK_FAILURE:
+                raise codec.protocol_error(_E_SUBACK_CODE, c)
+        r.payload = r.mv[i + 2:end]
+        return
     j = filters.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)

@@ -65,10 +65,13 @@ class MemoryStore:
         if held < 1:
             from .held import Held
             Held(self)  # raises ValueError with the words
-        self.ring = bytearray(size)
-        self.mv = memoryview(self.ring)
+        # The ring, kept only as a view: get() copies out of it without a
+        # slice allocated, and one attribute less is one name less on a board.
+        self.mv = memoryview(bytearray(size))
         self.slots = slots
-        self._off = array("i", [0] * slots)
+        # Per slot: where its record starts in the ring (start: a name built
+        # into MicroPython costs no heap, _off would), its message id, key, state.
+        self.start = array("i", [0] * slots)
         self._pid = array("H", [0] * slots)
         self._key = array("i", [0] * slots)
         self._state = bytearray(slots)
@@ -101,23 +104,23 @@ class MemoryStore:
                     newest = s
                 if oldest < 0 or x < self._key[oldest]:
                     oldest = s
-        size = len(self.ring)
+        size = len(self.mv)
         o = -1
         if newest < 0:
             if n <= size:
                 o = 0
         else:
-            h = self._off[oldest]
-            w = self._off[newest] + self.size(self._key[newest])
-            if self._off[newest] >= h:  # not wrapped: free at the end, then before the oldest
+            h = self.start[oldest]
+            w = self.start[newest] + self.size(self._key[newest])
+            if self.start[newest] >= h:  # not wrapped: free at the end, then before the oldest
                 o = w if size - w >= n else 0 if n <= h else -1
             elif w + n <= h:
                 o = w
         if o < 0:
             raise errors.OutboxFull(codec.why(_E_FULL_BYTES, n, size, len(self)))
-        codec.publish(self.ring, topic, payload, qos, retain, self.mark, pid, o)
+        codec.publish(self.mv, topic, payload, qos, retain, self.mark, pid, o)
         s = k % self.slots
-        self._off[s] = o
+        self.start[s] = o
         self._pid[s] = pid
         if deadline and self._dl is None:  # a sensor's readings seldom have one
             self._dl = array("I", [0] * self.slots)
@@ -147,15 +150,15 @@ class MemoryStore:
 
     def qos(self, key):
         s = key % self.slots
-        return 3 if self._state[s] == _RELEASED else (self.ring[self._off[s]] >> 1) & 3
+        return 3 if self._state[s] == _RELEASED else (self.mv[self.start[s]] >> 1) & 3
 
     def size(self, key):
         # What the record's fixed header says: 1 byte, the remaining length
         # (1 to 4 bytes, 7 bits each, lowest first), then that many bytes.
-        o = self._off[key % self.slots] + 1
+        o = self.start[key % self.slots] + 1
         n = i = 0
         while True:
-            b = self.ring[o + i]
+            b = self.mv[o + i]
             n |= (b & 0x7F) << 7 * i
             i += 1
             if b < 0x80:
@@ -174,10 +177,10 @@ class MemoryStore:
     def find_topic(self, topic, after):
         topic = codec.to_bytes(topic)
         n = len(topic)
-        ring = self.ring
+        ring = self.mv
         k = self.next(after)
         while k >= 0:
-            o = self._off[k % self.slots] + 1
+            o = self.start[k % self.slots] + 1
             while ring[o] & 0x80:  # remaining length
                 o += 1
             if (ring[o + 1] << 8 | ring[o + 2]) == n:
@@ -191,7 +194,7 @@ class MemoryStore:
         return -1
 
     def get(self, key, buf, off):
-        o = self._off[key % self.slots]
+        o = self.start[key % self.slots]
         n = self.size(key)
         buf[off:off + n] = self.mv[o:o + n]
         return off + n

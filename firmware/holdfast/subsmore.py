@@ -3,8 +3,9 @@
 # restore, MQTT 5's subscription options, an ack of the wrong type, and an
 # inbound PUBLISH larger than the receive buffer (skipped, and acknowledged
 # so the broker does not re-send it forever). Each function here is the
-# rare part of the subs.py or inbound.py one of its name, or is found
-# through their __getattr__ (refusals, big, skip_big, too_large): a
+# rare part of the subs.py or inbound.py one of its name, or is called by
+# name from codec.py, session.py or front.py (big, skip, too_large,
+# refusals): a
 # subscribed client that meets none of these never carries them.
 from . import codec, filters
 from . import errors  # errors.X where raised: the class loads with the first failure
@@ -68,8 +69,9 @@ def acked(t, pid):
 
 def big(r, flags, i, total):
     """Reader r's PUBLISH starting at buf[r.start], body at i, is total bytes,
-    more than the buffer: its topic length must leave room for the topic
-    and the packet id inside it, or the skip would run past it."""
+    more than the buffer: skipped whole, PacketTooLarge raised once its
+    packet id is in (skip()). Its topic length must leave room for the
+    topic and the packet id inside it, or the skip would run past it."""
     end = r.start + total
     j = filters.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
@@ -77,39 +79,42 @@ def big(r, flags, i, total):
     r.type = _PUBLISH
     r.flags = flags
     # For QoS 1/2, the bytes still to pass before the packet id, which the
-    # message must be acknowledged with (-1: no id awaited); set here, not
-    # by Reader.reset(), so a publish-only client's Reader never names it.
+    # message must be acknowledged with (-1: no id awaited); and the length
+    # PacketTooLarge reports (0 once raised). Set here, not by
+    # Reader.reset(), so a publish-only client's Reader never names them:
+    # reset() zeroes skip, and these are read only while skip is not 0.
     r._pid_at = -1
     if flags & 6:
         if j + 2 > end:
             raise codec.protocol_error(_E_PUB_PID_PAST)
         r._pid_at = j - r.start
     r._big = r.skip = total
-    return skip_big(r)
+    skip(r)
 
 
-def skip_big(r):
-    """Passes over reader r's oversize PUBLISH up to its packet id, whatever
-    the read sizes, then raises PacketTooLarge; r.next() discards the rest
-    as it arrives."""
-    if r._pid_at >= 0:
+def skip(r):
+    """Passes over reader r's oversize PUBLISH as its bytes arrive, whatever
+    the read sizes: up to its packet id, then raises PacketTooLarge (once),
+    then the rest. True while more of it is awaited (r.next() returns 0)."""
+    total = r._big
+    pid = 0
+    if total and r._pid_at >= 0:
         k = min(r._pid_at, r.end - r.start)
         r.start += k
         r.skip -= k
         r._pid_at -= k
         if r._pid_at or r.end - r.start < 2:
-            return 0
+            return True
         pid = r._pid(r.start)
         r._pid_at = -1
-    else:
-        pid = 0
-    total = r._big
     r._big = 0
     k = min(r.skip, r.end - r.start)
     r.start += k
     r.skip -= k
-    raise errors.PacketTooLarge(codec.why(_E_TOO_LARGE, _PUBLISH, total, len(r.buf)), _PUBLISH, total, pid,
-                                (r.flags >> 1) & 3)
+    if total:
+        raise errors.PacketTooLarge(codec.why(_E_TOO_LARGE, _PUBLISH, total, len(r.buf)), _PUBLISH, total, pid,
+                                    (r.flags >> 1) & 3)
+    return r.skip
 
 
 def too_large(s, e):

@@ -437,7 +437,7 @@ class Reader5(Reader):
         Reader.reset(self)
         self.aliases = None
 
-    def _parse5(self, type, flags, i, end):  # what Reader.next() calls at level 5
+    def decode(self, type, flags, i, end):  # what Reader.next() calls at level 5
         parse(self, type, flags, i, end)
         if type == _PUBLISH:
             more().alias_in(self)

@@ -170,6 +170,47 @@ def test_partial_packet_waits():
 
 
 
+def test_inbound_publish_and_suback_decoding_allocate_only_their_views():
+    # A subscriber's hot path: Reader.next() hands a PUBLISH (and a SUBACK)
+    # to inbound.py, whose import inside next() allocates nothing once it is
+    # loaded, and the decode allocates only the views it hands out: topic and
+    # payload (a SUBACK: its codes), each as much as one slice of r.mv.
+    # Heap figures are MicroPython's (CPython allocates ints).
+    if sys.implementation.name != "micropython":
+        return
+    import gc
+    r = c.Reader(64)
+    pub = b"\x32\x0e\x00\x03a/b\x00\x05payload"
+    sub = b"\x90\x04\x00\x07\x01\x80"
+    keep = [None, None]
+
+    def cost(fn):
+        gc.collect()
+        gc.disable()
+        a = gc.mem_alloc()
+        fn()
+        b = gc.mem_alloc()
+        gc.enable()
+        return b - a
+
+    def view():
+        keep[0] = r.mv[2:5]
+
+    def next_is(t):
+        assert r.next() == t
+
+    for data in (pub, sub):  # warm: inbound.py loaded
+        feed(r, data)
+        r.next()
+    one = cost(view)
+    assert one > 0, one
+    for data, t, views in ((pub, mq.PUBLISH, 2), (sub, mq.SUBACK, 1)):
+        feed(r, data)
+        got = cost(lambda: next_is(t))
+        assert got == views * one, (t, got, one)
+    assert bytes(r.payload) == b"\x01\x80" and r.pid == 7
+
+
 def test_publish_encoding_and_puback_decoding_allocate_nothing():
     # What every publish runs through in the codec, on MicroPython under
     # heap_lock (any allocation raises MemoryError): a QoS 1 and a QoS 0

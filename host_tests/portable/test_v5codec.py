@@ -458,7 +458,7 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
         v5.find(r.buf, r.p0, r.p1, v5.TOPIC_ALIAS)
 
     def v4_parse():
-        inbound.parse_publish(r4, 2, 2, 16)
+        inbound.parse(r4, 3, 2, 2, 16)
 
     assert cost(v5_parse) == cost(v4_parse), (cost(v5_parse), cost(v4_parse))
     assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"
