@@ -606,9 +606,8 @@ def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=Fals
         # The bytes out() writes, exactly (fewer once the topic's alias is
         # set): no expiry at QoS 0, an alias while the broker takes them (any
         # alias is 3 bytes), its properties. Checked and waited for alike, so
-        # what passes fits tx once it drains; n checked and n + v5._MORE (an
-        # expiry QoS 0 never has) waited for, one within _MORE of the limit
-        # waited for room tx never has.
+        # what passes fits tx once it drains. Not n + v5._MORE in the check:
+        # that counts an expiry QoS 0 never has, refusing messages that fit.
         n = publish_size(topic, len(payload), 0, None, s.alias_max, p)
     if n > s.limit:
         s.fits(n)

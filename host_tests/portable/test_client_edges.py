@@ -232,21 +232,31 @@ def test_a_qos0_message_with_properties_goes_out_or_is_refused_at_once_never_dro
 
 
 def test_offline_a_qos0_message_with_properties_is_checked_as_online():
-    # MQTT 5, QoS 0 offline: dropped and counted, unless it could never go
-    # out; then the ValueError it raises online, its properties counted, and
-    # nothing dropped: one that fits without its properties but not with
-    # them, one with a property the client sets itself (Topic Alias).
+    # MQTT 5, QoS 0 offline (before the first link, and once it is lost):
+    # dropped and counted, nothing queued, the send buffer not grown for it
+    # (it holds 256 bytes until a larger packet goes out), unless it could
+    # never go out; then the ValueError it raises online, its properties
+    # counted, and nothing dropped: one that fits without its properties but
+    # not with them, one with a property the client sets itself (Topic Alias).
     props = ((38, ("k", "v" * 20)),)
-    bad = (("t/p", b"x" * 206, props), ("t/p", b"x", ((35, 1),)))
+    bad = (("t/p", b"x" * 974, props), ("t/p", b"x", ((35, 1),)))
     with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
-        cl = rig.client(level=5, size=256)
-        offline = [str(raises(ValueError, cl.publish, t, m, props=p)) for t, m, p in bad]
-        assert cl.dropped_qos0 == 0, cl.dropped_qos0
-        cl.publish("t/p", b"x" * 205, props=props)  # the largest that fits: dropped
-        assert cl.dropped_qos0 == 1, cl.dropped_qos0
-        cl.connect()
-        online = [str(raises(ValueError, cl.publish, t, m, props=p)) for t, m, p in bad]
-        assert offline == online and "241-byte packet" in online[0], (offline, online)
+        cl = rig.client(level=5, size=1024, backoff_ms=(100000, 100000))
+        said = []
+        for phase in ("offline", "online", "lost"):
+            if phase == "online":
+                cl.connect()
+            elif phase == "lost":
+                rig.socks[0].eof = True
+                cl.check_msg()
+            said.append([str(raises(ValueError, cl.publish, t, m, props=p)) for t, m, p in bad])
+            if phase != "online":
+                cl.publish("t/p", b"x" * 973, props=props)  # the largest that fits: dropped
+                cl.publish("t/p", b"x")  # and one without properties
+                s = cl.session
+                assert not cl.isconnected() and s.tx_end == 0 and len(s.tx) in (0, 256), (phase, len(s.tx))
+        assert cl.dropped_qos0 == 4, cl.dropped_qos0
+        assert said[0] == said[1] == said[2] and "1009-byte packet" in said[0][0], said
 
 
 def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
