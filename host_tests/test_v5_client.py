@@ -770,7 +770,7 @@ def test_the_asyncio_client_takes_props_and_subscription_options(runtime, mosqui
 
 # -- the asyncio client's waits and checks, with no socket: the test writes -------
 
-SHELL = """
+LINKED = """
 import asyncio
 from holdfast.aclient import AsyncClient
 from holdfast.broker import feed
@@ -785,6 +785,9 @@ def linked(a, connack):
     s.receive(0)
     return s
 
+"""
+
+SHELL = LINKED + """
 
 async def room():
     # MQTT 5, QoS 0 with 26 bytes of properties, while the send buffer holds a
@@ -845,3 +848,45 @@ def test_the_asyncio_client_waits_for_room_for_the_properties_and_checks_the_lev
     assert r["room"] == [0, "None", True, True], r
     words = "publish(props=...) is MQTT 5: make the client with level=5"
     assert r["level4"] == [[words, 0, 0, 0, False]] * 2 + [[words, 0, 0, 0, True]] * 2, r
+
+
+FIT = LINKED + """
+async def fit():
+    # MQTT 5, QoS 0 with 26 bytes of properties. Offline: one too large
+    # with them (not without) refused, the largest that fits dropped. Online,
+    # the send buffer emptied before each (the test plays the socket), each
+    # one byte longer: queued, or refused at once; none waits for room tx
+    # never has (timeout_ms=1: one that waited would be dropped, not hang).
+    props = ((38, ("k", "v" * 20)),)
+    a = AsyncClient("v5-fit", HOST, PORT, level=5, size=256, timeout_ms=1)
+    out = []
+    for k in (206, 205):
+        try:
+            await a.publish("t/p", b"x" * k, props=props)
+            out.append(["dropped", a.dropped_qos0])
+        except ValueError as e:
+            out.append([str(e), a.dropped_qos0])
+    s = linked(a, b"\\x20\\x03\\x00\\x00\\x00")
+    sizes = []
+    for k in range(199, 207):
+        try:
+            await a.publish("t/p", b"x" * k, props=props)
+        except ValueError as e:
+            out.append([str(e), k])
+            break
+        sizes.append(s.tx_end - s.tx_start)
+        s.sent(s.tx_end - s.tx_start, 0)
+    R["fit"] = [out, sizes, a.dropped_qos0, repr(a.last_error)]
+
+
+asyncio.run(fit())
+done()
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_asyncio_client_sends_or_refuses_a_qos0_message_with_properties_at_the_limit(runtime):
+    r = run(runtime, FIT)
+    words = ("a 241-byte packet does not fit the 256-byte send buffer (size=): it takes packets "
+             "of up to 240 bytes, 16 are kept for acknowledgements")
+    assert r["fit"] == [[[words, 0], ["dropped", 1], [words, 206]], list(range(234, 241)), 1, "None"], r

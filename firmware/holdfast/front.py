@@ -5,7 +5,7 @@
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
 from . import net
-from .codec import why, publish_size
+from .codec import why
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session, wall
 
@@ -197,11 +197,13 @@ class Front:
             raise ValueError(text(34, ()))
         if qos:
             return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
-        if s.state != _CONNECTED:
-            s.fits(publish_size(topic, len(msg), 0))  # too big raises, online or not
-        else:
-            n = s.publish(topic, msg, 0, retain, ticks_ms())
-            if not n or not last:
+        # The session's checks, online or offline (too big, properties and
+        # all, raises); offline it queues nothing.
+        n = s.publish(topic, msg, 0, retain, ticks_ms())
+        if not n:
+            return 0
+        if s.state == _CONNECTED:
+            if not last:
                 return n
             if not self._busy:
                 self.last_error = errors.MQTTTimeout(why(_E_NO_ROOM, n, self.timeout_ms))

@@ -324,9 +324,10 @@ class Session:
                 return p
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
-        """Queue a message. QoS 0 goes straight to tx and returns 0; with no
-        room in tx now nothing is queued and it returns n, the room it needs
-        (there once make_room(n) - ACK_ROOM >= n: what a shell waits for).
+        """Queue a message. QoS 0 goes straight to tx and returns 0; offline,
+        or with no room in tx now, nothing is queued and it returns n, the
+        room it needs (there once make_room(n) - ACK_ROOM >= n: what a shell
+        waits for, online).
         QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
         deadline: wall-clock seconds after which it is dropped unsent (0: never).
@@ -356,11 +357,11 @@ class Session:
                 self._deadlines = 1
                 if not self.next_expiry or deadline < self.next_expiry:
                     self.next_expiry = deadline
-            # It goes out now in the common case, window open and nothing
-            # queued before it; else _fill() sends it from the outbox.
-            if self.state != _CONNECTED or self.cursor != prev or self.inflight >= self.window:
+            # It goes out now in the common case, online, window open and
+            # nothing queued before it; else _fill() sends it from the outbox.
+            if self.cursor != prev or self.inflight >= self.window:
                 return pid
-        if self.make_room(n) - _ACK_ROOM < n:
+        if self.state != _CONNECTED or self.make_room(n) - _ACK_ROOM < n:
             return pid or n  # QoS 0: not queued
         # Encoded from the caller's objects, not copied out of the outbox.
         if self.v5:  # MQTT 5: its properties, a topic alias

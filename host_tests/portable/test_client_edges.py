@@ -199,6 +199,66 @@ def test_a_qos0_message_with_properties_waits_for_the_room_they_take():
         assert set(got) == {b"t/fill", b"t/p"} and b"\x00\x01k\x00\x14" + b"v" * 20 in got[b"t/p"], got
 
 
+def test_a_qos0_message_with_properties_goes_out_or_is_refused_at_once_never_dropped():
+    # MQTT 5, QoS 0 with 26 bytes of properties, the send buffer empty before
+    # each message, each one byte longer: it goes out, or is refused at once
+    # with the send buffer's words; none passes the size check only to wait
+    # for room the buffer can never have, and be dropped. The largest that
+    # goes out takes all of the buffer but the 16 bytes kept for
+    # acknowledgements; with topic aliases (the second CONNACK: Topic Alias
+    # Maximum 8) that includes the 3 bytes of a topic's first alias (each
+    # message has a topic of its own).
+    props = ((38, ("k", "v" * 20)),)
+    for connack5 in (b"\x20\x03\x00\x00\x00", b"\x20\x06\x00\x00\x03\x22\x00\x08"):
+        with Rig([connack5]) as rig:
+            cl = rig.client(level=5, size=256)
+            cl.connect()
+            sock = rig.socks[0]
+            sock.written = b""  # CONNECT
+            sent = []
+            words = None
+            for k in range(199, 207):
+                try:
+                    cl.publish("t/%d" % (k % 10), b"x" * k, props=props)
+                except ValueError as e:
+                    words = str(e)
+                    break
+                sent.append(k)
+            assert cl.dropped_qos0 == 0 and cl.last_error is None, (connack5, cl.dropped_qos0, cl.last_error)
+            got = [len(p) for t, p in _publishes(sock.written)]
+            assert len(got) == len(sent) and max(got) == 240, (connack5, sent, got)
+            assert words == ("a 241-byte packet does not fit the 256-byte send buffer (size=): it takes "
+                             "packets of up to 240 bytes, 16 are kept for acknowledgements"), (connack5, words)
+
+
+def test_offline_a_qos0_message_with_properties_is_checked_as_online():
+    # MQTT 5, QoS 0 offline (before the first link, and once it is lost):
+    # dropped and counted, nothing queued, the send buffer not grown for it
+    # (it holds 256 bytes until a larger packet goes out), unless it could
+    # never go out; then the ValueError it raises online, its properties
+    # counted, and nothing dropped: one that fits without its properties but
+    # not with them, one with a property the client sets itself (Topic Alias).
+    props = ((38, ("k", "v" * 20)),)
+    bad = (("t/p", b"x" * 974, props), ("t/p", b"x", ((35, 1),)))
+    with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
+        cl = rig.client(level=5, size=1024, backoff_ms=(100000, 100000))
+        said = []
+        for phase in ("offline", "online", "lost"):
+            if phase == "online":
+                cl.connect()
+            elif phase == "lost":
+                rig.socks[0].eof = True
+                cl.check_msg()
+            said.append([str(raises(ValueError, cl.publish, t, m, props=p)) for t, m, p in bad])
+            if phase != "online":
+                cl.publish("t/p", b"x" * 973, props=props)  # the largest that fits: dropped
+                cl.publish("t/p", b"x")  # and one without properties
+                s = cl.session
+                assert not cl.isconnected() and s.tx_end == 0 and len(s.tx) in (0, 256), (phase, len(s.tx))
+        assert cl.dropped_qos0 == 4, cl.dropped_qos0
+        assert said[0] == said[1] == said[2] and "1009-byte packet" in said[0][0], said
+
+
 def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
     # Connected, QoS 0 (the blocking client's own fast path) and 1: the
     # error before anything is queued, sent or counted.
