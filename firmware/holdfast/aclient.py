@@ -122,7 +122,7 @@ class AsyncClient(Front):
     async def ping(self):
         """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
         come within the keepalive (30 s with keepalive=0) drops the link."""
-        self._need_link()
+        self._idle(True)
         self.session.ping(ticks_ms())
         self._write()
 
@@ -221,17 +221,12 @@ class AsyncClient(Front):
         await _readable(self, sock)
         if sock is not self.sock:
             return
-        buf = s.rx.tail()
-        n = net.read_into(sock, buf) if len(buf) else 0
-        if n < 0:
-            s.eof()
-        if n > 0:
-            s.rx.end += n
+        n = net.read_into(sock, s)
         if self._events(ticks_ms(), False):
             self._write()
         self.progress.set()
-        if not len(buf):
-            await _sleep_ms(10)  # rx full until tx drains: let the ticker write
+        if not n:
+            await _sleep_ms(10)  # nothing read (rx may be full until tx drains): let the ticker write
 
     async def _tick(self):
         # Timers and leftover writes, a few times a second; as the reader,

@@ -142,7 +142,7 @@ class MQTTClient(Front):
             self._service()
             st = self.session.state
             if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
-                self._need_link()  # raises LinkDown: no link can come
+                self._idle(True)  # raises LinkDown: no link can come
             now = ticks_ms()
             if self.sock and self._pump(now, _RAISE):
                 return
@@ -193,14 +193,7 @@ class MQTTClient(Front):
                 if w:
                     s.sent(w, now)
             if read:
-                buf = s.rx.tail()
-                # An empty tail: rx holds packets the engine cannot take until
-                # tx drains (acknowledgements need room); nothing to read.
-                r = net.read_into(self.sock, buf) if len(buf) else 0
-                if r > 0:
-                    s.rx.end += r
-                elif r < 0:
-                    s.eof()
+                net.read_into(self.sock, s)
         except LINK_ERRORS as e:
             self._link_failed(e)
             return 0
@@ -244,8 +237,8 @@ class MQTTClient(Front):
             else:
                 sleep_ms(min(left, 50))
 
-    def _io_wait(self, ms):
-        # Waits up to ms for the link's socket to be readable (or writable,
+    def _io_wait(self, timeout_ms):
+        # Waits up to timeout_ms for the link's socket to be readable (or writable,
         # while the session has bytes queued): True once it is. One poll
         # object per link; registering the socket again only sets what it
         # waits for: no allocation per wait on MicroPython.
@@ -255,8 +248,8 @@ class MQTTClient(Front):
         s = self.session
         p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
         if net.MP:
-            for _ in p.ipoll(ms):
+            for _ in p.ipoll(timeout_ms):
                 return True
             return False
-        return bool(p.poll(ms))
+        return bool(p.poll(timeout_ms))
 

@@ -138,11 +138,15 @@ class Front:
 
     # -- the verbs' halves around each client's wait -------------------------
 
-    def _idle(self):
-        # A call that waits for the broker cannot run inside a callback: say
-        # so before doing anything.
+    def _idle(self, link=False):
+        # A call that waits for the broker cannot run inside a callback, and
+        # one that needs the link (link=True) cannot run without it: say so
+        # before doing anything.
         if self._busy:
             raise errors.MQTTError(why(_E_IN_CALLBACK))
+        if link and not self.isconnected():
+            raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
+                                  else why(_E_NOT_STARTED))
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
@@ -223,15 +227,10 @@ class Front:
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
 
-    def _need_link(self):
-        if not self.isconnected():
-            raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
-                                  else why(_E_NOT_STARTED))
-
-    def _events(self, now, raising):
+    def _events(self, now, throw):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised if raising, else
+        exception: counted in callback_errors, then raised if throw, else
         printed; the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
@@ -266,7 +265,7 @@ class Front:
                 # call that waits (connect() with a session's queued messages
                 # arriving behind CONNACK, publish, flush: each reports its own
                 # outcome) and by the asyncio client's task, which carries on.
-                if raising:
+                if throw:
                     raise
                 print_exception(x)
             finally:
@@ -276,11 +275,12 @@ class Front:
                     m.handled(s)
         return True
 
-    def _dial(self, now, ms=0):
+    def _dial(self, now, timeout_ms=0):
         # One step of the TCP connect to the broker, begun (resolving the
-        # host anew) when none is under way: connect() waits up to ms for it
-        # (net.connected raises Unreachable after that), a reconnect is
-        # stepped by its shell with ms=0 (MQTTTimeout after timeout_ms).
+        # host anew) when none is under way: connect() waits up to
+        # timeout_ms for it (net.connected raises Unreachable after that), a
+        # reconnect is stepped by its shell with 0 (MQTTTimeout after
+        # self.timeout_ms).
         # True once linked: TLS wrapped, counted, CONNECT queued; False
         # while pending.
         d = self._dialing
@@ -288,7 +288,7 @@ class Front:
             self.attempts += 1
             self.retry_at = now
             d = self._dialing = net.dial(self.server, self.port)
-        sock = net.connected(d, self.server, self.port, ms)
+        sock = net.connected(d, self.server, self.port, timeout_ms)
         if sock is None:
             if ticks_diff(now, self.retry_at) > self.timeout_ms:
                 raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))

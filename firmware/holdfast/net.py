@@ -52,20 +52,20 @@ def dial(host, port):
     return d
 
 
-def connected(d, host, port, ms):
-    """The socket of dial()'s d (non-blocking) once connected, else None,
-    after waiting up to ms for it: connect() waits (and a wait that runs
-    out raises Unreachable), a reconnect steps with ms=0, dial() makes the
+def connected(pending, host, port, timeout_ms):
+    """The socket of dial()'s pending connect (non-blocking) once connected, else None,
+    after waiting up to timeout_ms for it: connect() waits (and a wait that
+    runs out raises Unreachable), a reconnect steps with 0, dial() makes the
     first connect call with -1. A failed connect raises Unreachable; either
     way the socket is closed. TLS is the caller's (Front._dial wraps every
     new link)."""
-    sock = d[0]
-    if ms < 0 or d[2].poll(ms):
+    sock = pending[0]
+    if timeout_ms < 0 or pending[2].poll(timeout_ms):
         # Connecting again tells how the first attempt went, the same way on
         # every port (MicroPython has no getsockopt(SO_ERROR)): EISCONN once
         # it is up, the error if it failed, EINPROGRESS/EALREADY meanwhile.
         try:
-            sock.connect(d[1])
+            sock.connect(pending[1])
             return sock
         except OSError as e:
             n = e.args[0] if e.args else None
@@ -77,16 +77,22 @@ def connected(d, host, port, ms):
                 if n == _ECONNREFUSED:
                     raise unreachable(e, _E_REFUSED, host, port)
                 raise unreachable(e, _E_NO_ROUTE, host, port, e)
-    if ms > 0:
+    if timeout_ms > 0:
         sock.close()
         from .reasons import unreachable
-        raise unreachable(_ETIMEDOUT, _E_NO_TCP, host, port, ms)
+        raise unreachable(_ETIMEDOUT, _E_NO_TCP, host, port, timeout_ms)
     return None
 
 
-def read_into(sock, buf):
-    """Reads what is available into buf (never empty): the count, 0 if
-    nothing yet, -1 at the end of the stream (the peer closed it)."""
+def read_into(sock, session):
+    """Reads what is available into the session's receive buffer: the count,
+    0 if nothing yet or the buffer has no room (it holds packets the engine
+    cannot take until tx drains: acknowledgements need room). At the end of
+    the stream (the peer closed it) the session's eof() raises."""
+    rx = session.rx
+    buf = rx.tail()
+    if not len(buf):
+        return 0
     try:
         n = sock.readinto(buf) if MP else sock.recv_into(buf)
     except OSError as e:
@@ -95,7 +101,10 @@ def read_into(sock, buf):
         raise
     if n is None:
         return 0
-    return n or -1
+    if not n:
+        session.eof()
+    rx.end += n
+    return n
 
 
 def flush(sock, session):

@@ -402,7 +402,7 @@ class Session:
                 if self.make_room() < _ACK_ROOM:
                     return
                 self._ack(_PUBREL, pid)
-                self._track(k, pid, _WAIT_PUBCOMP, now)
+                q = _WAIT_PUBCOMP
             else:
                 n = st.size(k)
                 if self.make_room(n) - _ACK_ROOM < n:
@@ -410,7 +410,8 @@ class Session:
                 if again:
                     self.republished += 1
                 self._resend(k, k <= self.dup_upto)
-                self._track(k, pid, _WAIT_PUBACK if q == 1 else _WAIT_PUBREC, now)
+                q = _WAIT_PUBACK if q == 1 else _WAIT_PUBREC
+            self._track(k, pid, q, now)  # q: what its slot waits for
 
     def _resend(self, key, dup):
         start = self.tx_end
