@@ -4,8 +4,7 @@
 import asyncio
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
-from . import net
-from .front import Front, LINK_ERRORS
+from .front import Front, LINK_ERRORS, flush, read_into
 
 # The session's link states (session.py) and what Front._ready() waits for
 # (front.py), as private consts: no module-level names.
@@ -154,7 +153,7 @@ class AsyncClient(Front):
             return
         try:
             while s.tx_end > s.tx_start:
-                n = net.flush(self.sock, s)
+                n = flush(self.sock, s)
                 if not n:
                     return  # the timer task writes the rest
                 s.sent(n, ticks_ms())
@@ -221,7 +220,7 @@ class AsyncClient(Front):
         await _readable(self, sock)
         if sock is not self.sock:
             return
-        n = net.read_into(sock, s)
+        n = read_into(sock, s)
         if self._events(ticks_ms(), False):
             self._write()
         self.progress.set()

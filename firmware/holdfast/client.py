@@ -2,8 +2,7 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 import select
-from . import net
-from .front import Front, LINK_ERRORS
+from .front import Front, LINK_ERRORS, MP, flush, read_into
 
 _TICK_MS = const(20)  # timers run at most this often
 _RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Front._events)
@@ -65,7 +64,7 @@ class MQTTClient(Front):
                 s.disconnect()
                 deadline = ticks_add(ticks_ms(), self.timeout_ms)
                 while s.tx_end > s.tx_start:
-                    n = net.flush(self.sock, s)
+                    n = flush(self.sock, s)
                     if n:
                         s.sent(n, ticks_ms())
                         continue
@@ -189,11 +188,11 @@ class MQTTClient(Front):
             read = False
         try:
             if s.tx_end > s.tx_start:
-                w = net.flush(self.sock, s)
+                w = flush(self.sock, s)
                 if w:
                     s.sent(w, now)
             if read:
-                net.read_into(self.sock, s)
+                read_into(self.sock, s)
         except LINK_ERRORS as e:
             self._link_failed(e)
             return 0
@@ -206,7 +205,7 @@ class MQTTClient(Front):
                 self._housekeep()
                 s.tick(now)
             if s.tx_end > s.tx_start and self.sock is not None:
-                w = net.flush(self.sock, s)
+                w = flush(self.sock, s)
                 if w:
                     s.sent(w, now)
         except LINK_ERRORS as e:
@@ -247,7 +246,7 @@ class MQTTClient(Front):
             p = self._poll = select.poll()
         s = self.session
         p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
-        if net.MP:
+        if MP:
             for _ in p.ipoll(timeout_ms):
                 return True
             return False

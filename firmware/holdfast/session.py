@@ -142,7 +142,7 @@ class Session:
         self.tx = bytearray(0)
         self.tx_start = 0
         self.tx_end = 0
-        self.offered = 0  # bytes a blocked write must be offered again (net.flush)
+        self.offered = 0  # bytes a blocked write must be offered again (front.flush)
         # The default outbox is sized for a sensor that publishes a reading
         # (under 128 bytes) every 10 s or slower: 16 messages ride out a
         # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
