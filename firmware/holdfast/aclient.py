@@ -204,7 +204,7 @@ class AsyncClient(Front):
                 if self.session.state != _OFFLINE or not self.reconnect:
                     await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
                     return
-                wait = self._backoff_wait(now)
+                wait = self._housekeep(now)  # ms until the next attempt
                 if wait:
                     await _sleep_ms(min(wait, 1000))
                     return
@@ -233,7 +233,7 @@ class AsyncClient(Front):
         while True:
             await _sleep_ms(100)
             try:
-                self._housekeep()
+                self._housekeep(ticks_ms())
                 if self.sock is not None:
                     self.session.tick(ticks_ms())
                     self._write()

@@ -151,7 +151,7 @@ class MQTTClient(Front):
             if self.sock:
                 self._io_wait(left)
             else:
-                sleep_ms(max(1, min(left, self._backoff_wait(now))))
+                sleep_ms(max(1, min(left, self._housekeep(now))))  # until the next attempt
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -168,11 +168,11 @@ class MQTTClient(Front):
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed,
         # one step per call: the TCP connect never waits here.
-        self._housekeep()
         now = ticks_ms()
+        wait = self._housekeep(now)
         try:
             if (self._dialing is not None or self.sock is None and self.session.state == _OFFLINE
-                    and self.reconnect and not self._backoff_wait(now)) and self._dial(now):
+                    and self.reconnect and not wait) and self._dial(now):
                 self._pump(now, False)  # CONNECT
         except LINK_ERRORS as e:
             self._link_failed(e)
@@ -202,7 +202,7 @@ class MQTTClient(Front):
             # Timers are coarse: run them at most every few ms, not per message.
             if s.packets != n or ticks_diff(now, self._ticked) >= _TICK_MS:
                 self._ticked = now
-                self._housekeep()
+                self._housekeep(now)
                 s.tick(now)
             if s.tx_end > s.tx_start and self.sock is not None:
                 w = flush(self.sock, s)

@@ -226,10 +226,10 @@ class Front:
 
     # -- events, timers, the link ----------------------------------------------
 
-    def _housekeep(self):
-        # Timers that run online and offline alike.
+    def _housekeep(self, now):
+        # Timers that run online and offline alike. Returns the ms until the
+        # next connection attempt may start (0: it may now).
         s = self.session
-        now = ticks_ms()
         s.store.tick(now)
         if s.next_expiry:  # a deadline is due: policy.py drops what has passed it
             w = wall()
@@ -238,6 +238,7 @@ class Front:
                 expire(s, w)
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
+        return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0
 
     def _events(self, now, throw):
         """Hands what the engine reports to the application, one event at a
@@ -352,10 +353,6 @@ class Front:
         self.backoff = d
         half = d // 2
         self.retry_at = ticks_add(now, half + getrandbits(16) % (half + 1))
-
-    def _backoff_wait(self, now):
-        # ms until the next attempt may start (0: it may now).
-        return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0
 
 
 # -- the socket calls ------------------------------------------------------
