@@ -220,12 +220,14 @@ class AsyncClient(Front):
         await _readable(self, sock)
         if sock is not self.sock:
             return
-        n = read_into(sock, s)
+        # Nothing read into a full rx: it holds packets the engine cannot
+        # take until tx drains (acknowledgements need room).
+        full = not read_into(sock, s) and s.rx.end == len(s.rx.buf)
         if self._events(ticks_ms(), False):
             self._write()
         self.progress.set()
-        if not n:
-            await _sleep_ms(10)  # nothing read (rx may be full until tx drains): let the ticker write
+        if full:
+            await _sleep_ms(10)  # let the ticker write
 
     async def _tick(self):
         # Timers and leftover writes, a few times a second; as the reader,
