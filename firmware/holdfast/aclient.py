@@ -160,10 +160,10 @@ class AsyncClient(Front):
         except OSError as e:
             self._link_failed(e)
 
-    async def _until(self, what, arg, timeout_ms):
+    async def _until(self, target, arg, timeout_ms):
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms)
-        while not self._ready(what, arg):
+        while not self._ready(target, arg):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False

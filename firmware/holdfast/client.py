@@ -212,8 +212,8 @@ class MQTTClient(Front):
             self._link_failed(e)
         return s.packets - n
 
-    def _wait(self, what, arg, timeout_ms, offline=False):
-        # Runs the I/O until _ready(what, arg) holds (True) or timeout_ms
+    def _wait(self, target, arg, timeout_ms, offline=False):
+        # Runs the I/O until _ready(target, arg) holds (True) or timeout_ms
         # passes (False). Without a link only a reconnect can help: offline waits
         # (for the outbox, the window) keep stepping it, the others end.
         self._idle()
@@ -222,11 +222,11 @@ class MQTTClient(Front):
             now = ticks_ms()
             if self.sock is None:
                 if not offline and self._dialing is None:
-                    return self._ready(what, arg)
+                    return self._ready(target, arg)
                 self._service()
             else:
                 self._pump(now, True)
-            if self._ready(what, arg):
+            if self._ready(target, arg):
                 return True
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:

@@ -181,18 +181,18 @@ class Front:
         self.backoff = 0
         return self.session.session_present
 
-    def _ready(self, what, arg):
+    def _ready(self, target, arg):
         # What a shell's wait waits for, by number: one method, not five
         # (each costs heap on a board). A number, not a bound method: that
         # would be allocated on every wait (flush() after each burst).
         s = self.session
-        if what == _ANSWERED:  # connect(): CONNACK or the link's end
+        if target == _ANSWERED:  # connect(): CONNACK or the link's end
             return s.state != _CONNECTING
-        if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
+        if target == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
             return s.state != _CONNECTED or s.make_room(arg) - _ACK_ROOM >= arg
-        if what == _WINDOW:  # the inflight window has a free slot
+        if target == _WINDOW:  # the inflight window has a free slot
             return s.inflight < s.window or s.state != _CONNECTED
-        if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
+        if target == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
             return arg[4] >= 0
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
