@@ -366,9 +366,12 @@ class Front:
 
 
 def _blocked(e):
-    # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS
+    # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS; 2 and 3: CPython's
+    # ssl.SSLWantReadError and SSLWantWriteError (SSL_ERROR_WANT_READ and
+    # _WRITE; no socket call reports ENOENT or ESRCH, the errnos 2 and 3).
+    # MicroPython's TLS reports EAGAIN.
     n = e.args[0] if e.args else 0
-    return n == 11 or n == 35 or n == 115 or e.__class__.__name__.startswith("SSLWant")
+    return n == 11 or n == 35 or n == 115 or n == 2 or n == 3
 
 
 def dial(host, port):
