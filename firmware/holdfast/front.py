@@ -130,8 +130,8 @@ class Front:
         if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
             return getattr(self.session, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
-            from .policy import next_pid
-            return next_pid(self.session)
+            import holdfast.policy as m
+            return m.next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
         if name == "links":  # network connections opened (1 + reconnects): the session counts them
@@ -234,8 +234,8 @@ class Front:
         if s.next_expiry:  # a deadline is due: policy.py drops what has passed it
             w = wall()
             if w >= s.next_expiry:
-                from .policy import expire
-                expire(s, w)
+                import holdfast.policy as m  # policy.py: loaded on first use
+                m.expire(s, w)
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
         return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0
@@ -342,8 +342,7 @@ class Front:
         self._close()
         refused = isinstance(e, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
-            from .errors import TLSError
-            refused = isinstance(e, TLSError)
+            refused = isinstance(e, errors.TLSError)
         # The next attempt waits between half and all of the delay, so a
         # fleet that lost its broker together does not come back in
         # lockstep. A refusal (credentials, authorization, TLS) will come
