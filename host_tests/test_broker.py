@@ -67,16 +67,16 @@ def test_mqtt_31_and_empty_client_id(runtime, mosquitto):
 
 
 def test_host_name_is_resolved_again_on_every_reconnect(mosquitto, monkeypatch):
-    from holdfast import MQTTClient, net
+    from holdfast import MQTTClient, front
 
     calls = []
-    real = net.socket.getaddrinfo
+    real = front.socket.getaddrinfo
 
     def counting(host, *a):
         calls.append(host)
         return real(host, *a)
 
-    monkeypatch.setattr(net.socket, "getaddrinfo", counting)
+    monkeypatch.setattr(front.socket, "getaddrinfo", counting)
     c = MQTTClient("resolve-" + str(os.getpid()), "localhost", mosquitto.port, keepalive=5,
                    backoff_ms=(100, 200), timeout_ms=2000)
     c.connect()

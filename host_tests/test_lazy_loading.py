@@ -73,7 +73,7 @@ def test_each_feature_loads_with_its_first_use(runtime, mosquitto):
     # no error class beyond MQTTError (errors.py) until something fails.
     assert not LATER & set(r["publish"]), r["publish"]
     assert "errors" in r["publish"], r["publish"]
-    assert {"client", "front", "session", "codec", "store", "net"} <= set(r["publish"])
+    assert {"client", "front", "session", "codec", "store"} <= set(r["publish"])
     # A subscription and an inbound message bring their own, and only those.
     assert r["got"] == ["back"], r
     assert LATER & set(r["subscribe"]) == {"filters", "subs", "inbound"}, r["subscribe"]

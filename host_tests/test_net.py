@@ -1,5 +1,5 @@
 # The non-blocking TCP connect the blocking client reconnects with
-# (net.dial, net.connected), against real sockets, under CPython and MicroPython.
+# (front.dial, front.connected), against real sockets, under CPython and MicroPython.
 import json
 import os
 import socket

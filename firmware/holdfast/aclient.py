@@ -4,8 +4,7 @@
 import asyncio
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
-from . import net
-from .front import Front, LINK_ERRORS
+from .front import Front, LINK_ERRORS, flush, read_into
 
 # The session's link states (session.py) and what Front._ready() waits for
 # (front.py), as private consts: no module-level names.
@@ -122,7 +121,7 @@ class AsyncClient(Front):
     async def ping(self):
         """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
         come within the keepalive (30 s with keepalive=0) drops the link."""
-        self._need_link()
+        self._idle(True)
         self.session.ping(ticks_ms())
         self._write()
 
@@ -154,17 +153,17 @@ class AsyncClient(Front):
             return
         try:
             while s.tx_end > s.tx_start:
-                n = net.flush(self.sock, s)
+                n = flush(self.sock, s)
                 if not n:
                     return  # the timer task writes the rest
                 s.sent(n, ticks_ms())
         except OSError as e:
             self._link_failed(e)
 
-    async def _until(self, what, arg, timeout_ms):
+    async def _until(self, target, arg, timeout_ms):
         self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms)
-        while not self._ready(what, arg):
+        while not self._ready(target, arg):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False
@@ -177,14 +176,46 @@ class AsyncClient(Front):
 
     async def _run(self):
         # Reader: wait for bytes, feed the engine, hand its events on, wake
-        # the waiters. It outlives every failure: a link error drops the link
+        # the waiters; without a link, step the reconnect when the backoff
+        # allows. It outlives every failure: a link error drops the link
         # (reconnect follows), anything else is counted in faults, kept in
         # last_error, and the link is dropped too, as its state is unknown.
         ticker = asyncio.create_task(self._tick())
         try:
             while True:
                 try:
-                    await self._read()
+                    sock = self.sock
+                    if sock is None:
+                        now = ticks_ms()
+                        if self._dialing is None:
+                            if self.session.state != _OFFLINE or not self.reconnect:
+                                # Closed, or no reconnects: connect() starts again.
+                                await _sleep_ms(100)
+                                continue
+                            wait = self._housekeep(now)  # ms until the next attempt
+                            if wait:
+                                await _sleep_ms(min(wait, 1000))
+                                continue
+                        # The reconnect's TCP connect, a step a turn while the
+                        # other tasks run (connect() and _stop() give it up:
+                        # _close()).
+                        if self._dial(now):
+                            self._write()
+                        else:
+                            await _sleep_ms(20)
+                        continue
+                    s = self.session
+                    await _readable(self, sock)
+                    if sock is not self.sock:
+                        continue
+                    # Nothing read into a full rx: it holds packets the engine
+                    # cannot take until tx drains (acknowledgements need room).
+                    full = not read_into(sock, s) and s.rx.end == len(s.rx.buf)
+                    if self._events(ticks_ms(), False):
+                        self._write()
+                    self.progress.set()
+                    if full:
+                        await _sleep_ms(10)  # let the ticker write
                 except LINK_ERRORS as e:
                     self._link_failed(e)
                 except Exception as e:
@@ -198,48 +229,13 @@ class AsyncClient(Front):
         print_exception(e)
         self._link_failed(e)
 
-    async def _read(self):
-        if self.sock is None:
-            now = ticks_ms()
-            if self._dialing is None:
-                if self.session.state != _OFFLINE or not self.reconnect:
-                    await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
-                    return
-                wait = self._backoff_wait(now)
-                if wait:
-                    await _sleep_ms(min(wait, 1000))
-                    return
-            # The reconnect's TCP connect, a step a turn while the other
-            # tasks run (connect() and _stop() give it up: _close()).
-            if self._dial(now):
-                self._write()
-            else:
-                await _sleep_ms(20)
-            return
-        sock = self.sock
-        s = self.session
-        await _readable(self, sock)
-        if sock is not self.sock:
-            return
-        buf = s.rx.tail()
-        n = net.read_into(sock, buf) if len(buf) else 0
-        if n < 0:
-            s.eof()
-        if n > 0:
-            s.rx.end += n
-        if self._events(ticks_ms(), False):
-            self._write()
-        self.progress.set()
-        if not len(buf):
-            await _sleep_ms(10)  # rx full until tx drains: let the ticker write
-
     async def _tick(self):
         # Timers and leftover writes, a few times a second; as the reader,
         # it outlives every failure.
         while True:
             await _sleep_ms(100)
             try:
-                self._housekeep()
+                self._housekeep(ticks_ms())
                 if self.sock is not None:
                     self.session.tick(ticks_ms())
                     self._write()

@@ -2,8 +2,7 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 import select
-from . import net
-from .front import Front, LINK_ERRORS
+from .front import Front, LINK_ERRORS, MP, flush, read_into
 
 _TICK_MS = const(20)  # timers run at most this often
 _RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Front._events)
@@ -65,7 +64,7 @@ class MQTTClient(Front):
                 s.disconnect()
                 deadline = ticks_add(ticks_ms(), self.timeout_ms)
                 while s.tx_end > s.tx_start:
-                    n = net.flush(self.sock, s)
+                    n = flush(self.sock, s)
                     if n:
                         s.sent(n, ticks_ms())
                         continue
@@ -142,7 +141,7 @@ class MQTTClient(Front):
             self._service()
             st = self.session.state
             if st == _CLOSED or (st == _OFFLINE and not self.reconnect and self._dialing is None):
-                self._need_link()  # raises LinkDown: no link can come
+                self._idle(True)  # raises LinkDown: no link can come
             now = ticks_ms()
             if self.sock and self._pump(now, _RAISE):
                 return
@@ -152,7 +151,7 @@ class MQTTClient(Front):
             if self.sock:
                 self._io_wait(left)
             else:
-                sleep_ms(max(1, min(left, self._backoff_wait(now))))
+                sleep_ms(max(1, min(left, self._housekeep(now))))  # until the next attempt
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
@@ -169,11 +168,11 @@ class MQTTClient(Front):
     def _service(self):
         # Reconnect when the link is down and the backoff delay has passed,
         # one step per call: the TCP connect never waits here.
-        self._housekeep()
         now = ticks_ms()
+        wait = self._housekeep(now)
         try:
             if (self._dialing is not None or self.sock is None and self.session.state == _OFFLINE
-                    and self.reconnect and not self._backoff_wait(now)) and self._dial(now):
+                    and self.reconnect and not wait) and self._dial(now):
                 self._pump(now, False)  # CONNECT
         except LINK_ERRORS as e:
             self._link_failed(e)
@@ -189,18 +188,11 @@ class MQTTClient(Front):
             read = False
         try:
             if s.tx_end > s.tx_start:
-                w = net.flush(self.sock, s)
+                w = flush(self.sock, s)
                 if w:
                     s.sent(w, now)
             if read:
-                buf = s.rx.tail()
-                # An empty tail: rx holds packets the engine cannot take until
-                # tx drains (acknowledgements need room); nothing to read.
-                r = net.read_into(self.sock, buf) if len(buf) else 0
-                if r > 0:
-                    s.rx.end += r
-                elif r < 0:
-                    s.eof()
+                read_into(self.sock, s)
         except LINK_ERRORS as e:
             self._link_failed(e)
             return 0
@@ -210,18 +202,18 @@ class MQTTClient(Front):
             # Timers are coarse: run them at most every few ms, not per message.
             if s.packets != n or ticks_diff(now, self._ticked) >= _TICK_MS:
                 self._ticked = now
-                self._housekeep()
+                self._housekeep(now)
                 s.tick(now)
             if s.tx_end > s.tx_start and self.sock is not None:
-                w = net.flush(self.sock, s)
+                w = flush(self.sock, s)
                 if w:
                     s.sent(w, now)
         except LINK_ERRORS as e:
             self._link_failed(e)
         return s.packets - n
 
-    def _wait(self, what, arg, timeout_ms, offline=False):
-        # Runs the I/O until _ready(what, arg) holds (True) or timeout_ms
+    def _wait(self, target, arg, timeout_ms, offline=False):
+        # Runs the I/O until _ready(target, arg) holds (True) or timeout_ms
         # passes (False). Without a link only a reconnect can help: offline waits
         # (for the outbox, the window) keep stepping it, the others end.
         self._idle()
@@ -230,11 +222,11 @@ class MQTTClient(Front):
             now = ticks_ms()
             if self.sock is None:
                 if not offline and self._dialing is None:
-                    return self._ready(what, arg)
+                    return self._ready(target, arg)
                 self._service()
             else:
                 self._pump(now, True)
-            if self._ready(what, arg):
+            if self._ready(target, arg):
                 return True
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
@@ -244,8 +236,8 @@ class MQTTClient(Front):
             else:
                 sleep_ms(min(left, 50))
 
-    def _io_wait(self, ms):
-        # Waits up to ms for the link's socket to be readable (or writable,
+    def _io_wait(self, timeout_ms):
+        # Waits up to timeout_ms for the link's socket to be readable (or writable,
         # while the session has bytes queued): True once it is. One poll
         # object per link; registering the socket again only sets what it
         # waits for: no allocation per wait on MicroPython.
@@ -254,9 +246,9 @@ class MQTTClient(Front):
             p = self._poll = select.poll()
         s = self.session
         p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
-        if net.MP:
-            for _ in p.ipoll(ms):
+        if MP:
+            for _ in p.ipoll(timeout_ms):
                 return True
             return False
-        return bool(p.poll(ms))
+        return bool(p.poll(timeout_ms))
 

@@ -1,10 +1,12 @@
 # What the blocking and the asyncio client share, their one contract: the
 # session they wrap, where the broker is, the protocol verbs (each client
 # supplies only how it waits and how it writes), how the engine's events
-# reach the application, what happens when the link goes down, the counters.
+# reach the application, what happens when the link goes down, the counters;
+# and the socket calls both make (below the class: a module of their own
+# would cost a board's heap a module object and two names more).
+import socket
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
-from . import net
 from .codec import why
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 from .session import Session, wall
@@ -14,6 +16,12 @@ try:
 except ImportError:  # pragma: no cover - every port has it
     def getrandbits(n):  # type: ignore[misc]  # the stubs make n positional-only
         return ticks_ms() & ((1 << n) - 1)
+
+MP = hasattr(socket.socket, "readinto")  # MicroPython: the socket calls differ (below)
+_IPPROTO_TCP = const(6)
+_TCP_NODELAY = const(1)
+_ETIMEDOUT = const(110)
+_ECONNREFUSED = const(111)
 
 # The session's numbers (session.py, codec.py), private consts here: a
 # name imported from there would be a module-level name, which costs heap
@@ -36,7 +44,8 @@ _EMPTY = const(4)
 # What a link failure can raise, from the socket or from the engine.
 LINK_ERRORS = (OSError, errors.MQTTError)
 
-# Error reasons (reasons.py has the words).
+# Error reasons (reasons.py has the words, and makes the Unreachable the
+# socket calls raise: a connected client loads none of that code).
 _E_EMPTY_ID_CLEAN = const(45)
 _E_NO_CONNACK = const(46)
 _E_IN_CALLBACK = const(50)
@@ -46,6 +55,9 @@ _E_NO_TCP = const(56)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
 _E_NO_ROOM = const(47)
+_E_NO_HOST = const(66)
+_E_REFUSED = const(67)
+_E_NO_ROUTE = const(68)
 
 
 class Front:
@@ -76,7 +88,7 @@ class Front:
         self.session.user = user
         self.session.password = password
         self.sock = None
-        self._dialing = None  # net.dial()'s connect under way (begun at retry_at), while _dial() steps it
+        self._dialing = None  # dial()'s connect under way (begun at retry_at), while _dial() steps it
         self.timeout_ms = timeout_ms
         self.reconnect = reconnect  # after a lost link, or a failed connect()
         # When to try the broker again: exponential backoff from backoff_ms[0]
@@ -118,8 +130,8 @@ class Front:
         if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
             return getattr(self.session, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
-            from .policy import next_pid
-            return next_pid(self.session)
+            import holdfast.policy as m
+            return m.next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
         if name == "links":  # network connections opened (1 + reconnects): the session counts them
@@ -138,11 +150,15 @@ class Front:
 
     # -- the verbs' halves around each client's wait -------------------------
 
-    def _idle(self):
-        # A call that waits for the broker cannot run inside a callback: say
-        # so before doing anything.
+    def _idle(self, link=False):
+        # A call that waits for the broker cannot run inside a callback, and
+        # one that needs the link (link=True) cannot run without it: say so
+        # before doing anything.
         if self._busy:
             raise errors.MQTTError(why(_E_IN_CALLBACK))
+        if link and not self.isconnected():
+            raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
+                                  else why(_E_NOT_STARTED))
 
     def _connect_begin(self, clean, timeout_ms):
         self._idle()
@@ -165,18 +181,18 @@ class Front:
         self.backoff = 0
         return self.session.session_present
 
-    def _ready(self, what, arg):
+    def _ready(self, target, arg):
         # What a shell's wait waits for, by number: one method, not five
         # (each costs heap on a board). A number, not a bound method: that
         # would be allocated on every wait (flush() after each burst).
         s = self.session
-        if what == _ANSWERED:  # connect(): CONNACK or the link's end
+        if target == _ANSWERED:  # connect(): CONNACK or the link's end
             return s.state != _CONNECTING
-        if what == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
+        if target == _ROOM:  # room for an arg-byte QoS 0 message (or no link to wait for)
             return s.state != _CONNECTED or s.make_room(arg) - _ACK_ROOM >= arg
-        if what == _WINDOW:  # the inflight window has a free slot
+        if target == _WINDOW:  # the inflight window has a free slot
             return s.inflight < s.window or s.state != _CONNECTED
-        if what == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
+        if target == _REPLIED:  # a SUBACK/UNSUBACK for entry arg
             return arg[4] >= 0
         return not len(s.store) and s.tx_end == s.tx_start  # _EMPTY: all acknowledged and written
 
@@ -212,28 +228,24 @@ class Front:
 
     # -- events, timers, the link ----------------------------------------------
 
-    def _housekeep(self):
-        # Timers that run online and offline alike.
+    def _housekeep(self, now):
+        # Timers that run online and offline alike. Returns the ms until the
+        # next connection attempt may start (0: it may now).
         s = self.session
-        now = ticks_ms()
         s.store.tick(now)
         if s.next_expiry:  # a deadline is due: policy.py drops what has passed it
             w = wall()
             if w >= s.next_expiry:
-                from .policy import expire
-                expire(s, w)
+                import holdfast.policy as m  # policy.py: loaded on first use
+                m.expire(s, w)
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
+        return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0
 
-    def _need_link(self):
-        if not self.isconnected():
-            raise errors.LinkDown(why(_E_OFFLINE, self.last_error) if self.last_error is not None
-                                  else why(_E_NOT_STARTED))
-
-    def _events(self, now, raising):
+    def _events(self, now, throw):
         """Hands what the engine reports to the application, one event at a
         time, each once the engine's state is consistent. A callback's
-        exception: counted in callback_errors, then raised if raising, else
+        exception: counted in callback_errors, then raised if throw, else
         printed; the message stays acknowledged.
         Returns False if the link failed."""
         s = self.session
@@ -268,7 +280,7 @@ class Front:
                 # call that waits (connect() with a session's queued messages
                 # arriving behind CONNACK, publish, flush: each reports its own
                 # outcome) and by the asyncio client's task, which carries on.
-                if raising:
+                if throw:
                     raise
                 print_exception(x)
             finally:
@@ -278,19 +290,20 @@ class Front:
                     m.handled(s)
         return True
 
-    def _dial(self, now, ms=0):
+    def _dial(self, now, timeout_ms=0):
         # One step of the TCP connect to the broker, begun (resolving the
-        # host anew) when none is under way: connect() waits up to ms for it
-        # (net.connected raises Unreachable after that), a reconnect is
-        # stepped by its shell with ms=0 (MQTTTimeout after timeout_ms).
+        # host anew) when none is under way: connect() waits up to
+        # timeout_ms for it (connected() raises Unreachable after that), a
+        # reconnect is stepped by its shell with 0 (MQTTTimeout after
+        # self.timeout_ms).
         # True once linked: TLS wrapped, counted, CONNECT queued; False
         # while pending.
         d = self._dialing
         if d is None:
             self.attempts += 1
             self.retry_at = now
-            d = self._dialing = net.dial(self.server, self.port)
-        sock = net.connected(d, self.server, self.port, ms)
+            d = self._dialing = dial(self.server, self.port)
+        sock = connected(d, self.server, self.port, timeout_ms)
         if sock is None:
             if ticks_diff(now, self.retry_at) > self.timeout_ms:
                 raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
@@ -325,14 +338,13 @@ class Front:
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now
-                net.flush(self.sock, s)
+                flush(self.sock, s)
             except OSError:
                 pass
         self._close()
         refused = isinstance(e, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
-            from .errors import TLSError
-            refused = isinstance(e, TLSError)
+            refused = isinstance(e, errors.TLSError)
         # The next attempt waits between half and all of the delay, so a
         # fleet that lost its broker together does not come back in
         # lockstep. A refusal (credentials, authorization, TLS) will come
@@ -343,6 +355,120 @@ class Front:
         half = d // 2
         self.retry_at = ticks_add(now, half + getrandbits(16) % (half + 1))
 
-    def _backoff_wait(self, now):
-        # ms until the next attempt may start (0: it may now).
-        return max(0, ticks_diff(self.retry_at, now)) if self.backoff else 0
+
+# -- the socket calls ------------------------------------------------------
+# Non-blocking TCP (and TLS) socket calls that behave the same on
+# MicroPython and CPython: the two differ in readinto/recv_into, in how "no
+# data yet" is reported, and in write with an offset.
+#
+# The errnos below are literals, compared one by one where they are tested:
+# a tuple of them, a module-level name or a constant, is one more object on a
+# board's heap. Linux and lwIP share theirs, BSD's differ.
+
+
+def _blocked(e):
+    # EAGAIN (Linux, lwIP), EAGAIN (BSD), EINPROGRESS; 2 and 3: CPython's
+    # ssl.SSLWantReadError and SSLWantWriteError (SSL_ERROR_WANT_READ and
+    # _WRITE; no socket call reports ENOENT or ESRCH, the errnos 2 and 3).
+    # MicroPython's TLS reports EAGAIN.
+    n = e.args[0] if e.args else 0
+    return n == 11 or n == 35 or n == 115 or n == 2 or n == 3
+
+
+def dial(host, port):
+    """Starts a TCP connection without waiting: returns (socket, address,
+    poll), for connected(); its holder closes the socket (the first) if it
+    gives up before connected() returned it. Resolving the name
+    (getaddrinfo) happens here and does block: no port offers it otherwise."""
+    try:
+        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+    except OSError as e:
+        from .reasons import unreachable
+        raise unreachable(e, _E_NO_HOST, host, port, e)
+    sock = socket.socket(ai[0], socket.SOCK_STREAM, ai[2])
+    try:
+        # Each packet goes out in one write; Nagle would hold it back ~40 ms.
+        sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+    except (OSError, AttributeError):
+        pass
+    import select  # here, not a module global: one name less on a board's heap
+    poll = select.poll()
+    poll.register(sock, select.POLLOUT)
+    sock.setblocking(False)
+    d = (sock, ai[-1], poll)
+    connected(d, host, port, -1)
+    return d
+
+
+def connected(pending, host, port, timeout_ms):
+    """The socket of dial()'s pending connect (non-blocking) once connected, else None,
+    after waiting up to timeout_ms for it: connect() waits (and a wait that
+    runs out raises Unreachable), a reconnect steps with 0, dial() makes the
+    first connect call with -1. A failed connect raises Unreachable; either
+    way the socket is closed. TLS is the caller's (Front._dial wraps every
+    new link)."""
+    sock = pending[0]
+    if timeout_ms < 0 or pending[2].poll(timeout_ms):
+        # Connecting again tells how the first attempt went, the same way on
+        # every port (MicroPython has no getsockopt(SO_ERROR)): EISCONN once
+        # it is up, the error if it failed, EINPROGRESS/EALREADY meanwhile.
+        try:
+            sock.connect(pending[1])
+            return sock
+        except OSError as e:
+            n = e.args[0] if e.args else None
+            if n == 106 or n == 56:  # EISCONN (Linux and lwIP, BSD)
+                return sock
+            if not (_blocked(e) or n == 114 or n == 37):  # EALREADY: a connect under way
+                sock.close()
+                from .reasons import unreachable
+                if n == _ECONNREFUSED:
+                    raise unreachable(e, _E_REFUSED, host, port)
+                raise unreachable(e, _E_NO_ROUTE, host, port, e)
+    if timeout_ms > 0:
+        sock.close()
+        from .reasons import unreachable
+        raise unreachable(_ETIMEDOUT, _E_NO_TCP, host, port, timeout_ms)
+    return None
+
+
+def read_into(sock, session):
+    """Reads what is available into the session's receive buffer: the count,
+    0 if nothing yet or the buffer has no room (it holds packets the engine
+    cannot take until tx drains: acknowledgements need room). At the end of
+    the stream (the peer closed it) the session's eof() raises."""
+    rx = session.rx
+    buf = rx.tail()
+    if not len(buf):
+        return 0
+    try:
+        n = sock.readinto(buf) if MP else sock.recv_into(buf)
+    except OSError as e:
+        if _blocked(e):
+            return 0
+        raise
+    if n is None:
+        return 0
+    if not n:
+        session.eof()
+    rx.end += n
+    return n
+
+
+def flush(sock, session):
+    """Writes what the socket takes of the session's queued bytes; returns the
+    count. A TLS write that blocked is offered exactly the same bytes again:
+    mbedtls keeps the encrypted record and, once it is out, reports the
+    length of the retry as written."""
+    start = session.tx_start
+    end = start + session.offered if session.offered else session.tx_end
+    try:
+        tx = session.tx
+        n = (sock.write(tx, start, end - start) if MP else sock.send(memoryview(tx)[start:end])) or 0
+    except OSError as e:
+        if not _blocked(e):
+            raise
+        n = 0
+    session.offered = end - start - n
+    return n
+

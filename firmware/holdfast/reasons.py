@@ -115,10 +115,10 @@ def refused(code):
 
 
 def unreachable(e, code, *args):
-    """net.py's Unreachable, with the words of code formatted with args. e:
-    the runtime's OSError, or the errno itself. The errno stays in args[0]
-    for code that checks it; a name that did not resolve has none on
-    MicroPython ("[addrinfo error -2]")."""
+    """The Unreachable of front.py's socket calls, with the words of code
+    formatted with args. e: the runtime's OSError, or the errno itself. The
+    errno stays in args[0] for code that checks it; a name that did not
+    resolve has none on MicroPython ("[addrinfo error -2]")."""
     from .errors import Unreachable
     n = e if isinstance(e, int) else e.args[0] if e.args else None
     words = text(code, args)

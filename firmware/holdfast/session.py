@@ -142,7 +142,7 @@ class Session:
         self.tx = bytearray(0)
         self.tx_start = 0
         self.tx_end = 0
-        self.offered = 0  # bytes a blocked write must be offered again (net.flush)
+        self.offered = 0  # bytes a blocked write must be offered again (front.flush)
         # The default outbox is sized for a sensor that publishes a reading
         # (under 128 bytes) every 10 s or slower: 16 messages ride out a
         # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
@@ -403,7 +403,7 @@ class Session:
                 if self.make_room() < _ACK_ROOM:
                     return
                 self._ack(_PUBREL, pid)
-                self._track(k, pid, _WAIT_PUBCOMP, now)
+                q = _WAIT_PUBCOMP
             else:
                 n = st.size(k)
                 if self.make_room(n) - _ACK_ROOM < n:
@@ -411,7 +411,8 @@ class Session:
                 if again:
                     self.republished += 1
                 self._resend(k, k <= self.dup_upto)
-                self._track(k, pid, _WAIT_PUBACK if q == 1 else _WAIT_PUBREC, now)
+                q = _WAIT_PUBACK if q == 1 else _WAIT_PUBREC
+            self._track(k, pid, q, now)  # q: what its slot waits for
 
     def _resend(self, key, dup):
         start = self.tx_end

@@ -95,8 +95,7 @@ def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
     options: MQTT 5's subscription options, in the QoS the entry keeps
     (v5more.sub_options)."""
-    c._idle()
-    c._need_link()
+    c._idle(True)
     topic = codec.to_bytes(topic)
     if options:
         import holdfast.subsmore as m  # the rare paths: loaded on first use

@@ -10,7 +10,7 @@
 # file paths. docs/security.md describes the parameters and every failure.
 from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
-from .net import MP  # MicroPython (net.py's name: no new one interned)
+from .front import MP  # MicroPython (front.py's name: no new one interned)
 
 if MP:
     try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap

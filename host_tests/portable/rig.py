@@ -9,7 +9,7 @@ CONNACK = wire((mq.CONNACK, False, 0))
 
 
 class Dial:
-    """A connect net.dial() began (the first of what it gives the client):
+    """A connect front.dial() began (the first of what it gives the client):
     here to the rig's opener, connected at the first step unless told to
     stay pending for some steps that do not wait (a reconnect's; connect()
     waits for it)."""
@@ -33,7 +33,7 @@ class Dial:
 
 
 def connected(d, host, port, ms):
-    """net.connected on what Rig.dial gave."""
+    """front.connected on what Rig.dial gave."""
     return d[0].step(ms)
 
 
@@ -62,10 +62,10 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (hc.net.dial, hc.net.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+        self.saved = (front.dial, front.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
                       hc.sleep_ms, front.ticks_ms)
-        hc.net.dial = self.dial
-        hc.net.connected = connected
+        front.dial = self.dial
+        front.connected = connected
         hc.MQTTClient._io_wait = no_wait
         hc.ticks_ms = front.ticks_ms = self.clock
         hc.sleep_ms = self.sleep
@@ -75,7 +75,7 @@ class Rig:
         self.now += ms
 
     def __exit__(self, *a):
-        (hc.net.dial, hc.net.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+        (front.dial, front.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
          hc.sleep_ms, front.ticks_ms) = self.saved
         Dial.pending = 0
 

@@ -292,10 +292,10 @@ def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     assert cl.backoff == 32000 and cl.last_error is lost
     cl.session.state = CONNECTED  # as after CONNACK: the link is up since s.since
     cl.session.since = ticks_add(ticks_ms(), -20000)
-    cl._housekeep()
+    cl._housekeep(ticks_ms())
     assert cl.backoff == 32000  # up 20 s of the keepalive's 30: not yet
     cl.session.since = ticks_add(ticks_ms(), -31000)
-    cl._housekeep()
+    assert cl._housekeep(ticks_ms()) == 0  # the attempt may start at once
     assert cl.backoff == 0
 
     def delay(err):
@@ -307,8 +307,9 @@ def test_backoff_resets_after_a_link_that_stayed_up_and_jitters_every_delay():
     lo, hi = delay(lost)
     assert cl.backoff == 1000 and lo <= 1000 and hi >= 500, (lo, hi)
     now = ticks_ms()
-    assert cl._backoff_wait(ticks_add(cl.retry_at, -100)) == 100
-    assert cl._backoff_wait(cl.retry_at) == 0 and cl._backoff_wait(ticks_add(now, 60000)) == 0
+    # _housekeep() returns the ms until the next attempt may start.
+    assert cl._housekeep(ticks_add(cl.retry_at, -100)) == 100
+    assert cl._housekeep(cl.retry_at) == 0 and cl._housekeep(ticks_add(now, 60000)) == 0
     seen = set()
     for _ in range(20):
         lo, hi = delay(ConnectError(5))  # refused: the longest delay, jittered
