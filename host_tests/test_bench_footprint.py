@@ -234,7 +234,10 @@ def test_report_renders_the_32bit_unix_column_with_its_smallest_heap():
     i = head.index("32-bit unix (.mpy): code")
     assert head[i + 1:i + 4] == ["after connect", "smallest heap",
                                  "32-bit WebAssembly (.mpy): code"], head
-    cells = {x.split(" | ")[0][2:]: x.split(" | ") for x in md if x.startswith("| ")}
+    cells = {}
+    for x in md:  # the first table's rows (the one without a pool step has the same labels)
+        if x.startswith("| "):
+            cells.setdefault(x.split(" | ")[0][2:], x.split(" | "))
     pub = cells[_CONFIGS[0][1]]
     assert pub[i:i + 3] == ["29.0 KB", "34.0 KB", "47k"], pub
     assert cells[_CONFIGS[1][1]][i:i + 3] == ["n/a", "n/a", "-"], cells
