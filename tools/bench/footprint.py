@@ -112,8 +112,19 @@ vfs.mount(vfs.VfsRom(f.read()),'/rom')
 f.close()
 del f
 sys.path[:0]=['/rom','/rom/lib']
-import footprint
-footprint.main(%r)
+%s"""
+# The probe after K names interned (fp_pad K ARGS...): the reading without a
+# pool step. Apart from the probe so that the probe's own names, and so the
+# measured figures, stay as they are.
+_PAD_MAIN = """\
+import sys
+def main(a):
+    for i in range(int(a[0])):
+        hasattr(sys, "pad%d" % i)  # interns the name
+    import footprint
+    return footprint.main(a[1:])
+if __name__ == "__main__":
+    main(sys.argv[1:])
 """
 
 
@@ -128,6 +139,10 @@ class Runner:
         self.dirs["shim"] = mpy.compile_tree(os.path.join(MP_SRC, "shim"),
                                              os.path.join(b, "shim"), ["cpy_fix.py"])
         self.dirs["wasm"] = mpy.compile_tree(WASM_SHIM, os.path.join(b, "wasm"))
+        self.dirs["pad"] = os.path.join(b, "pad")
+        os.makedirs(self.dirs["pad"])
+        with open(os.path.join(self.dirs["pad"], "fp_pad.py"), "w") as f:
+            f.write(_PAD_MAIN)
         self.dirs["wasm_board"] = mpy.compile_tree(os.path.join(MP_SRC, "wasm"),
                                                    os.path.join(b, "wasm_board"))
         self.dirs["fw"] = mpy.compile_tree(os.path.join(ctx.root, "firmware"),
@@ -187,16 +202,18 @@ class Runner:
         os.makedirs(d)
         heap = ["-X", "heapsize=%dk" % kb] if kb else []
         args = self.args(cfg, ports, d) + (["split=0"] if kb else ["count=1"])
+        main, pre, path = "footprint", [], [".frozen"]
         if pad:
-            args.append("pad=%d" % pad)
+            main, pre, path = "fp_pad", [str(pad)], [self.dirs["pad"], ".frozen"]
         if mode in ("mpy", "m32"):
             env = dict(os.environ, MICROPYPATH=":".join(
-                [self.dirs["probe"]] + self.libdirs(cfg, fw) + [".frozen"]))
+                [self.dirs["probe"]] + self.libdirs(cfg, fw) + path))
             exe = self.m32["exe"] if mode == "m32" else self.exe
-            cmd = [exe] + heap + ["-m", "footprint"] + args
+            cmd = [exe] + heap + ["-m", main] + pre + args
         elif mode == "rom":
-            env = dict(os.environ, MICROPYPATH=".frozen")
-            cmd = [self.exe] + heap + ["-c", _ROM_BOOT % (self.image(cfg), args)]
+            env = dict(os.environ, MICROPYPATH=":".join(path))
+            call = "import %s\n%s.main(%r)\n" % (main, main, pre + args)
+            cmd = [self.exe] + heap + ["-c", _ROM_BOOT % (self.image(cfg), call)]
         else:  # frozen: the probe, holdfast and the peers are in the executable
             env = dict(os.environ, MICROPYPATH=".frozen")
             cmd = [self.frozen["exe"]] + heap + ["-m", "footprint"] + args
@@ -240,12 +257,15 @@ class Runner:
 
     def wasm(self, cfg, pad=0):
         dirs = [self.dirs["wasm_board"], self.dirs["probe"], self.dirs["wasm"]] + self.libdirs(cfg)
+        if pad:
+            dirs.append(self.dirs["pad"])
         rel = [os.path.relpath(x, self.ctx.root) for x in dirs]
         args = []
         for r in rel:
             args += ["--copy", r, "--path", r]
-        cmd = mpyc.wasm_command(args + ["-m", "footprint", cfg, "broker", "1883", str(self.n),
-                                        "dir=/tmp"] + (["count=1", "pad=%d" % pad] if pad else []))
+        run = ["fp_pad", str(pad)] if pad else ["footprint"]
+        cmd = mpyc.wasm_command(args + ["-m"] + run + [cfg, "broker", "1883", str(self.n),
+                                                       "dir=/tmp"] + (["count=1"] if pad else []))
         return _run(cmd, None, self.ctx.root, 120)
 
     def no_pool_step(self, run_):

@@ -1,7 +1,7 @@
 # The footprint probe of `make bench` (tools/bench/footprint.py runs it), one
 # configuration per process, library and probe precompiled (.mpy):
 #
-#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1 | split=0] [mark=1] [pad=K]
+#   micropython [-X heapsize=N] -m footprint CONFIG HOST PORT N [dir=D] [ca=F] [count=1 | split=0] [mark=1]
 #
 # CONFIG: holdfast's pub (blocking client, QoS 0/1, RAM outbox: what a sensor
 # that only reports loads), lean (the same with size=256, window=4 and a
@@ -18,11 +18,7 @@
 # micropython.qstr_info()'s line before the import and after connect;
 # with mark=1, "MARK" after RESULT, then it waits for a line on stdin (the
 # bench reads what the C library's malloc holds meanwhile: mallocstat.c);
-# then N acknowledged publishes and "FOOTPRINT OK". With pad=K, K dummy
-# names are interned before the first reading, so that the pool they end in
-# has room for every name the client adds: no pool is allocated between the
-# readings (the bench checks it with count=1's qstr_info() lines) and the
-# figures are the code's and the state's alone. gc.mem_alloc() after
+# then N acknowledged publishes and "FOOTPRINT OK". gc.mem_alloc() after
 # a full collection, from before the import. Loaded from a ROMFS image, the
 # probe is started by tools/bench/footprint.py's bootstrap, which mounts the
 # image first and calls main().
@@ -295,8 +291,6 @@ def run(a):
         o[k] = v
     COUNT[0] = o.get("count") == "1"
     SPLIT[0] = o.get("split") != "0"
-    for i in range(int(o.get("pad", 0))):
-        hasattr(sys, "pad%d" % i)  # interns the name: a str attribute name becomes a qstr
 
     def report(code, total, mpy):
         print('RESULT {"code": %d, "total": %d, "mpy": %d}' % (code, total, mpy))
