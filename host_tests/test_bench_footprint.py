@@ -71,6 +71,89 @@ def test_object_walk_under_micropython(tmp_path):
     assert n["interned"] >= 5 and n["qstrs"] >= n["interned"] and n["pools"] >= 1, n
 
 
+# Recorded from the probe (publish-only, .mpy copied, unix port): run by
+# fp_pad with 640 names interned first, the pool count is the same before
+# the import and after connect; with 100, the fifth pool comes inside.
+_PADDED = """\
+qstr pool: n_pool=6, n_qstr=733, n_str_data_bytes=5249, n_total_bytes=19489
+RESULT {"code": 25472, "total": 30496, "mpy": 16804}
+COUNTS {"classes": 6, "exceptions": 1, "names": 83, "methods": 73, "modules": 7, "functions": 32}
+qstr pool: n_pool=6, n_qstr=944, n_str_data_bytes=7426, n_total_bytes=21666
+FOOTPRINT OK
+"""
+_STEPPED = """\
+qstr pool: n_pool=4, n_qstr=193, n_str_data_bytes=1469, n_total_bytes=5021
+RESULT {"code": 29056, "total": 33888, "mpy": 16804}
+COUNTS {"classes": 6, "exceptions": 1, "names": 83, "methods": 73, "modules": 7, "functions": 32}
+qstr pool: n_pool=5, n_qstr=404, n_str_data_bytes=3646, n_total_bytes=10782
+FOOTPRINT OK
+"""
+
+
+def test_parse_tells_a_window_without_a_pool_step_from_one_with():
+    r = footprint.parse(_PADDED)
+    assert r["total"] == 30496 and r["counts"]["interned"] == 211, r
+    assert r["counts"]["step"] is False and r["counts"]["pools"] == 6, r
+    r = footprint.parse(_STEPPED)
+    assert r["total"] == 33888 and r["counts"]["step"] is True, r
+
+
+def _probe(*outs):
+    """A run_ for Runner.no_pool_step that answers with the recorded outputs
+    in turn, and the names padded it was asked for."""
+    asked = []
+
+    def run_(pad):
+        asked.append(pad)
+        out = outs[len(asked) - 1]
+        return footprint.parse(out), "FOOTPRINT OK" in out, out.strip().splitlines()[-1], 0.1
+    return run_, asked
+
+
+def test_no_pool_step_pads_past_the_boundary_or_gives_no_figure():
+    run_, asked = _probe(_STEPPED, _PADDED)
+    got = footprint.Runner.no_pool_step(None, run_)
+    # The step seen: once more with the 211 names the window interned on top.
+    assert asked == [footprint.PAD, footprint.PAD + 211], asked
+    assert got == {"code": 25472, "total": 30496, "pad": footprint.PAD + 211}, got
+    run_, asked = _probe(_STEPPED, _STEPPED)
+    got = footprint.Runner.no_pool_step(None, run_)
+    assert got == {"step": footprint.PAD + 422} and len(asked) == 2, got
+    assert "not pool-free" in footprint._nopool_cell({"total": 1, "nopool": got})
+    assert footprint._nopool({"total": 1, "nopool": got}) is None
+    # Without the qstr_info() lines there is nothing to check the window by.
+    run_, _ = _probe("RESULT {\"code\": 1, \"total\": 2, \"mpy\": 3}\nFOOTPRINT OK\n")
+    assert "qstr_info" in footprint.Runner.no_pool_step(None, run_)["error"]
+
+
+def test_report_gives_both_readings_and_judges_the_measured_one():
+    kb = 1024
+    rows = {"pub": {"mpy": {"code": 27 * kb, "total": 31 * kb, "nopool": {"total": 29 * kb}},
+                    "rom": {"code": 12 * kb, "total": 17 * kb, "nopool": {"total": 15 * kb}},
+                    "wasm": {"code": 21 * kb, "total": 25 * kb, "nopool": {"step": 851}}},
+            "tls": {"mpy": {"code": 27 * kb, "total": 39 * kb, "nopool": {"total": 33 * kb}}},
+            "umqtt_simple": {"mpy": {"code": 6 * kb, "total": 7 * kb, "nopool": {"total": 7 * kb}}},
+            "mqtt_async": {"mpy": {"code": 23 * kb, "total": 28 * kb, "nopool": {"total": 26 * kb}},
+                           "wasm": {"code": 16 * kb, "total": 18 * kb,
+                                    "nopool": {"total": 18 * kb}}}}
+    out = footprint.report(rows, _CONFIGS, {"error": "not run"}, 20, {}, None, True, None)
+    md = out["markdown"].splitlines()
+    head = [x for x in md if "no pool step |" in x][0].split(" | ")
+    assert head[1:3] == [".mpy copied: after connect, no pool step",
+                         "ROMFS in place: after connect, no pool step"], head
+    pub = [x for x in md if x.startswith("| %s | " % _CONFIGS[0][1]) and "not pool-free" in x]
+    assert pub and pub[0].split(" | ")[1:3] == ["29.0 KB", "15.0 KB"], pub
+    line = [x for x in md if x.startswith("Without a pool step")][0]
+    assert ("publish-only .mpy 31.0 KB (1.11), no pool step 29.0 KB (1.12 to <= 26.0 KB"
+            in line), line
+    assert "ROMFS 17.0 KB (1.06), no pool step 15.0 KB (0.94)" in line, line
+    assert "32-bit 25.0 KB (1.39), no pool step not measured (-" in line, line
+    assert "TLS over plain 8.0 KB (1.60), no pool step 4.0 KB (0.80)" in line, line
+    # PASS/MISS stays the measured figures': TLS over plain misses at 8 KB.
+    tls = [t for t in out["targets"] if t["name"].startswith("TLS over plain")][0]
+    assert tls["pass"] is False and tls["value"] == "8.0 KB", tls
+
+
 def _row(total, **kw):
     return {"mpy": dict({"code": total // 2, "total": total}, **kw)}
 
@@ -279,6 +362,29 @@ def test_32bit_unix_port_holds_less_than_the_64bit_one(tmp_path, mosquitto):
     # 45 KB at 5a5d07c), and needs a smaller heap.
     assert held32 < 0.85 * held64, got
     assert heap64 is not None and heap32 is not None and heap32 < heap64, got
+
+
+def test_padded_runs_intern_the_names_first_and_see_no_pool_step(tmp_path, mosquitto):
+    """The bench's own padded runs (fp_pad) of the publish-only client, .mpy
+    copied and ROMFS in place, against mosquitto."""
+    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
+    r = footprint.Runner(ctx, 2, peers=())
+    ports = (mosquitto.port, 0)
+    try:
+        res, ok, last, _ = r.unix("pub", ports, "mpy", pad=footprint.PAD)
+        assert ok and res, last
+        c = res["counts"]
+        # The names padded are in before the first qstr_info() line.
+        assert c["qstrs"] - c["interned"] >= footprint.PAD and c["step"] is False, c
+        got = r.no_pool_step(lambda pad: r.unix("pub", ports, "rom", pad=pad))
+        plain, ok, last, _ = r.unix("pub", ports, "rom")
+        assert ok, last
+    finally:
+        shutil.rmtree(r.tmp, ignore_errors=True)
+    # Without a pool step the same client holds what it held measured, less
+    # the pools allocated in that window (at most the fourth and fifth, 5.3 KB).
+    assert "total" in got and plain["total"] - 5500 <= got["total"] <= plain["total"] + 256, (
+        got, plain)
 
 
 class _Log:
