@@ -33,6 +33,19 @@ def _name(exc_type):
     return getattr(exc_type, "__name__", str(exc_type))
 
 
+def allocated(fn):
+    """Bytes of heap fn() allocates, the collector held off meanwhile
+    (MicroPython's gc.mem_alloc(); CPython has none)."""
+    import gc
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    fn()
+    b = gc.mem_alloc()
+    gc.enable()
+    return b - a
+
+
 def tmpdir():
     """Create and return a fresh empty directory (a string path)."""
     if not _MPY:

@@ -6,7 +6,7 @@ from holdfast.broker import feed
 import consts as mq
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from packets import encode, one, decode_all
-from support import raises
+from support import allocated, raises
 
 BUF = bytearray(512)
 
@@ -178,20 +178,10 @@ def test_inbound_publish_and_suback_decoding_allocate_only_their_views():
     # Heap figures are MicroPython's (CPython allocates ints).
     if sys.implementation.name != "micropython":
         return
-    import gc
     r = c.Reader(64)
     pub = b"\x32\x0e\x00\x03a/b\x00\x05payload"
     sub = b"\x90\x04\x00\x07\x01\x80"
     keep = [None, None]
-
-    def cost(fn):
-        gc.collect()
-        gc.disable()
-        a = gc.mem_alloc()
-        fn()
-        b = gc.mem_alloc()
-        gc.enable()
-        return b - a
 
     def view():
         keep[0] = r.mv[2:5]
@@ -202,11 +192,11 @@ def test_inbound_publish_and_suback_decoding_allocate_only_their_views():
     for data in (pub, sub):  # warm: inbound.py loaded
         feed(r, data)
         r.next()
-    one = cost(view)
+    one = allocated(view)
     assert one > 0, one
     for data, t, views in ((pub, mq.PUBLISH, 2), (sub, mq.SUBACK, 1)):
         feed(r, data)
-        got = cost(lambda: next_is(t))
+        got = allocated(lambda: next_is(t))
         assert got == views * one, (t, got, one)
     assert bytes(r.payload) == b"\x01\x80" and r.pid == 7
 

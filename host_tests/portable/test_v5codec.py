@@ -11,7 +11,7 @@ from holdfast import inbound
 import consts as mq
 from holdfast import v5more as v5
 from holdfast.errors import V5Error
-from support import raises
+from support import allocated, raises
 
 BUF = bytearray(300)
 
@@ -435,21 +435,11 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     # the topic alias add nothing to that.
     if sys.implementation.name != "micropython":
         return
-    import gc
     data = pkt(0x32, b"\x00\x03a/b\x00\x05\x0f\x02\x00\x00\x00\x3c\x23\x00\x07\x26\x00\x01k\x00\x01vpayload")
     r = dec(data)  # warm: filters.py loaded
     r4 = c.Reader(64, 4)
     feed(r4, b"\x32\x0e\x00\x03a/b\x00\x05payload")
     r4.next()
-
-    def cost(fn):
-        gc.collect()
-        gc.disable()
-        a = gc.mem_alloc()
-        fn()
-        b = gc.mem_alloc()
-        gc.enable()
-        return b - a
 
     body = len(data) - 2
 
@@ -460,5 +450,5 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     def v4_parse():
         inbound.parse(r4, 3, 2, 2, 16)
 
-    assert cost(v5_parse) == cost(v4_parse), (cost(v5_parse), cost(v4_parse))
+    assert allocated(v5_parse) == allocated(v4_parse), (allocated(v5_parse), allocated(v4_parse))
     assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"
