@@ -124,6 +124,14 @@ def unload(m):
 _EPOCH = 946684800 if time.gmtime(0)[0] == 2000 else 0
 
 
+def _payload(dev, b, s, q, t, u):
+    w = ""
+    if time.time() + _EPOCH > 1600000000:  # the board knows the date (NTP, or the host's)
+        w = ',"w":%d' % (time.time_ns() // 1000000 + _EPOCH * 1000)
+    return '{"d":"%s","b":%d,"s":%d,"q":%d,"t":%s,"u":%d%s}' % (
+        dev, b, s, q, "null" if t is None else "%.2f" % t, u, w)
+
+
 def main(board):
     if _exists(HOLD):
         os.remove(HOLD)
@@ -205,13 +213,8 @@ def main(board):
                 t = None
                 log("sensor:", e)
             s = seq.take()
-            w = ""  # the reading (docs/telemetry.md)
-            if time.time() + _EPOCH > 1600000000:  # the board knows the date (NTP, or the host's)
-                w = ',"w":%d' % (time.time_ns() // 1000000 + _EPOCH * 1000)
-            w = '{"d":"%s","b":%d,"s":%d,"q":%d,"t":%s,"u":%d%s}' % (
-                dev, seq.boot, s, qos, "null" if t is None else "%.2f" % t, now, w)
             try:
-                client.publish(topic, w, False, qos, expiry)
+                client.publish(topic, _payload(dev, seq.boot, s, qos, t, now), False, qos, expiry)
                 seq.used(s, qos > 0)
                 if full:
                     log("outbox has room again after %d dropped readings" % full)
