@@ -58,17 +58,11 @@ class Seq:
     b, base, the reserve and the outbox's last key, replaced atomically
     (write, then rename). A wiped outbox (keys went back) continues after the
     reserve: a gap, never a repeat.
-    """
 
-    def __init__(self, store, keyed, boot, nxt, path):
-        # appboot.seq() works out boot and nxt from the state file at path.
-        self.store = store
-        self.path = path
-        self.keyed = keyed
-        self.boot = boot
-        self.base = nxt - store.tail
-        self.next = nxt
-        self._save(nxt + _RESERVE)
+    appboot.seq() makes it from the state file at path (store, path, keyed:
+    QoS 1/2, boot, base, next, hi) and writes this boot's state. No
+    __init__: what runs once per boot is appboot's, which leaves the heap.
+    """
 
     def _save(self, hi):
         self.hi = hi
