@@ -71,7 +71,7 @@ class Log:
 
     The state, the index and buffers here and each store's own, is made by
     outscan.init() and the store's opening there (outscan.files(),
-    outscan.blocks()): the code a store runs only when it opens is loaded
+    outblocks.blocks()): the code a store runs only when it opens is loaded
     then, and unloaded after. Each store has _live, _wunit / _wpos (the unit
     being written, -1 for none, and where its next record goes); a subclass
     provides the store's tick(now) and sync() and
