@@ -42,6 +42,9 @@ def _exists(p):
         return False
 
 
+if False:  # the type checker's import (typing is not on the boards)
+    from holdfast.fileoutbox import FileStore
+
 # -- boot counter and sequence numbers ------------------------------------------
 class Seq:
     """Boot counter and per-device sequence numbers that never repeat.
@@ -63,6 +66,15 @@ class Seq:
     QoS 1/2, boot, base, next, hi) and writes this boot's state. No
     __init__: what runs once per boot is appboot's, which leaves the heap.
     """
+
+    # For the type checker only: annotations without a value make nothing.
+    store: "FileStore"
+    path: str
+    keyed: bool
+    boot: int
+    base: int
+    next: int
+    hi: int
 
     def _save(self, hi):
         self.hi = hi
