@@ -9,6 +9,9 @@ import json
 import sys
 
 STATE = "hfstate.json"  # boot counter and sequence bookkeeping
+# The config keys app.main's loop and board.network() (wifi.up) read: the
+# rest is dropped after the boot.
+LOOP_KEYS = ("qos", "expiry_s", "interval_ms", "clean_session", "wifi", "ntp")
 
 
 def seq(Seq, store, qos, path=STATE):
@@ -105,5 +108,5 @@ def start(board, Seq, unload, on_cmd, size):
     read = sensor(board, cfg)
     # What the loop reads (and board.network(), every turn): the rest of the
     # config, its strings and its larger table, leaves the heap with the boot.
-    cfg = {k: cfg[k] for k in ("qos", "expiry_s", "interval_ms", "clean_session", "wifi", "ntp")}
+    cfg = {k: cfg[k] for k in LOOP_KEYS}
     return cfg, wdt, client, q, read, dev, topic, cmd
