@@ -39,8 +39,8 @@ class Held:
         if n < 1:
             raise ValueError("held=%d: the table of inbound QoS 2 ids needs at least 1 entry" % n)
         self.store = st
-        self._hpid = array("H", bytes(2 * n))  # 0: a free entry (zeros from bytes: no list)
-        self._hord = array("I", bytes(4 * n))  # when it was held: smaller is older
+        self._hpid = array("H", [0] * n)  # 0: a free entry
+        self._hord = array("I", [0] * n)  # when it was held: smaller is older
         self._hnext = 1  # the next hold's number (grows with every hold, as keys do)
 
     def held(self, pid):

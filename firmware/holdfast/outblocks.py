@@ -2,8 +2,9 @@
 # loads it with outscan.py while it opens and unloads both after
 # (unload.py); apart from outscan so that a FileStore's opening, the peak of
 # a sensor application's boot, does not load it too.
+from array import array
 import holdfast.outscan as sc
-from .outscan import init, unit_check, scan, found, opened, zeros
+from .outscan import init, unit_check, scan, found, opened
 # outlog's and flashoutbox's constants (const() names with _ are not importable;
 # test_outbox_consts.py checks that the copies agree):
 _VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
@@ -29,7 +30,7 @@ def blocks(log, kind, bdev, slots, held, prog, start, count, limit):
     log._zero = bytearray(1)
     log.erases = 0
     log._bst = bytearray(log.n)
-    log._live = zeros("i", log.n)  # block -> bytes of its live records
+    log._live = array("i", [0] * log.n)  # block -> bytes of its live records
     log._wunit = -1  # block being written
     log._wpos = bs  # where its next record goes
     log._nseq = 1

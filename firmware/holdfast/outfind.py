@@ -15,7 +15,7 @@ def find_topic(log, topic, after):
     topic = codec.to_bytes(topic)
     h = crc32(topic) & 0xFFFF
     if not log._th:
-        log._th = array("H", bytes(2 * log.slots))
+        log._th = array("H", [0] * log.slots)
     # Reads go into views of the scratch buffer that the store made when it
     # opened (a slice for each read would allocate for each candidate), each
     # placed to end inside the record: 16 bytes up to the packet's 7th, then

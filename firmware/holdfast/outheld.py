@@ -21,8 +21,8 @@ class Logged(Held):
     def __init__(self, log):
         Held.__init__(self, log)
         n = log.held_max
-        self._hunit = array("i", bytes(4 * n))
-        self._hpos = array("i", bytes(4 * n))
+        self._hunit = array("i", [0] * n)
+        self._hpos = array("i", [0] * n)
 
     def _log_hold(self, i, pid, order):
         log = self.store

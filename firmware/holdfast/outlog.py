@@ -304,7 +304,7 @@ class Log:
         self._size[i] = size
         self._pid[i] = pid
         if deadline and not self._dl:
-            self._dl = array("I", bytes(4 * self.slots))  # zeros, without a list of them
+            self._dl = array("I", [0] * self.slots)
         if self._dl:
             self._dl[i] = deadline
         self._state[i] = state

@@ -29,12 +29,6 @@ def u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
 
 
-def zeros(t, n):
-    # An array of n zeros of type t ("H", "i", "I") made from bytes: [0] * n
-    # first took a list of 8 bytes an entry (64-bit) at the boot's peak.
-    return array(t, bytes(n * (2 if t == "H" else 4)))
-
-
 def init(log, slots, held, limit, size, units):
     """A new Log's (outlog.Log) state: its index of `slots` pending
     messages, the buffers put() and the markers are built in, its counters.
@@ -48,11 +42,11 @@ def init(log, slots, held, limit, size, units):
         from .held import Held
         Held(log)  # raises ValueError with the words
     log.slots = slots
-    log._key = zeros("i", slots)
-    log._unit = zeros("H" if 0 < units <= 0x10000 else "i", slots)
-    log._off = zeros("H" if size <= 0x10000 else "i", slots)
-    log._size = zeros("H", slots)  # a body is at most 65535 bytes (put() checks)
-    log._pid = zeros("H", slots)
+    log._key = array("i", [0] * slots)
+    log._unit = array("H" if 0 < units <= 0x10000 else "i", [0] * slots)
+    log._off = array("H" if size <= 0x10000 else "i", [0] * slots)
+    log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
+    log._pid = array("H", [0] * slots)
     log._state = bytearray(slots)
     log._n = 0  # entries in use (some may be done)
     log._count = 0  # pending
@@ -283,12 +277,12 @@ def grow(log, n):
     log._unit = array("i", log._unit)  # 4-byte entries, as the extension below
     log._off = array("i", log._off)
     for a in (log._key, log._unit, log._off):
-        a.extend(zeros("i", k))
+        a.extend(array("i", [0] * k))
     for a in (log._size, log._pid, log._th):
         if a:
-            a.extend(zeros("H", k))
+            a.extend(array("H", [0] * k))
     if log._dl:
-        log._dl.extend(zeros("I", k))
+        log._dl.extend(array("I", [0] * k))
     log._state.extend(bytearray(k))
 
 
