@@ -170,6 +170,29 @@ def test_seq_never_repeats_when_the_mode_or_outbox_changes(tmp_path):
     assert seen == sorted(seen)
 
 
+def test_the_loop_keeps_the_config_keys_it_reads():
+    """appboot hands the loop only LOOP_KEYS of the config: every key the
+    loop (app.main) or board.network() (wifi.up on the boards with Wi-Fi)
+    reads must be among them."""
+    import inspect
+    import re
+    src = inspect.getsource(app.main)
+    with open(os.path.join(ROOT, "boards", "common", "wifi.py")) as f:
+        src += f.read()
+    read = set(re.findall(r'cfg(?:\[|\.get\()"(\w+)"', src))
+    assert {"qos", "interval_ms", "wifi", "ntp"} <= read, read  # the pattern still finds them
+    assert read <= set(appboot.LOOP_KEYS), read - set(appboot.LOOP_KEYS)
+
+
+def test_seq_counts_boots_that_take_no_reading(tmp_path):
+    """The state is written as the boot starts, not with its first reading:
+    a board that resets before one still counts the boot."""
+    path = str(tmp_path / "state")
+    store = FakeStore()
+    assert [_boot(store, q, path, 0)[0] for q in (1, 1, 0)] == [1, 2, 3]
+    assert _boot(store, 1, path, 2)[0] == 4
+
+
 def test_seq_state_survives_a_torn_rename(tmp_path):
     path = str(tmp_path / "state")
     store = FakeStore()

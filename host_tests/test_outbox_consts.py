@@ -10,8 +10,8 @@ import pytest
 FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware", "holdfast")
 CONST = re.compile(r"^(_[A-Z0-9_]+) = const\(([^)]*)\)", re.M)
 # source module -> the modules that copy its constants
-COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outmove", "outheld", "outfind"],
-          "flashoutbox": ["outscan"]}
+COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outblocks", "outmove", "outheld", "outfind"],
+          "flashoutbox": ["outblocks"]}
 
 
 def consts(name):

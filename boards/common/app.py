@@ -42,6 +42,9 @@ def _exists(p):
         return False
 
 
+if False:  # the type checker's import (typing is not on the boards)
+    from holdfast.fileoutbox import FileStore
+
 # -- boot counter and sequence numbers ------------------------------------------
 class Seq:
     """Boot counter and per-device sequence numbers that never repeat.
@@ -58,17 +61,20 @@ class Seq:
     b, base, the reserve and the outbox's last key, replaced atomically
     (write, then rename). A wiped outbox (keys went back) continues after the
     reserve: a gap, never a repeat.
+
+    appboot.seq() makes it from the state file at path (store, path, keyed:
+    QoS 1/2, boot, base, next, hi) and writes this boot's state. No
+    __init__: what runs once per boot is appboot's, which leaves the heap.
     """
 
-    def __init__(self, store, keyed, boot, nxt, path):
-        # appboot.seq() works out boot and nxt from the state file at path.
-        self.store = store
-        self.path = path
-        self.keyed = keyed
-        self.boot = boot
-        self.base = nxt - store.tail
-        self.next = nxt
-        self._save(nxt + _RESERVE)
+    # For the type checker only: annotations without a value make nothing.
+    store: "FileStore"
+    path: str
+    keyed: bool
+    boot: int
+    base: int
+    next: int
+    hi: int
 
     def _save(self, hi):
         self.hi = hi

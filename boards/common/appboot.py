@@ -9,6 +9,9 @@ import json
 import sys
 
 STATE = "hfstate.json"  # boot counter and sequence bookkeeping
+# The config keys app.main's loop and board.network() (wifi.up) read: the
+# rest is dropped after the boot.
+LOOP_KEYS = ("qos", "expiry_s", "interval_ms", "clean_session", "wifi", "ntp")
 
 
 def seq(Seq, store, qos, path=STATE):
@@ -26,7 +29,16 @@ def seq(Seq, store, qos, path=STATE):
     nxt = last + 1 + st.get("base", 0)
     if not (st.get("keyed") and last >= st.get("k", -1) and last >= 0) and hi > nxt:
         nxt = hi  # the last boot counted in RAM, or the outbox was wiped or empty
-    return Seq(store, qos > 0, st.get("b", 0) + 1, nxt, path)
+    q = Seq()
+    q.store = store
+    q.path = path
+    q.keyed = qos > 0
+    q.boot = st.get("b", 0) + 1
+    q.base = nxt - store.tail
+    q.next = nxt
+    q.hi = nxt  # so take(), which consumes nothing, writes the state now with the next block
+    q.take()
+    return q
 
 
 def open_outbox(cfg):
@@ -50,8 +62,8 @@ def sensor(board, cfg):
 
 
 def start(board, Seq, unload, on_cmd, size):
-    """(config, watchdog, client, seq, sensor function, device, telemetry
-    topic, command topic or None), with app's Seq, unload, on_cmd (the
+    """(config (the keys the loop reads), watchdog, client, seq, sensor
+    function, device, telemetry topic, command topic or None), with app's Seq, unload, on_cmd (the
     client's callback) and size (its buffers). Until there is a valid config
     it waits (appconfig.wait)."""
     import appconfig  # checked, then dropped: its code is not needed any more
@@ -93,4 +105,8 @@ def start(board, Seq, unload, on_cmd, size):
     print("holdfast: device %s boot %d next s=%d qos %d, %d pending in the outbox" % (
         dev, q.boot, q.next, cfg["qos"], len(store)))
     board.network(cfg)
-    return cfg, wdt, client, q, sensor(board, cfg), dev, topic, cmd
+    read = sensor(board, cfg)
+    # What the loop reads (and board.network(), every turn): the rest of the
+    # config, its strings and its larger table, leaves the heap with the boot.
+    cfg = {k: cfg[k] for k in LOOP_KEYS}
+    return cfg, wdt, client, q, read, dev, topic, cmd

@@ -154,40 +154,9 @@ class FileStore(Log):
             self._commit()
             return True
         except OSError as e:
-            self._fail(e)
+            import holdfast.outmove as m  # the rare paths: loaded on first use
+            m.fail(self, _full(e))
             return False
-
-    def _fail(self, e):
-        """A write failed. The filesystem keeps what was committed before it;
-        if the segment file now holds a partial record, writing goes on in a
-        new segment."""
-        f = self._f
-        self._f = None
-        if f is None:
-            return
-        if self.uncommitted:
-            # The uncommitted tail of the active segment may be gone: forget
-            # the messages stored there (a reboot may still find some of them).
-            for i in range(self._n):
-                if self._state[i] and self._unit[i] == self._wunit and self._off[i] >= self._csize:
-                    self._forget(i)
-                    self.lost += 1
-            self._wpos = self._csize
-            self.uncommitted = 0
-        try:
-            f.close()
-        except OSError:
-            pass
-        if not _full(e):
-            return
-        try:
-            f = self._fopen(self._path(self._wunit), "a+b")
-            if f.seek(0, 2) == self._wpos:
-                self._f = f
-                return
-            f.close()
-        except OSError:
-            pass
 
     def _append(self, n, parts, t):
         # A message keeps the reserve and, when the filesystem is full, gets
@@ -247,8 +216,10 @@ class FileStore(Log):
             except OSError as e:
                 if not t:
                     raise
-                self._fail(e)
-                if not _full(e):
+                full = _full(e)
+                import holdfast.outmove as m  # the rare paths: loaded on first use
+                m.fail(self, full)
+                if not full:
                     raise
                 room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
                 if room and t != _T_MSG:  # spend the reserve: it is kept for this record

@@ -15,7 +15,7 @@ _KIND = const(0x42)  # 'B': a flash block
 # Error reasons (reasons.py has the words).
 _E_BLOCK_FIT = const(75)
 _E_FLASH_FULL = const(76)
-# Block states (outscan.py has its own _USED and _FOREIGN: const() names with _ are not importable)
+# Block states (outblocks.py has its own _USED and _FOREIGN: const() names with _ are not importable)
 _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased) before use
 _BLANK = const(1)  # erased by us
 _USED = const(2)  # valid header: part of the log
@@ -44,11 +44,11 @@ class FlashStore(Log):
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
         from .unload import unload  # loaded first: loading it in the finally could hide the error
-        from . import outscan as sc  # its state and the scan: the code a store runs only to open
+        from . import outblocks as sc  # its state and the scan (with outscan): run only to open
         try:
             sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
         finally:
-            unload("outscan")
+            unload("outblocks", "outscan")
 
     def sync(self, now=0):
         """Makes what was written durable: it is, once programmed. Nothing

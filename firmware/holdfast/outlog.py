@@ -15,22 +15,6 @@ from . import codec
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
 
-def crc32_soft(data, crc=0):
-    """CRC-32 (the zlib one) without a table, for runtimes lacking binascii.crc32."""
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xEDB88320 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
-
-
-try:
-    from binascii import crc32
-except ImportError:
-    crc32 = crc32_soft
-
-
 # The format (docs/outbox.md). The modules that use a constant have their
 # own copy (const() names with _ are not importable, and a public name costs
 # heap); host_tests/test_outbox_consts.py checks that the copies agree.
@@ -66,6 +50,12 @@ def _aligned(blen):
     return (_REC + blen + 3) & ~3
 
 
+try:
+    from binascii import crc32
+except ImportError:  # a port without it: the table-free one (after _aligned, which outmove imports)
+    from .outmove import crc32_soft as crc32
+
+
 class Log:
     """The MemoryStore interface over a log of records (docs/outbox.md).
 
@@ -81,7 +71,7 @@ class Log:
 
     The state, the index and buffers here and each store's own, is made by
     outscan.init() and the store's opening there (outscan.files(),
-    outscan.blocks()): the code a store runs only when it opens is loaded
+    outblocks.blocks()): the code a store runs only when it opens is loaded
     then, and unloaded after. Each store has _live, _wunit / _wpos (the unit
     being written, -1 for none, and where its next record goes); a subclass
     provides the store's tick(now) and sync() and

@@ -179,7 +179,8 @@ class Subs:
             if s.v5:
                 s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
-                s.tx_end = filters.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
+                import holdfast.subsmore as m  # unsubscribing is rare: its packet is there
+                s.tx_end = m.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
         lst = self.list
         i = 0
         while i < len(lst):

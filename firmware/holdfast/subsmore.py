@@ -1,7 +1,7 @@
 # The subscribe side's rare paths, loaded with the first one taken: a
 # subscribe() that failed (no ack in time, refused), filters refused on a
-# restore, MQTT 5's subscription options, an ack of the wrong type, and an
-# inbound PUBLISH larger than the receive buffer (skipped, and acknowledged
+# restore, MQTT 5's subscription options, an UNSUBSCRIBE (its packet), an ack
+# of the wrong type, and an inbound PUBLISH larger than the receive buffer (skipped, and acknowledged
 # so the broker does not re-send it forever). Each function here is the
 # rare part of the subs.py or inbound.py one of its name, or is called by
 # name from codec.py, session.py or front.py (big, skip, too_large,
@@ -13,10 +13,12 @@ from . import errors  # errors.X where raised: the class loads with the first fa
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
 _PUBREC = const(5)
+_UNSUBSCRIBE = const(10)
 _UNSUBACK = const(11)
 _GRANTED = const(4)  # a subs.py entry's answer: the last SUBACK code
 
 # Error reasons (reasons.py has the words).
+_E_NO_FILTER_UNSUB = const(13)
 _E_PUB_EMPTY = const(26)
 _E_PUB_PID_PAST = const(29)
 _E_TOO_LARGE = const(37)
@@ -25,6 +27,23 @@ _E_RESTORE_REFUSED = const(53)
 _E_SUB_REFUSED = const(54)
 _E_NO_SUBACK = const(55)
 _E_ACK_TYPE = const(63)
+
+
+def unsubscribe(buf, pid, topics, off=0):
+    """An UNSUBSCRIBE packet in buf: filters.subscribe()'s counterpart, here
+    because unsubscribing is rare (topics: a sequence of topic filters)."""
+    codec._check_pid(pid)
+    if not topics:
+        raise ValueError(codec.why(_E_NO_FILTER_UNSUB))
+    rl = 2
+    for f in topics:
+        f = codec.to_bytes(f)
+        filters.check_filter(f, 0, len(f))
+        rl += 2 + len(f)
+    i = codec._u16(buf, codec._header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    for f in topics:
+        i = codec._str(buf, i, codec.to_bytes(f))
+    return i
 
 
 # -- a client's (front.Front c) ------------------------------------------------

@@ -3,7 +3,7 @@
 from holdfast import codec as c
 from holdfast.broker import feed
 import consts as mq
-from holdfast import broker, filters
+from holdfast import broker, filters, subsmore
 
 ACKS = (mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK)
 EMPTY = (mq.PINGREQ, mq.PINGRESP, mq.DISCONNECT)
@@ -27,7 +27,7 @@ def encode(buf, p):
     if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
     if t == mq.UNSUBSCRIBE:
-        return filters.unsubscribe(buf, p[1], p[2])
+        return subsmore.unsubscribe(buf, p[1], p[2])
     return c.ack(buf, t, 0)
 
 

@@ -3,7 +3,8 @@
 # records, a full filesystem. The same on LittleFS: test_outbox_lfs.py.
 import os
 from holdfast.fileoutbox import FileStore
-from holdfast.outlog import crc32, crc32_soft
+from holdfast.outlog import crc32
+from holdfast.outmove import crc32_soft
 from support import tmpdir, rmtree, raises
 from cutfs import CutFS
 import outbox_work as w

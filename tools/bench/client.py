@@ -298,7 +298,7 @@ def code_sizes(rows, hf_dir):
                     allf["holdfast/" + f] = os.path.getsize(os.path.join(pkg, f))
             core = {k: v for k, v in allf.items() if k in files}
             backends = {k: v for k, v in allf.items()
-                        if k.split("/")[1][:-4] in ("fileoutbox", "flashoutbox", "outlog", "outscan", "outmove", "outheld", "outfind")}
+                        if k.split("/")[1][:-4] in ("fileoutbox", "flashoutbox", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind")}
             aio = {k: v for k, v in allf.items() if k.split("/")[1][:-4] == "aclient"}
             other = {k: v for k, v in allf.items() if k not in core and k not in backends
                      and k not in aio}

@@ -546,7 +546,7 @@ def package_json(version="0.1.0"):
 GROUPS = (("on first use: subscribe, inbound, policies, words, unloading",
            ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload")),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
-           ("outlog", "outscan", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
+           ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlsmore")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),

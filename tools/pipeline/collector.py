@@ -50,7 +50,7 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
     sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "firmware"))
     from holdfast import codec
-from holdfast import filters
+from holdfast import filters, subsmore
 from holdfast.errors import MQTTProtocolError, PacketTooLarge
 from holdfast.reasons import refused
 
@@ -551,7 +551,7 @@ class Collector:
         session. Bounded: on timeout, stop anyway (at-least-once)."""
         link = self._link
         self._fence_pid = 2
-        n = filters.unsubscribe(link.buf, self._fence_pid, [_FENCE])
+        n = subsmore.unsubscribe(link.buf, self._fence_pid, [_FENCE])
         link.send(bytes(link.buf[:n]))
         deadline = time.monotonic() + timeout
         while self._fence_pid and time.monotonic() < deadline:
