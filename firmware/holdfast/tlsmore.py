@@ -10,7 +10,11 @@
 # file paths. docs/security.md describes the parameters and every failure.
 from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
-from .front import MP  # MicroPython (front.py's name: no new one interned)
+import sys
+
+# MicroPython: every name here is interned already (MP is front.py's too);
+# read from sys, not imported from front.py, so the import goes one way.
+MP = sys.implementation.name == "micropython"
 
 if MP:
     try:  # the built-in module: ssl.py, a wrapper around it, takes 1 KB more heap
