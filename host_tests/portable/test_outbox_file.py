@@ -266,3 +266,37 @@ def test_a_publishing_store_holds_at_most_47_attributes():
     assert len(st.__dict__) <= 47, sorted(st.__dict__)
     st.close()
     rmtree(top)
+
+
+def test_put_and_done_between_rotations_allocate_nothing():
+    # A sensor that reaches its broker: put() then done(), each durable or
+    # group-committed. Only a new segment allocates (its name; open() its
+    # file object and, as remove() does, a copy of the path: the VFS's own);
+    # in the segment being written nothing does. On a 64-bit MicroPython under heap_lock, so any
+    # allocation fails the test; a 32-bit port makes a CRC-32 over 30 bits a
+    # long int, and CPython allocates ints: there the same calls run unlocked.
+    import sys
+    top = tmpdir()
+    locked = sys.implementation.name == "micropython" and sys.maxsize > 1 << 32
+    topic = b"sensors/dev-1/telemetry"
+    payload = b"x" * 64
+    for i, (sync_done, group) in enumerate(((True, 1), (False, 1), (False, 8))):
+        # 40 puts and dones take 5 KB: one segment holds them all.
+        st = FileStore(top + "/ob%d" % i, segment_bytes=16384, sync_done=sync_done, group=group)
+        for pid in range(1, 4):  # warm: the reserve file and the first segment made
+            st.done(st.put(topic, payload, 1, False, pid))
+        seg = st._wunit
+        n = 0
+        if locked:
+            import micropython
+            micropython.heap_lock()
+        try:
+            for pid in range(1, 41):
+                st.done(st.put(topic, payload, 1, False, pid))
+                n += 1
+        finally:
+            if locked:
+                micropython.heap_unlock()
+        assert n == 40 and len(st) == 0 and st._wunit == seg, (sync_done, group, n, len(st), st._wunit, seg)
+        st.close()
+    rmtree(top)

@@ -19,8 +19,14 @@
 #   alloc_per_msg       heap bytes allocated by one put() + done() (MicroPython,
 #                       gc disabled; not measured on CPython), averaged over
 #                       128: between segment rotations FileStore allocates
-#                       nothing; a rotation opens a file (LittleFS: a 320-byte
-#                       file object) and makes its name
+#                       nothing (test_outbox_file.py checks it); a rotation
+#                       makes the new segment's name (a str open() needs),
+#                       and open() and os.remove() allocate in the VFS: each
+#                       copies the path it is given, open() makes the file
+#                       object (unix: 32 bytes, LittleFS: 320 with its cache).
+#                       Unix port, 64-bit, this script's 45-character paths:
+#                       96 + (96 + 32) + 96 = 320 bytes a rotation, 4 of them
+#                       in 128 messages
 # Then one more JSON line per backend (FlashStore prog=1, FileStore on LittleFS,
 # FileStore on a directory), on fresh storage: 1000 messages put and never
 # acknowledged (a sensor cut off from its broker), then the store reopened:
