@@ -3,7 +3,7 @@
 from holdfast import codec as c
 from holdfast.broker import feed
 import consts as mq
-from holdfast import broker, filters, subsmore
+from holdfast import broker, filters
 
 ACKS = (mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK)
 EMPTY = (mq.PINGREQ, mq.PINGRESP, mq.DISCONNECT)
@@ -26,7 +26,8 @@ def encode(buf, p):
         return filters.subscribe(buf, p[1], p[2])
     if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
-    if t == mq.UNSUBSCRIBE:
+    if t == mq.UNSUBSCRIBE:  # subsmore.py: loaded with the first, as a client loads it
+        from holdfast import subsmore
         return subsmore.unsubscribe(buf, p[1], p[2])
     return c.ack(buf, t, 0)
 

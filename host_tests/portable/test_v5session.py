@@ -191,3 +191,13 @@ def test_one_subscription_identifier_a_subscribe():
     e = raises(ValueError, v5.sub_options, 0, sub_id=1 << 28)
     assert "subscription identifier): 268435456 is outside 1..268435455" in str(e), str(e)
     raises(ValueError, v5.sub_options, 0, retain_handling=3)
+
+
+def test_a_level5_connect_that_is_wrong_not_large_says_why():
+    # As at level 4 (test_engine_ledger.py): a CONNECT refused for what it
+    # says raises its own words, not the fit's, though it is also too large
+    # for the first send buffer.
+    s = v5.Session5(b"d", True, 70000, 5)
+    s.user = b"u" * 300
+    e = raises(ValueError, s.start, 0)
+    assert "keepalive 70000" in str(e), str(e)
