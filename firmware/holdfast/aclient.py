@@ -176,46 +176,15 @@ class AsyncClient(Front):
 
     async def _run(self):
         # Reader: wait for bytes, feed the engine, hand its events on, wake
-        # the waiters; without a link, step the reconnect when the backoff
-        # allows. It outlives every failure: a link error drops the link
-        # (reconnect follows), anything else is counted in faults, kept in
-        # last_error, and the link is dropped too, as its state is unknown.
+        # the waiters (_read). It outlives every failure: a link error drops
+        # the link (reconnect follows), anything else is counted in faults,
+        # kept in last_error, and the link is dropped too, as its state is
+        # unknown.
         ticker = asyncio.create_task(self._tick())
         try:
             while True:
                 try:
-                    sock = self.sock
-                    if sock is None:
-                        now = ticks_ms()
-                        if self._dialing is None:
-                            if self.session.state != _OFFLINE or not self.reconnect:
-                                # Closed, or no reconnects: connect() starts again.
-                                await _sleep_ms(100)
-                                continue
-                            wait = self._housekeep(now)  # ms until the next attempt
-                            if wait:
-                                await _sleep_ms(min(wait, 1000))
-                                continue
-                        # The reconnect's TCP connect, a step a turn while the
-                        # other tasks run (connect() and _stop() give it up:
-                        # _close()).
-                        if self._dial(now):
-                            self._write()
-                        else:
-                            await _sleep_ms(20)
-                        continue
-                    s = self.session
-                    await _readable(self, sock)
-                    if sock is not self.sock:
-                        continue
-                    # Nothing read into a full rx: it holds packets the engine
-                    # cannot take until tx drains (acknowledgements need room).
-                    full = not read_into(sock, s) and s.rx.end == len(s.rx.buf)
-                    if self._events(ticks_ms(), False):
-                        self._write()
-                    self.progress.set()
-                    if full:
-                        await _sleep_ms(10)  # let the ticker write
+                    await self._read()
                 except LINK_ERRORS as e:
                     self._link_failed(e)
                 except Exception as e:
@@ -223,6 +192,40 @@ class AsyncClient(Front):
                     await _sleep_ms(100)
         finally:
             ticker.cancel()
+
+    async def _read(self):
+        # One turn of the reader; without a link, a step of the reconnect
+        # when the backoff allows.
+        sock = self.sock
+        if sock is None:
+            now = ticks_ms()
+            if self._dialing is None:
+                if self.session.state != _OFFLINE or not self.reconnect:
+                    await _sleep_ms(100)  # closed, or no reconnects: connect() starts again
+                    return
+                wait = self._housekeep(now)  # ms until the next attempt
+                if wait:
+                    await _sleep_ms(min(wait, 1000))
+                    return
+            # The reconnect's TCP connect, a step a turn while the other
+            # tasks run (connect() and _stop() give it up: _close()).
+            if self._dial(now):
+                self._write()
+            else:
+                await _sleep_ms(20)
+            return
+        s = self.session
+        await _readable(self, sock)
+        if sock is not self.sock:
+            return
+        # Nothing read into a full rx: it holds packets the engine cannot
+        # take until tx drains (acknowledgements need room).
+        full = not read_into(sock, s) and s.rx.end == len(s.rx.buf)
+        if self._events(ticks_ms(), False):
+            self._write()
+        self.progress.set()
+        if full:
+            await _sleep_ms(10)  # let the ticker write
 
     def _fault(self, e):
         self.faults += 1

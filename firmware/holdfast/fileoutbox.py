@@ -23,11 +23,11 @@ _sync = getattr(os, "sync", None)  # MicroPython ports that have it
 _PAD = (b"", b"\xff", b"\xff\xff", b"\xff\xff\xff")  # a record to a multiple of 4 bytes
 
 
-
 def _full(e):
     # An OSError for a full filesystem (ENOSPC). args[0], not errno: CPython
     # sets errno only from two arguments, MicroPython raises OSError(errno).
     return (e.args or (0,))[0] == _ENOSPC
+
 
 class FileStore(Log):
     """Outbox in directory `dir`, one segment file per `segment_bytes` of log.

@@ -61,7 +61,6 @@ def move(log, old):
     log._live[old] = 0
 
 
-
 def fail(st, full):
     """FileStore st's write failed (full: the filesystem is). The filesystem
     keeps what was committed before it; if the segment file now holds a

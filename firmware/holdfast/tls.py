@@ -38,4 +38,3 @@ def secure(tls, s, host, timeout_ms):
         from .unload import unload
         unload("tls", "tlsmore")
     return s
-
