@@ -302,6 +302,8 @@ class Net:
         passes if sock is not ready."""
         self.op()
         self.broker.run()
+        if sock is None:  # a reconnect's pending connect: Dial.step decides it, at once
+            return True
         if sock.readable() or out and sock.writable():
             return True
         self.advance(max(0, ms))

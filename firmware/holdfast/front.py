@@ -61,6 +61,9 @@ _E_NO_ROUTE = const(68)
 
 
 class Front:
+    # A counter set only at MQTT 5, read as 0 until then, as every counter.
+    rejected = 0  # outgoing messages the broker refused (v5more.rejected counts them)
+
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -174,6 +177,10 @@ class Front:
         # present flag if link (or a later one) got CONNACK, even if it was
         # lost since; else the named error the link ended with.
         if self.session.acked < link:
+            if self.session.state == _CONNECTING:
+                # The backstop ran out before the engine's watchdog: the link
+                # is given up as the watchdog would, and reconnects follow.
+                self._link_failed(errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms)))
             err = self.last_error
             if err is None:
                 err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))

@@ -157,7 +157,10 @@ class Session:
         self._pid = array("H", [0] * window)
         self._state = bytearray(window)
         # When each went out, for the retry (retry_ms) alone: None without one.
-        self._sent = array("i", [0] * window) if retry_ms else None
+        # A list, not an int array: ticks keep the width the port gives them
+        # (62 bits on the 64-bit unix port, where array("i") cut them at
+        # 2**31); a tick is a small int, so storing one allocates nothing.
+        self._sent = [0] * window if retry_ms else None
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP

@@ -580,7 +580,7 @@ def rejected(f):
     code) if the application set one."""
     s = f.session
     r = s.rx
-    f.rejected = getattr(f, "rejected", 0) + 1
+    f.rejected += 1
     f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code), _said(r))))
     cb = getattr(f, "on_rejected", None)
     if cb:
