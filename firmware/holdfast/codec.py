@@ -162,7 +162,8 @@ def check_topic(topic):
 
 def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, password=None, level=4, off=0):
     """CONNECT; will: None, or (topic, message, qos, retain) as the
-    client's set_last_will() keeps it."""
+    client's set_last_will() keeps it. buf None: only checks, and returns
+    the remaining length (Session.check_connect)."""
     # The protocol name as str, encoded here: a bytes constant would stay on
     # the heap as an object (from .mpy), a short str is an interned name.
     if level == 4:
@@ -195,6 +196,8 @@ def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, passw
         password = to_bytes(password)
         flags |= 0x40
         rl += 2 + len(password)
+    if buf is None:
+        return rl
     i = _header(buf, _CONNECT << 4, rl, off)
     i = _str(buf, i, name.encode())
     buf[i] = level

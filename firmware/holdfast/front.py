@@ -90,6 +90,7 @@ class Front:
                          drop, timeout_ms)
         self.session.user = user
         self.session.password = password
+        self.session.check_connect()  # a user or password too large for size, before any link
         self.sock = None
         self._dialing = None  # dial()'s connect under way (begun at retry_at), while _dial() steps it
         self.timeout_ms = timeout_ms
@@ -142,7 +143,16 @@ class Front:
         raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.session.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
+        """ValueError if the will is wrong or the CONNECT carrying it cannot
+        fit the send buffer: the will is then left as it was."""
+        s = self.session
+        old = s.will
+        s.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
+        try:
+            s.check_connect()
+        except ValueError:
+            s.will = old
+            raise
 
     def isconnected(self):
         return self.session.state == _CONNECTED
@@ -169,6 +179,7 @@ class Front:
         if not s.client_id and not clean and not s.v5:  # MQTT 5 allows it
             raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s.clean = clean
+        s.check_connect()  # before a link is opened, so no reconnect can fail on it
         s.connack_ms = timeout_ms or self.timeout_ms
         self._close(_OFFLINE)  # a reconnect is wanted from here on, if this one fails
 

@@ -216,6 +216,17 @@ class Session:
         if n > self.size - _ACK_ROOM:
             raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - _ACK_ROOM, _ACK_ROOM))
 
+    def check_connect(self):
+        """ValueError, in words, if the CONNECT this session sends (client id,
+        will, user name, password) is wrong or can never fit the send
+        buffer: the clients check it when they are given and before
+        connect() opens a link, so that no reconnect can fail on it."""
+        rl = codec.connect(None, self.client_id, self.clean, self.keepalive, self.will, self.user,
+                           self.password, 4 if self.v5 else self.rx.level)
+        if self.v5:  # its properties (v5.start): 12 bytes, 5 more to keep the session, 1 for the will's
+            rl += 12 + (0 if self.clean else 5) + (1 if self.will else 0)
+        self.fits(rl + 1 + codec._length_size(rl))
+
     def sent(self, n, now):
         """The shell wrote n bytes of tx[tx_start:tx_end]."""
         self.tx_start += n
