@@ -127,9 +127,18 @@ class AsyncClient(Front):
         self._write()
 
     async def disconnect(self):
+        """Queues DISCONNECT and waits (up to timeout_ms) until the socket
+        has taken it and what was queued before it, as MQTTClient does: a
+        link closed without it makes the broker publish the will. Then
+        closes the link and stops the task."""
+        s = self.session
         if self.sock is not None:
-            self.session.disconnect()
+            s.disconnect()
+            deadline = ticks_add(ticks_ms(), self.timeout_ms)
             self._write()
+            while s.tx_end > s.tx_start and self.sock is not None and ticks_diff(deadline, ticks_ms()) > 0:
+                await _sleep_ms(20)  # a full socket buffer: it takes more once the peer reads
+                self._write()
         self._stop()
 
     # -- internals -----------------------------------------------------------

@@ -156,3 +156,28 @@ def test_every_documented_counter_reads_0_before_anything_happened():
             assert got == [(n, 0) for n in COUNTERS], (level, make, got)
             if make is AsyncClient:
                 assert c.faults == 0, c.faults
+
+
+def test_async_disconnect_waits_until_the_disconnect_is_written():
+    # Issue 30 (suspected, real): AsyncClient.disconnect() wrote what the
+    # socket took at once and closed it: with a full socket buffer the
+    # DISCONNECT was never sent, and the broker would publish the will.
+    import asyncio
+    from holdfast.aclient import AsyncClient
+    from fakebroker import ScriptedSocket, parse
+
+    class Full(ScriptedSocket):
+        stalls = 3  # writes that take nothing, as a full socket buffer does
+
+        def write(self, buf, off=0, n=None):
+            if self.stalls:
+                self.stalls -= 1
+                return 0
+            return ScriptedSocket.write(self, buf, off, n)
+
+    c = AsyncClient(b"dev", "broker.test", keepalive=0, timeout_ms=5000)
+    c.session = session(now=0)
+    c.sock = sock = Full()
+    asyncio.run(c.disconnect())
+    assert parse(sock.written) == [(mq.DISCONNECT,)], sock.written
+    assert sock.closed and c.sock is None and c.session.state == 0
