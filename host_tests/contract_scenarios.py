@@ -529,6 +529,26 @@ async def burst(S, host, port, keepalive):
     return r
 
 
+async def unsubscribe_in_flight(S, host, port):
+    # Issue 30 (suspected, real): asyncio only: unsubscribe() while the same
+    # filter's SUBSCRIBE awaits its SUBACK left the subscribe() waiter
+    # hanging until timeout_ms (a minute here), then MQTTTimeout.
+    cl = S("dev", host, port, timeout_ms=60000)
+    await cl.connect()
+    sub = asyncio.create_task(cl.subscribe("cmd/a", 1))
+    await cl.run(5000, lambda: cl.c.session.subs is not None)
+    await cl.unsubscribe("cmd/a")
+    try:
+        ret = await asyncio.wait_for(sub, 10)
+        err = None
+    except Exception as e:
+        ret, err = None, type(e).__name__
+    r = counters(cl)
+    r.update(ret=ret, error=err, filters=len(cl.c.session.subs.list))
+    await cl.disconnect()
+    return r
+
+
 def main():
     shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     S = Blocking if shell == "blocking" else Async

@@ -500,3 +500,18 @@ def test_a_burst_of_qos1_messages_is_delivered_whole(runtime, shell):
         r, b = play(runtime, shell, "burst", script, args=(keepalive,))
         assert r["got"] == list(range(100)), (keepalive, len(r["got"]), r["got"][-3:])
         assert sorted(acks(b.conns[0], mq.PUBACK)) == list(range(1, 101)), keepalive
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_unsubscribe_while_the_subscribe_is_in_flight_answers_the_subscribe(runtime):
+    # Suspected in issue 30, and real: the subscribe() waiter hung until its timeout.
+    def script(conn):
+        connack(conn)
+        p = conn.expect(mq.SUBSCRIBE)
+        u = conn.expect(mq.UNSUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (1,)), (mq.UNSUBACK, u[1]))
+        conn.serve()
+
+    r, b = play(runtime, "async", "unsubscribe_in_flight", script)
+    assert r["error"] is None and r["ret"] is None and r["filters"] == 0, r
+    assert r["connected"] is False and r["last_error"] == "None", r

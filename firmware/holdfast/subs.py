@@ -72,6 +72,9 @@ def request(s, topic, qos, handler=None):
     if qos is None:
         if e:
             lst.remove(e)
+            if e[_GRANTED] < 0:  # a subscribe() still waits on it: answered, with None
+                e[1] = -1
+                e[_GRANTED] = 0
         e = [topic, -1, None, 0, -1]
         subs.gone.append(e)
     else:
@@ -108,7 +111,7 @@ def answer(c, e, acked):
     there is none (subsmore.answer)."""
     g = e[_GRANTED]
     if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-        return g
+        return None if e[1] < 0 else g  # None: an UNSUBSCRIBE's, or a subscribe() unsubscribed meanwhile
     import holdfast.subsmore as m  # the rare paths: loaded on first use
     m.answer(c, e, acked)
 
