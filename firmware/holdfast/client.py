@@ -252,6 +252,11 @@ class MQTTClient(Front):
         # reports it writable once the connect succeeded or failed.
         if self.sock is None:
             p = self._dialing[2]
+        elif self.tls and not MP and self.sock.pending():
+            # CPython's TLS: bytes already decrypted, which a poll on the
+            # socket does not see. (MicroPython's TLS socket reports them
+            # to poll itself.)
+            return True
         else:
             p = self._poll
             if p is None:
