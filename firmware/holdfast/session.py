@@ -221,9 +221,10 @@ class Session:
         will, user name, password) is wrong or can never fit the send
         buffer: the clients check it when they are given and before
         connect() opens a link, so that no reconnect can fail on it."""
-        rl = codec.connect(None, self.client_id, self.clean, self.keepalive, self.will, self.user,
-                           self.password, 4 if self.v5 else self.rx.level)
-        if self.v5:  # its properties (v5.start): 12 bytes, 5 more to keep the session, 1 for the will's
+        v5 = self.v5  # MQTT 5 allows an empty client id with a kept session: v5.start checks as for a clean one
+        rl = codec.connect(None, self.client_id, True if v5 else self.clean, self.keepalive, self.will, self.user,
+                           self.password, 4 if v5 else self.rx.level)
+        if v5:  # its properties (v5.start): 12 bytes, 5 more to keep the session, 1 for the will's
             rl += 12 + (0 if self.clean else 5) + (1 if self.will else 0)
         self.fits(rl + 1 + codec._length_size(rl))
 
