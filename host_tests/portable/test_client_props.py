@@ -153,3 +153,17 @@ def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
             assert str(e) == "publish(props=...) is MQTT 5: make the client with level=5", str(e)
         cl.check_msg()
         assert rig.socks[0].take() == [] and cl.pending() == 0 and cl.dropped_qos0 == 0
+
+
+def test_an_mqtt5_connect_too_large_for_size_is_refused_before_any_link():
+    # Issue 30 (suspected, real), at level 5: the CONNECT's properties count.
+    with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
+        e = raises(ValueError, rig.client, level=5, user="u" * 1100)
+        assert "send buffer" in str(e), str(e)
+        cl = rig.client(level=5)
+        e = raises(ValueError, cl.set_last_will, "t/will", "w" * 980)  # fits at level 4, not with properties
+        assert "send buffer" in str(e), str(e)
+        assert cl.session.will is None and rig.socks == []
+        cl.set_last_will("t/will", "w" * 900)
+        cl.connect()
+        assert rig.socks[0].written[0] >> 4 == mq.CONNECT
