@@ -369,3 +369,32 @@ def check_backlog(st, keep, tag, every=5):
     assert [st.deadline(k) for k in keep] == [_deadline(k, every) for k in keep], tag
     assert st.slots >= len(keep), (tag, st.slots)
     after(st, tag)
+
+
+def record(t, key, pid, body=b""):
+    """The bytes of a record of type t (0x4D M, 0x44 D, ...) as the outbox
+    writes it (docs/outbox.md), valid CRC: what a payload may carry, as a
+    forwarded outbox record would."""
+    import struct
+    from holdfast.outlog import crc32
+    h = bytearray(struct.pack("<BBHIHBBI", t, 1 if t == 0x4D else 0, len(body), key, pid, 255, 255, 0))
+    c = crc32(body, crc32(h))
+    struct.pack_into("<I", h, 12, c)
+    return bytes(h) + body + b"\xff" * (-len(body) % 4)
+
+
+def forging(topic, forged, tail=8):
+    """A QoS 1 payload for topic whose bytes hold `forged` (record bytes) at
+    a 4-byte boundary of its record, where a scan stepping through a torn
+    record's body would meet it; then tail bytes (a cut there leaves it
+    whole). The record starts at a multiple of 4: its body (the PUBLISH) at
+    +16, whose fixed header takes 2 bytes for a short message, then the
+    topic's length and bytes, the packet id."""
+    at = 16 + 2 + 2 + len(topic) + 2
+    return b"\x00" * (-at % 4) + forged + b"\x01" * tail
+
+
+def forged_records(key, conjured):
+    """A D record for key and an M record for key conjured: what, taken
+    for real, would forget a pending message and conjure another."""
+    return record(0x44, key, 1) + record(0x4D, conjured, 9, packet(b"ghost", b"boo", 1, 9))
