@@ -11,7 +11,7 @@ from support import tmpdir, rmtree
 import outbox_work as w
 
 SEEDS = (1, 2, 3)
-RUNS = 12
+RUNS = 6
 
 
 def file_cuts(seed, runs):
@@ -21,10 +21,10 @@ def file_cuts(seed, runs):
     def make():
         rmtree(d)
         fs = CutFS()
-        return FileStore(d, segment_bytes=400, compact=3, fs=fs, reserve=128), fs
+        return FileStore(d, segment_bytes=400, compact=3, fs=fs, reserve=128, fsync=False), fs
 
     def reopen(fs):
-        st = FileStore(d, segment_bytes=400, compact=3, fs=CutFS(), reserve=128)
+        st = FileStore(d, segment_bytes=400, compact=3, fs=CutFS(), reserve=128, fsync=False)
         return st
 
     try:
