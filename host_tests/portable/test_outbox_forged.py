@@ -10,8 +10,12 @@ from cutfs import CutFS
 from support import tmpdir, rmtree
 import outbox_work as w
 
+# Seeds whose runs, on f112e3f, lost a message to a forged record (files:
+# seed 2; flash: seed 3 with prog=1, seed 4 with prog=256).
 SEEDS = (1, 2, 3)
 RUNS = 6
+FLASH = ((3, 1), (4, 256), (1, 1))
+FLASH_RUNS = 20
 
 
 def file_cuts(seed, runs):
@@ -57,6 +61,6 @@ def test_power_cuts_at_random_bytes_with_record_shaped_payloads_on_files():
 
 def test_power_cuts_at_random_bytes_with_record_shaped_payloads_on_flash():
     struck = 0
-    for seed in SEEDS:
-        struck += flash_cuts(seed, RUNS, 1 + 255 * (seed % 2))
-    assert struck > len(SEEDS) * RUNS // 2, struck
+    for seed, prog in FLASH:
+        struck += flash_cuts(seed, FLASH_RUNS, prog)
+    assert struck > len(FLASH) * FLASH_RUNS // 2, struck
