@@ -367,3 +367,32 @@ def test_a_damaged_segment_header_loses_none_of_its_records():
             os.remove(d + "/" + name)
         _rewrite(seg, data)
     rmtree(top)
+
+
+def test_a_flipped_bit_in_a_records_type_or_length_is_mended_by_its_crc():
+    # Issue 30, C9: with no 4-byte stepping through a damaged record, its
+    # own length is where the scan goes on; one flipped bit there (or in its
+    # type) would lose the rest of the segment, so the scan mends it when
+    # the CRC, over the length the mended header gives, checks out.
+    top, d = _new()
+    st = FileStore(d)
+    for i in range(4):
+        st.put(b"t/x", bytes([i]) * (20 + 60 * (i == 1)), 1, False, i + 1)
+    st.close()
+    seg = _segment(d)
+    f = open(seg, "rb")
+    data = f.read()
+    f.close()
+    second = 20 + 48  # the unit header, the first record
+    for at in (0, 2, 3):  # type, length (low, high)
+        for bit in range(8):
+            bad = bytearray(data)
+            bad[second + at] ^= 1 << bit
+            _rewrite(seg, bad)
+            st = FileStore(d)
+            assert w.pending(st) == [0, 1, 2, 3] and st.corrupt == 1, (at, bit, w.pending(st), st.corrupt)
+            w.same(st, 1, 1, b"t/x", bytes([1]) * 80, 1)
+            w.same(st, 3, 3, b"t/x", bytes([3]) * 20, 1)
+            st.close()
+    _rewrite(seg, data)
+    rmtree(top)
