@@ -737,10 +737,11 @@ def run_seed(seed, steps=STEPS, faults=True):
     return r
 
 
-def _seeds():
+def _seeds(fixed=FIXED_SEEDS):
+    """The seeds to run: fixed, or as SEED says (random: RUNS of them; n: that one)."""
     s = os.environ.get("SEED")
     if not s:
-        return list(FIXED_SEEDS)
+        return list(fixed)
     if s == "random":
         n = int(os.environ.get("RUNS", "20"))
         first = random.SystemRandom().randrange(1 << 31)

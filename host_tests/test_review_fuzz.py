@@ -27,20 +27,10 @@ from holdfast.subs import request
 from fakebroker import parse, wire, grant
 from drain import drain
 import test_outbox_forged as forged
+from test_engine_random import _seeds
 
 FIXED_SEEDS = (1, 2, 3, 4)
 PACKETS = 1500  # per seed: 6000 in all, about 2 s
-
-
-def _seeds(fixed):
-    s = os.environ.get("SEED")
-    if not s:
-        return list(fixed)
-    if s == "random":
-        n = int(os.environ.get("RUNS", "20"))
-        first = random.SystemRandom().randrange(1 << 31)
-        return [first + i for i in range(n)]
-    return [int(s)]
 
 
 class Fuzz:
