@@ -35,6 +35,7 @@ import pytest
 from holdfast.client import MQTTClient
 from holdfast.store import MemoryStore
 from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
+from holdfast.held import Held
 import modelbroker as mb
 
 CID = b"fuzz-1"
@@ -73,6 +74,44 @@ def clock_start(rng):
     if k == 2:
         return rng.randrange(1 << 29, 1 << 30)
     return (1 << 30) - rng.randint(1, 3600000)
+
+
+class FullAtRandom:
+    """Issue 30: the outbox's flash full at random moments, for the records
+    of a QoS 2 step too (release(): PUBREC reached; the held id's end:
+    PUBREL answered), while the broker makes faults. Its own random numbers
+    (from the seed), so the run's other draws stay as they were."""
+
+    def __init__(self, run):
+        self.run = run
+        self.rng = random.Random(run.seed * 7919 + 30)
+        self.rate = self.rng.choice((0, 0, 0.05, 0.2))
+        self.refused = 0
+
+    def wrap(self, st):
+        if not self.rate:
+            return st
+        release = st.release
+        full = self
+
+        def refusing_release(key):
+            full.check("release")
+            release(key)
+
+        class RefusingHeld(Held):
+            def unhold(self, pid):
+                full.check("unhold")
+                Held.unhold(self, pid)
+
+        st.release = refusing_release
+        st.held_table = lambda: RefusingHeld(st)
+        return st
+
+    def check(self, what):
+        if self.run.broker.faults and self.rng.random() < self.rate:
+            self.refused += 1
+            self.run.log("the outbox refuses %s: flash full" % what)
+            raise OutboxFull("flash full (the test's): %s" % what)
 
 
 class Patched:
@@ -163,6 +202,7 @@ class Run:
         self.subs_failed = None
         self.ending = False  # the final checks: their failures are listed, not traced
         self.healed = False
+        self.resub_rng = random.Random(seed * 7919 + 13)
 
     # -- reporting -----------------------------------------------------------
 
@@ -194,8 +234,9 @@ class Run:
 
     def make_client(self):
         p = self.profile
+        self.full = FullAtRandom(self)
         c = MQTTClient(CID, "broker.test", keepalive=p["keepalive"], size=p["size"],
-                       window=p["flows"], outbox=outbox(p["flows"]), timeout_ms=3000,
+                       window=p["flows"], outbox=self.full.wrap(outbox(p["flows"])), timeout_ms=3000,
                        backoff_ms=(200, 4000))
         c.set_callback(self.on_message)
         c.set_delivered(self.on_delivered)
@@ -302,6 +343,36 @@ class Run:
                       "subscribe(%r, %d) returned %r, the broker grants what is asked" % (flt, qos, g))
         self.subs[flt] = (qos, self.step)
 
+    def resubscribe(self):
+        """Issue 30: the application subscribes again to a filter it holds
+        right after a reconnect (as a umqtt.robust program does), most
+        often while the restore's SUBSCRIBE awaits its SUBACK; at another
+        QoS, so that a SUBACK code paired with the wrong filter shows in
+        check_granted(). Its own random numbers, as FullAtRandom's."""
+        if not self.subs:
+            return
+        flt = self.resub_rng.choice(sorted(self.subs))
+        qos = self.resub_rng.choice((0, 1, 2))
+        self.log("subscribe(%r, %d) again, after the reconnect" % (flt[:20], qos))
+        self.subs[flt] = (qos, self.step)  # the request stays queued if the call fails
+        try:
+            self.c.subscribe(flt, qos, self.on_handler)
+        except RAISES["subscribe"] as e:
+            self.note("subscribe", e)
+
+    def check_granted(self, when):
+        # The QoS the client holds as granted for each filter is the one the
+        # broker granted it (a code paired with the wrong filter is not).
+        s = self.broker.session(CID)
+        subs = self.c.session.subs
+        if s is None or s.hidden or subs is None:
+            return
+        for e in subs.list:
+            if e[3] == -1 and e[0] in s.subs and e[4] != s.subs[e[0]]:
+                self.fail("SUBACK codes paired with their filters",
+                          "%s: the client holds %r as granted QoS %d, the broker granted %d"
+                          % (when, e[0][:20], e[4], s.subs[e[0]]))
+
     def note(self, call, e):
         k = "%s: %s" % (call, type(e).__name__)
         self.raised[k] = self.raised.get(k, 0) + 1
@@ -351,6 +422,7 @@ class Run:
             return False
         self.settled += 1
         self.check_subs("after a reconnect, once the link settled (%s, link %d)" % (why, link.n))
+        self.check_granted("after a reconnect, once the link settled (%s, link %d)" % (why, link.n))
         return True
 
     def _moved(self):
@@ -416,6 +488,14 @@ class Run:
                 self.log("client: %s, %d links (last error: %r)"
                          % ("connected" if self.c.isconnected() else "offline", self.c.links,
                             self.c.last_error))
+                if self.c.isconnected() and self.resub_rng.random() < 0.3:
+                    try:
+                        self.resubscribe()
+                    except Exception as e:
+                        self.escaped("subscribe again", e)
+                    except mb.Hung as e:
+                        self.fail("every call returns", "subscribe again never returned: %s" % e)
+                        return
                 if self.c.isconnected() and rng.random() < 0.3:
                     try:
                         self.settle("a reconnect at step %d" % self.step)
@@ -641,6 +721,8 @@ class Run:
                           "i%d: the callback had it %d times, the handler of %r %d times"
                           % (seq, n, flt[0][:12], self.handled.get(seq, 0)))
         self.check_subs("at the end")
+        self.check_granted("at the end")
+        self.log("the outbox refused %d QoS 2 steps (flash full)" % self.full.refused)
         for v in b.violations:
             self.fail("MQTT 3.1.1 conformance", "MQTT violation by the client: " + v)
         if self.c.links != len(self.net.links):
@@ -672,10 +754,11 @@ def run_seed(seed, steps=STEPS, faults=True):
     return r
 
 
-def _seeds():
+def _seeds(fixed=FIXED_SEEDS):
+    """The seeds to run: fixed, or as SEED says (random: RUNS of them; n: that one)."""
     s = os.environ.get("SEED")
     if not s:
-        return list(FIXED_SEEDS)
+        return list(fixed)
     if s == "random":
         n = int(os.environ.get("RUNS", "20"))
         first = random.SystemRandom().randrange(1 << 31)

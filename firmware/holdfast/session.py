@@ -490,10 +490,10 @@ class Session:
                 if w == t:
                     k = self._key[i]
                     if self.store.qos(k) != _RELEASED:
-                        try:
-                            self.store.release(k)
-                        except errors.OutboxFull:
-                            return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
+                        # The store full even for this (OutboxFull): the link
+                        # fails (receive()), as a broker repeats PUBREC only
+                        # for the DUP PUBLISH of the next link (docs/engine.md).
+                        self.store.release(k)
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
                     self._state[i] = _WAIT_PUBCOMP
