@@ -1,8 +1,8 @@
 # What the broker sends a subscriber: inbound PUBLISH packets (parsed, handed
 # to the application, acknowledged; QoS 2 held until PUBREL), and the SUBACK
 # that answers a subscribe (parsed). Those too large for the receive buffer
-# (big(), skip(), too_large()) are subsmore.py's, which codec.py and
-# session.py call themselves. Loaded when the first such packet arrives: a
+# never come here: codec.Reader passes over them and session.py acknowledges
+# them, resident. Loaded when the first such packet arrives: a
 # sensor that only publishes never carries it.
 from . import codec, filters
 from . import errors  # errors.X where raised or caught: the class loads with the first failure
