@@ -153,3 +153,20 @@ def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
             assert str(e) == "publish(props=...) is MQTT 5: make the client with level=5", str(e)
         cl.check_msg()
         assert rig.socks[0].take() == [] and cl.pending() == 0 and cl.dropped_qos0 == 0
+
+
+def test_level5_expiry_goes_with_a_qos0_message_too():
+    # At MQTT 5 expiry= is the message's Message Expiry Interval at every
+    # QoS, as paho and mqtt_as send it (QoS 0 went without one).
+    with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
+        cl = rig.client(level=5)
+        cl.connect()
+        cl.publish(b"t/e", b"m", False, 0, expiry=60)
+        cl.publish(b"t/n", b"m", False, 0)
+        got = dict(_publishes(rig.socks[0].written))
+        p = got[b"t/e"]
+        at = 2 + 2 + 3  # fixed header, topic length, topic: the property length, then the properties
+        assert p[at] == 5 and p[at + 1] == 2, p  # Message Expiry Interval (0x02), 4 bytes
+        left = p[at + 2] << 24 | p[at + 3] << 16 | p[at + 4] << 8 | p[at + 5]
+        assert 58 <= left <= 60, (left, p)
+        assert got[b"t/n"][at] == 0 or got[b"t/n"][at + 1] != 2, got[b"t/n"]

@@ -23,16 +23,22 @@ TEXT = "h\u00e9t\u00e9 \u2603 " * 10  # 70 characters, 110 UTF-8 bytes
 
 
 def test_a_str_payload_is_stored_as_its_utf8_bytes():
-    # Sized in characters, the record was 40 bytes short: the next record
-    # went over its end, and what came back was not the message.
-    st = MemoryStore(512, 8)
-    a = st.put(b"t", TEXT, 1, False, 1)
-    b = st.put(b"t", b"next", 1, False, 2)
-    buf = bytearray(512)
-    for k, pid, payload in ((a, 1, TEXT.encode()), (b, 2, b"next")):
-        n = st.get(k, buf, 0)
-        assert n == st.size(k) and decode_all(bytes(buf[:n])) == [
-            (mq.PUBLISH, b"t", payload, 1, False, False, pid)], (k, bytes(buf[:n]))
+    # Sized in characters, the record was 40 bytes short: put where only
+    # that many bytes were free (before the oldest record, the ring
+    # wrapped), it went over the oldest record's header.
+    st = MemoryStore(256, 8)
+    x = st.put(b"t", b"x" * 95, 1, False, 1)  # 102 bytes at 0
+    y = st.put(b"t", b"y" * 95, 1, False, 2)  # 102 bytes at 102
+    st.done(x)  # free: 52 at the end, 102 before y
+    raises(OutboxFull, st.put, b"t", TEXT, 1, False, 3)  # 118 bytes: room for neither
+    buf = bytearray(256)
+    n = st.get(y, buf, 0)
+    assert decode_all(bytes(buf[:n])) == [(mq.PUBLISH, b"t", b"y" * 95, 1, False, False, 2)], bytes(buf[:n])
+    st.done(y)
+    k = st.put(b"t", TEXT, 1, False, 3)
+    n = st.get(k, buf, 0)
+    assert n == st.size(k) and decode_all(bytes(buf[:n])) == [
+        (mq.PUBLISH, b"t", TEXT.encode(), 1, False, False, 3)], bytes(buf[:n])
 
 
 def test_a_str_payload_too_large_in_bytes_is_refused_before_it_is_stored():
