@@ -33,6 +33,7 @@ import traceback
 import pytest
 
 from holdfast.client import MQTTClient
+from holdfast import codec
 from holdfast.store import MemoryStore
 from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
 import modelbroker as mb
@@ -108,6 +109,10 @@ class Run:
         self.steps = steps
         self.faults = faults
         self.rng = rng = random.Random(seed)
+        # The payloads' own draws (sizes, text): apart, so the fixed seeds'
+        # runs take the steps they were chosen for.
+        self.prng = random.Random(seed * 7919 + 1)
+        self.expect = {}  # seq -> the bytes its payload must arrive as
         self.trace = []
         self.step = 0
         self.failures = []
@@ -240,13 +245,26 @@ class Run:
         self.publishing += 1
         if not self.publishing > 1:
             self.net.ops = 0  # the watchdog counts per call
+        payload = self.payload(seq, topic, qos)
+        data = codec.to_bytes(payload)
+        room = self.profile["size"] - 16  # the send room: size= less what is kept for acks
+        over = codec.publish_size(topic, len(data), qos) > room
         try:
-            pid = self.c.publish(topic, b"o%d" % seq, False, qos)
+            pid = self.c.publish(topic, payload, False, qos)
+        except ValueError as e:  # too large for the send buffer, documented at any QoS
+            if not over:
+                self.fail("sizes", "o%d: publish() of %d bytes refused, the send room is %d: %s"
+                          % (seq, codec.publish_size(topic, len(data), qos), room, e))
+            return False
         except RAISES["publish"] as e:
             self.note("publish", e)
             return False
         finally:
             self.publishing -= 1
+        if over:
+            self.fail("sizes", "o%d: publish() took %d bytes, over the send room of %d"
+                      % (seq, codec.publish_size(topic, len(data), qos), room))
+        self.expect[seq] = data
         if qos == 0:
             self.qos0.append(seq)
             return
@@ -261,6 +279,26 @@ class Run:
         if pid in self.early:
             self.early.remove(pid)
             self.on_delivered(pid)
+
+    def payload(self, seq, topic, qos):
+        """Most payloads are o<seq>; some a str with non-ASCII text after
+        o<seq>|, some sized to within 2 bytes of the send room (either
+        side), as bytes or as a str of 2-byte characters, counted in UTF-8."""
+        r = self.prng
+        x = r.random()
+        if x < 0.7:
+            return b"o%d" % seq
+        head = "o%d|" % seq
+        if x < 0.85:
+            return head + "".join(r.choice("h\u00e9\u2603\u20ac\U0001f600") for _ in range(r.randint(1, 40)))
+        want = self.profile["size"] - 16 + r.randint(-2, 2)
+        n = want - codec.publish_size(topic, 0, qos)
+        while n > 0 and codec.publish_size(topic, n, qos) > want:  # the length field grows with it
+            n -= 1
+        n -= len(head)
+        wide = r.randint(0, n // 2)  # 2-byte characters
+        body = "\u00e9" * wide + "a" * (n - 2 * wide)
+        return head + body if r.random() < 0.7 else (head + body).encode()
 
     def subscribe(self):
         k = self.nfilters
@@ -589,6 +627,11 @@ class Run:
                     self.fail("QoS 2 to the broker exactly once",
                               "o%d (QoS 2, id %d) reached the broker %d times with no session "
                               "lost in between (links %s)" % (seq, pid, len(got), [g[2] for g in got]))
+        for seq, seen in sorted(b.payloads.items()):
+            if seq in self.expect and seen != {self.expect[seq]}:
+                self.fail("messages arrive as sent",
+                          "o%d: sent as %r, reached the broker as %r"
+                          % (seq, self.expect[seq][:40], [p[:40] for p in seen]))
         for seq in self.qos0:
             if len(b.received.get(seq, [])) > 1:
                 self.fail("QoS 0 at most once",
