@@ -744,6 +744,7 @@ def v5_run(seed, steps=120):
     (unsendable), once; nothing else is raised. Returns the failures."""
     from holdfast import v5more as v5
     from holdfast.v5 import Reader5, Session5
+    from fakebroker import reads
 
     rng = random.Random(seed)
     size = rng.choice((256, 512, 1024))
@@ -782,21 +783,14 @@ def v5_run(seed, steps=120):
         k = rng.randint(0, max(0, room))
         return ((v5.REASON_STRING, "r" * k),) if rng.random() < 0.5 else ((v5.USER_PROPERTY, ("k", "\u00fc" * (k // 2))),)
 
+    def ended(e):
+        if e in (2, 4):  # DELIVERED, REJECTED
+            if s.done_pid in ends:
+                fails.append("id %d ended twice" % s.done_pid)
+            ends[s.done_pid] = "delivered" if e == 2 else "rejected"
+
     def to_client(data):
-        i = 0
-        while i < len(data):
-            room = s.rx.tail()
-            k = min(len(room), len(data) - i)
-            room[:k] = data[i:i + k]
-            s.rx.end += k
-            i += k
-            e = s.receive(0)
-            while e:
-                if e in (2, 4):  # DELIVERED, REJECTED
-                    if s.done_pid in ends:
-                        fails.append("id %d ended twice" % s.done_pid)
-                    ends[s.done_pid] = "delivered" if e == 2 else "rejected"
-                e = s.receive(0)
+        reads(s, data, 0, ended)
 
     def broker():
         # What the client wrote: each packet checked against the limit, and

@@ -14,7 +14,7 @@ from holdfast.v5 import Reader5
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
-from fakebroker import session, sent, feed, wire
+from fakebroker import session, sent, wire, reads
 from flashsim import Flash
 from packets import decode_all
 from support import raises, tmpdir, rmtree
@@ -101,23 +101,6 @@ def wire5(body, first):
     return bytes((first,)) + bytes(out[1:codec.put_length(out, 1, len(body))]) + body
 
 
-def _feed(s, data, now=0):
-    # Bytes in as socket reads would put them; the events receive() returns.
-    got = []
-    i = 0
-    while i < len(data):
-        room = s.rx.tail()
-        n = min(len(room), len(data) - i)
-        room[:n] = data[i:i + n]
-        s.rx.end += n
-        i += n
-        e = s.receive(now)
-        while e:
-            got.append(e)
-            e = s.receive(now)
-    return got
-
-
 def _session5(size=256, clean=True):
     s = v5.Session5(b"dev", clean, 0, 5, size, 4)
     s.start(0)
@@ -134,7 +117,7 @@ def test_v5_stored_messages_over_the_brokers_maximum_packet_size_are_dropped_uns
         s.publish(b"t", payload, 1, False, 0)
     s.start(0)
     s.sent(s.tx_end, 0)
-    assert _feed(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, 100),))) == [] and s.state == 3
+    assert reads(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, 100),))) == [] and s.state == 3
     out = [bytes(r.payload) for r in _read5(bytes(s.tx[s.tx_start:s.tx_end]))]
     assert out == [b"a", b"b"] and s.unsendable == 1 and len(s.store) == 2, (out, s.unsendable)
     # publish() itself refuses one over the limit, with the words.
@@ -145,7 +128,7 @@ def test_v5_stored_messages_over_the_brokers_maximum_packet_size_are_dropped_uns
 def test_v5_a_maximum_packet_size_of_9_or_less_refuses_every_message():
     for most in (1, 9):
         s = _session5()
-        assert _feed(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, most),))) == [] and s.state == 3
+        assert reads(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, most),))) == [] and s.state == 3
         for qos in (0, 1):
             raises(ValueError, s.publish, b"t", b"", qos, False, 0)
         assert len(s.store) == 0 and s.tx_end == s.tx_start, most
@@ -156,7 +139,7 @@ def test_v5_connack_and_puback_with_long_properties_fit_the_receive_buffer():
     # the broker may send at level 5, up to the size CONNECT offered.
     s = _session5()
     long_id = b"assigned-" + b"i" * 80
-    got = _feed(s, _connack5(((v5.ASSIGNED_CLIENT_ID, long_id), (v5.USER_PROPERTY, (b"k", b"v" * 60)))))
+    got = reads(s, _connack5(((v5.ASSIGNED_CLIENT_ID, long_id), (v5.USER_PROPERTY, (b"k", b"v" * 60)))))
     assert got == [] and s.state == 3 and s.client_id == long_id, (s.state, s.client_id)
     pid = s.publish(b"t", b"m", 1, False, 0)
     s.sent(s.tx_end - s.tx_start, 0)
@@ -164,7 +147,7 @@ def test_v5_connack_and_puback_with_long_properties_fit_the_receive_buffer():
     buf = bytearray(200)
     n = v5.ack(buf, mq.PUBACK, pid, 0x97, ((v5.REASON_STRING, why),))
     # A refusal keeps its words: REJECTED, the code, the reason string.
-    assert _feed(s, bytes(buf[:n])) == [4] and s.rx.code == 0x97 and s.done_pid == pid
+    assert reads(s, bytes(buf[:n])) == [4] and s.rx.code == 0x97 and s.done_pid == pid
     assert v5.get(s.rx.buf, v5.REASON_STRING, None, s.rx.p0, s.rx.p1) == why
     assert s.state == 3 and len(s.store) == 0
 
@@ -192,7 +175,7 @@ def test_v5_expiry_goes_with_the_message_at_every_qos():
     # At level 5 expiry= is the message's expiry whatever its QoS (QoS 0
     # went without it).
     s = _session5()
-    _feed(s, _connack5(()))
+    reads(s, _connack5(()))
     for qos in (0, 1, 2):
         s.publish(b"t", b"m", qos, False, 0, wall() + 60)
         got = _expiry(bytes(s.tx[s.tx_start:s.tx_end]))
@@ -230,7 +213,7 @@ def test_an_oversize_inbound_publish_needs_no_heap():
     # unlocked. Then a small message arrives as usual.
     s = session(size=128, clean=False, views=True)
     small = wire((mq.PUBLISH, b"s", b"ok", 1, False, False, 9))
-    assert _feed(s, small) == [1]
+    assert reads(s, small) == [1]
     import holdfast.inbound as inbound
     inbound.handled(s)
     sent(s)
@@ -251,4 +234,4 @@ def test_an_oversize_inbound_publish_needs_no_heap():
     n = got[0]
     assert s.dropped == 2 and n > 2 and bytes(got[1:n + 1]) == b"\x01" * n, (s.dropped, got)
     assert sent(s) == [(mq.PUBACK, 77)] and s.state == 3
-    assert _feed(s, small) == [1] and bytes(s.msg) == b"ok"
+    assert reads(s, small) == [1] and bytes(s.msg) == b"ok"
