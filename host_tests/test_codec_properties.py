@@ -170,7 +170,8 @@ def hostile_events(stream, size, cuts, by_tail):
                 return out
             finally:
                 assert 0 <= r.start <= r.end <= size, (r.start, r.end, size)
-                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and r._pid_at >= -2, (r.skip, r._pid_at)
+                pid_at = getattr(r, "_pid_at", -2)  # inbound.big()'s, set with the first oversize PUBLISH
+                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and pid_at >= -2, (r.skip, pid_at)
             if not t:
                 break
             p = current(r)

@@ -1,8 +1,8 @@
 # MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
 # at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
 # The subscription side (SUBSCRIBE, UNSUBSCRIBE, filters) is in filters.py,
-# inbound PUBLISH and SUBACK parsing in inbound.py: both load on first use.
-# An oversize PUBLISH is passed over here (Reader.next), resident.
+# inbound PUBLISH and SUBACK parsing (and an oversize PUBLISH's skip) in
+# inbound.py: both load on first use, inbound.py once messages can arrive.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
 
@@ -53,11 +53,6 @@ _E_CONNACK_FLAGS = const(32)
 _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
 _E_TOO_LARGE = const(37)
-_E_STR_PAST = const(19)
-_E_PUB_EMPTY = const(26)
-_E_PUB_PID_PAST = const(29)
-
-_SKIPPED = const(16)  # what next() returns for an oversize PUBLISH passed over
 
 
 def why(code, *args):
@@ -276,9 +271,10 @@ class Reader:
     the next call. A PUBLISH bigger than the buffer is skipped whole, so the
     stream stays in step: next() returns 16 (SKIPPED) once its packet id is
     read (pid; 0 at QoS 0; flags, and length: its bytes), and passes over
-    the rest as it arrives. That path is here, resident, and allocates
-    nothing: it runs when a message is too large for the heap it would take.
-    Any MQTTProtocolError
+    the rest as it arrives (inbound.big(), passed(): loaded, and the skip's
+    state made, by the session once messages can arrive, so that nothing is
+    loaded or allocated when a message is too large for the heap it would
+    take). Any MQTTProtocolError
     (a length that runs past its packet, any other packet type bigger than the
     buffer or than its type allows, ...) means the stream cannot be trusted
     any more: the link must go, and reset() before the next one.
@@ -306,11 +302,8 @@ class Reader:
     def reset(self):
         """Forgets the stream, a packet half skipped too: a new connection."""
         # skip: bytes of an oversize PUBLISH still to pass over (0: none);
-        # _pid_at: bytes of it before its packet id, still to be read (-1:
-        # none awaited, SKIPPED not returned yet; -2: returned); length: its
-        # bytes.
-        self.start = self.end = self.skip = self.length = 0
-        self._pid_at = -2
+        # inbound.big() says the rest.
+        self.start = self.end = self.skip = 0
 
     def tail(self):
         """Writable view of the free space after the buffered bytes."""
@@ -328,31 +321,10 @@ class Reader:
             raise protocol_error(_E_PID_ZERO, self.type)
         return pid
 
-    def _pass(self):
-        # Passes over the oversize PUBLISH next() found, whatever the read
-        # sizes: up to its packet id, which it reads, then the rest.
-        # SKIPPED once (when the id is in), else 0.
-        a = self._pid_at
-        if a >= 0:
-            k = min(a, self.end - self.start)
-            self.start += k
-            self.skip -= k
-            self._pid_at = a = a - k
-            if a or self.end - self.start < 2:
-                return 0
-            self.pid = self._pid(self.start)
-            self._pid_at = -1
-        k = min(self.skip, self.end - self.start)
-        self.start += k
-        self.skip -= k
-        if self._pid_at == -1:
-            self._pid_at = -2  # reported
-            return _SKIPPED
-        return 0
-
     def next(self):
         if self.skip:
-            t = self._pass()
+            import holdfast.inbound as m  # the rest of an oversize PUBLISH
+            t = m.passed(self)
             if t or self.skip:
                 return t
         b = self.buf
@@ -407,22 +379,8 @@ class Reader:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            n = b[i] << 8 | b[i + 1]
-            j = i + 2 + n
-            if j > s + total:  # the skip would run past the packet
-                raise protocol_error(_E_STR_PAST, "PUBLISH topic", n)
-            if not n:
-                raise protocol_error(_E_PUB_EMPTY)
-            self.type = _PUBLISH
-            self.flags = flags
-            self.pid = 0
-            self._pid_at = -1
-            if flags & 6:
-                if j + 2 > s + total:
-                    raise protocol_error(_E_PUB_PID_PAST)
-                self._pid_at = j - s
-            self.length = self.skip = total
-            return self._pass()
+            import holdfast.inbound as m
+            return m.big(self, flags, i, total)
         if end - s < total:
             return 0
         end = s + total

@@ -245,10 +245,7 @@ class Session:
         self.link += 1
         if not len(self.tx):
             self.tx = bytearray(min(self.size, _TX_FIRST))
-        # MQTT 5: CONNACK and the acks may carry properties (a reason
-        # string, user properties) up to the Maximum Packet Size CONNECT
-        # offers, size: the receive buffer holds them from the start.
-        if not self.clean or self.subs or self.v5:
+        if not self.clean or self.subs:
             self._rx_full()
         self.since = self.last_rx = self.last_tx = self.drained = now
         while True:
@@ -270,13 +267,20 @@ class Session:
                     raise
 
     def _rx_full(self):
-        # What is buffered moves along (a subscribe() can come mid-stream).
+        # Messages can arrive from now on (a subscription, a kept session):
+        # the receive buffer becomes size bytes, what is buffered moving
+        # along (a subscribe() can come mid-stream), and inbound.py, which
+        # takes them, loads now with the state of the oversize skip: nothing
+        # is loaded or made when the first message too large for the heap
+        # comes.
         r = self.rx
         if len(r.buf) < self.size:
-            x = type(r)(self.size, r.level)  # an MQTT 5 one stays one
-            x.end = n = r.end - r.start
-            x.mv[:n] = r.mv[r.start:r.end]
-            self.rx = x
+            r = type(r)(self.size, r.level)  # an MQTT 5 one stays one
+            r.end = n = self.rx.end - self.rx.start
+            r.mv[:n] = self.rx.mv[self.rx.start:self.rx.end]
+            self.rx = r
+        import holdfast.inbound as m
+        m.ready(r)
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget
@@ -474,7 +478,7 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == _PUBLISH or t == _PUBREL:
+        if t == _PUBLISH or t == _PUBREL or t == _SKIPPED:
             import holdfast.inbound as m
             return m.receive(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
@@ -512,15 +516,7 @@ class Session:
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs:
                 return self.subs.acked(self, t, now)
-        elif t == _SKIPPED:
-            # Too large for the receive buffer, passed over (codec.Reader):
-            # counted, and acknowledged so the broker does not send it again
-            # forever (QoS 2 with PUBREC: its PUBREL then gets PUBCOMP). Here,
-            # not in a module loaded on first use: it runs when the heap may
-            # be short, and needs none.
-            self.dropped += 1
-            if r.pid:
-                self._ack(_PUBREC if r.flags & 6 == 4 else _PUBACK, r.pid)
+
         elif t == _CONNACK:
             # The one reconciliation with the broker's session: what happens to
             # every ledger entry once the broker says whether it kept our session.

@@ -456,7 +456,10 @@ class Session5(Session):
         Session.__init__(self, *args)
         from . import v5
         self.v5 = v5  # what Session's own MQTT 5 branches call
-        self.rx = Reader5(len(self.rx.buf), 5)
+        # CONNACK and the acks may carry properties (a reason string, user
+        # properties) up to the Maximum Packet Size CONNECT offers, size:
+        # at level 5 the receive buffer holds size bytes from the start.
+        self.rx = Reader5(self.size, 5)
         self.expiry = 4294967295
         # Topics sent with an alias on this link (alias k + 1: topics[k]),
         # as many as the broker's Topic Alias Maximum (alias_max) allows.
