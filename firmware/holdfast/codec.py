@@ -271,7 +271,7 @@ class Reader:
     the next call. A PUBLISH bigger than the buffer is skipped whole, so the
     stream stays in step: next() returns 16 (SKIPPED) once its packet id is
     read (pid; 0 at QoS 0; flags, and length: its bytes), and passes over
-    the rest as it arrives (inbound.big(), passed(): loaded, and the skip's
+    the rest as it arrives (inbound.big(), skip(): loaded, and the skip's
     state made, by the session once messages can arrive, so that nothing is
     loaded or allocated when a message is too large for the heap it would
     take). Any MQTTProtocolError
@@ -324,7 +324,7 @@ class Reader:
     def next(self):
         if self.skip:
             import holdfast.inbound as m  # the rest of an oversize PUBLISH
-            t = m.passed(self)
+            t = m.skip(self)
             if t or self.skip:
                 return t
         b = self.buf

@@ -1,7 +1,7 @@
 # What the broker sends a subscriber: inbound PUBLISH packets (parsed, handed
 # to the application, acknowledged; QoS 2 held until PUBREL), and the SUBACK
 # that answers a subscribe (parsed); and those too large for the receive
-# buffer (big(), passed(): skipped, counted, acknowledged). Loaded by the
+# buffer (big(), skip(): skipped, counted, acknowledged). Loaded by the
 # session as soon as messages can arrive (ready()), before the first: what
 # runs when a message is too large for the heap must find its code and its
 # state in place. A sensor that only publishes never carries it.
@@ -74,7 +74,7 @@ def ready(r):
 
 def big(r, flags, i, total):
     """Reader r's PUBLISH starting at buf[r.start], body at i, is total
-    bytes, more than the buffer: passed over whole (passed()). Its topic
+    bytes, more than the buffer: passed over whole (skip()). Its topic
     length must leave room for the topic and the packet id inside it, or
     the skip would run past it."""
     b = r.buf
@@ -93,10 +93,10 @@ def big(r, flags, i, total):
             raise codec.protocol_error(_E_PUB_PID_PAST)
         r._pid_at = j - r.start
     r.length = r.skip = total
-    return passed(r)
+    return skip(r)
 
 
-def passed(r):
+def skip(r):
     """Passes over reader r's oversize PUBLISH as its bytes arrive, whatever
     the read sizes: up to its packet id, which it reads, then the rest.
     SKIPPED once (when the id is in), else 0. Allocates nothing."""
