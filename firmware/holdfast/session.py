@@ -348,7 +348,8 @@ class Session:
         waits for, online).
         QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
-        deadline: wall-clock seconds after which it is dropped unsent (0: never).
+        deadline: wall-clock seconds after which it is dropped unsent (0: never);
+        at MQTT 5 also its Message Expiry Interval, at every QoS.
         latest: once it is stored, drop the unsent older messages of the topic."""
         payload = codec.to_bytes(payload)  # a str is sized, stored and sent as its UTF-8 bytes
         n = codec.publish_size(topic, len(payload), qos)
