@@ -96,10 +96,10 @@ class AsyncClient(Front):
                 await self._until(_WINDOW, 0, self.timeout_ms)
             pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
         else:
-            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            n = self._publish(topic, msg, retain, 0, expiry, False, props, self._busy)
             if n:
                 await self._until(_ROOM, n, self.timeout_ms)
-                self._publish(topic, msg, retain, 0, 0, False, props, True)
+                self._publish(topic, msg, retain, 0, expiry, False, props, True)
         self._write()
         return pid
 

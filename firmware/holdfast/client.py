@@ -90,7 +90,8 @@ class MQTTClient(Front):
         returns None. QoS 1/2: stored in the outbox first, sent when the
         window has room (waiting up to timeout_ms for it), and the message id
         returned. ValueError if it can never fit the send buffer.
-        expiry: seconds after which it is dropped if still unsent (0: never).
+        expiry: seconds after which it is dropped if still unsent (0: never);
+        at MQTT 5 (any QoS) the Message Expiry Interval it carries.
         latest: drop the unsent older messages of this topic (state topics).
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
@@ -105,10 +106,10 @@ class MQTTClient(Front):
         elif s.state == _CONNECTED and not (s.v5 or props) and not s.publish(topic, msg, 0, retain, now):
             pass  # the common case, without a call more
         else:
-            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            n = self._publish(topic, msg, retain, 0, expiry, False, props, self._busy)
             if n:
                 self._wait(_ROOM, n, None)
-                self._publish(topic, msg, retain, 0, 0, False, props, True)
+                self._publish(topic, msg, retain, 0, expiry, False, props, True)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid

@@ -131,8 +131,11 @@ class Front:
         # expired, replaced, republished: what the outbox dropped or sent
         # again. Read from the session; one method costs less heap than
         # seven properties.
-        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
+        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished",
+                    "unsendable"):
             return getattr(self.session, name)
+        if name == "oversized":  # inbound messages too large for the receive buffer: skipped, acknowledged
+            return self.session.dropped
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             import holdfast.policy as m
             return m.next_pid(self.session)
@@ -232,8 +235,9 @@ class Front:
         if qos:
             return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         # The session's checks, online or offline (too big, properties and
-        # all, raises); offline it queues nothing.
-        n = s.publish(topic, msg, 0, retain, ticks_ms())
+        # all, raises); offline it queues nothing. MQTT 5 sends the expiry
+        # at QoS 0 too.
+        n = s.publish(topic, msg, 0, retain, ticks_ms(), wall() + expiry if expiry else 0)
         if not n:
             return 0
         if s.state == _CONNECTED:

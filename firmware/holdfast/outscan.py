@@ -52,6 +52,15 @@ def init(log, slots, held, limit, size, units):
     log._count = 0  # pending
     log._ci = 0  # the entry found last
     log.limit = limit  # most bytes of pending records; 0: no limit
+    # The record limit (store.MemoryStore.most): the largest PUBLISH whose
+    # record, with a deadline's 4 bytes, is within 64 KB, the limit and a
+    # flash block (units: a FlashStore's).
+    m = 65531
+    if limit:
+        m = min(m, (limit & ~3) - _REC - 4)
+    if units:
+        m = min(m, ((size - _UNIT) & ~3) - _REC - 4)
+    log.most = m
     log.bytes = 0  # bytes of pending records
     log.tail = 0  # key of the next put
     # What put() fills: the record header + PUBLISH fixed header + topic

@@ -241,9 +241,14 @@ def test_a_full_outbox_says_which_room_ran_out():
     # The stored PUBLISH: 1 + 3 bytes of fixed header, 2 + 1 of topic, the payload.
     assert "a 70007-byte message is too large for the outbox (most 65535)" in str(e), e
     st.put(b"t", b"x" * 40, 1, False, 1)
+    e = raises(OutboxFull, st.put, b"t", b"x" * 120, 1, False, 2)
+    # Records of 16 + 47 and 16 + 127 bytes, 4-aligned.
+    assert "64 bytes pending, limit 200, the next record needs 144" in str(e), e
+    # A record over the limit itself never fits, whatever is pending: the
+    # largest message is the limit less a record header and a deadline.
     e = raises(OutboxFull, st.put, b"t", b"x" * 200, 1, False, 2)
-    # Records of 16 + 47 and 16 + 208 bytes, 4-aligned.
-    assert "64 bytes pending, limit 200, the next record needs 224" in str(e), e
+    assert "a 208-byte message can never fit this outbox: its records hold messages of up to 180 bytes" \
+        in str(e), e
     st.put(b"t", b"x" * 40, 1, False, 2)
     e = raises(OutboxFull, st.put, b"t", b"x", 1, False, 3)
     assert "outbox full: 2 messages pending (slots=2)" in str(e), e
