@@ -7,11 +7,14 @@ out-of-order readings, mixed QoS, readings without w, malformed lines of
 every kind, a hidden in-progress file and a quarantine file.
 """
 
+import glob
 import json
 import math
 import os
 import random
+import re
 import shutil
+import time
 
 import pytest
 
@@ -719,3 +722,264 @@ def test_an_hour_is_compacted_once_it_is_over_and_has_no_file_in_progress(spark,
     s = compact.prepare(spark, landing, now_ms=H0 + 100 * HOUR).summary()
     assert s == {"hours_from_parquet": 2, "json_files_read": 2,     # hour 00's two files
                  "hours_compacted_now": ["2026-01-02 01"]}
+
+
+# -- the contract at the door, and what the data path no longer trusts -------
+
+def test_the_contract_cases_on_sparks_side(spark):
+    # The cases test_collector.py checks on the collector's side
+    # (door_cases): Spark's columns give the same verdict and the same words.
+    from pyspark.sql import functions as F
+    from pipeline import contract
+    import door_cases
+    df = spark.createDataFrame([(p, t) for p, t, _ in door_cases.CASES],
+                               "payload string, topic string")
+    got = df.select(contract.spark_ok(F.col("payload"), F.col("topic")).alias("ok"),
+                    F.concat_ws("; ", contract.spark_problems(F.col("payload"), F.col("topic")))
+                    .alias("why")).collect()
+    for (payload, topic, want), r in zip(door_cases.CASES, got):
+        assert (r["ok"], r["why"]) == (not want, "; ".join(want)), (payload[:80], topic)
+
+
+def _publish_all(pub, msgs):
+    infos = [pub.publish(topic, payload, qos=q) for topic, payload, q in msgs]
+    for i in infos:
+        i.wait_for_publish(10)
+
+
+def test_a_hostile_corpus_is_quarantined_and_the_proof_of_loss_stays_true(
+        mosquitto, spark, tmp_path, monkeypatch):
+    # Through a real broker and collector into the pipeline: every case of
+    # door_cases that a broker carries on a topic the collector subscribes,
+    # invalid UTF-8, a message the collector's own code fails on, next to
+    # good readings of devices whose one lost reading the report must name.
+    # Beside the collector's files, a landing file of the same cases as
+    # another writer could leave them: the pipeline rejects each with the
+    # collector's words.
+    import paho.mqtt.client as mqtt
+    import door_cases
+    from pipeline import collector as C
+    from pipeline import contract
+    landing = str(tmp_path / "landing")
+    real = contract.problems
+
+    def problems(text, topic, fast=True):
+        if text == "boom":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(text, topic, fast)
+
+    monkeypatch.setattr(contract, "problems", problems)
+    col = C.Collector(mosquitto.host, mosquitto.port, landing, client_id="test-hostile",
+                      progress_s=0, log=lambda line: None).start()
+    good, bad = [], []
+    sent = {}
+    for dev, q, n, lost in (("good-1", 1, 30, {7}), ("good-2", 2, 20, set()),
+                            ("good-0", 0, 10, set())):
+        for s in range(n):
+            if s in lost:
+                continue
+            p = '{"d":"%s","b":1,"s":%d,"q":%d,"t":21.5,"u":%d,"w":%d}' % (
+                dev, s, q, s, H0 + s)
+            good.append(("holdfast/%s/telemetry" % dev, p, q))
+            sent[(dev, s)] = q
+    subscribed = re.compile(r"^holdfast/[^/+#]+/telemetry$")
+    for payload, topic, want in door_cases.CASES:
+        if want and subscribed.match(topic):
+            bad.append((topic, payload, 1))
+    bad.append(("holdfast/dev-a/telemetry", b'{"d":"dev-\xff","b":1,"s":2,"q":1}', 2))
+    bad.append(("holdfast/dev-a/telemetry", "boom", 1))
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-pub-hostile")
+    pub.max_queued_messages_set(0)
+    pub.connect(mosquitto.host, mosquitto.port)
+    pub.loop_start()
+    try:
+        mixed = []
+        for i in range(max(len(good), len(bad))):
+            mixed += good[i:i + 1] + bad[i:i + 1]
+        _publish_all(pub, mixed)
+        deadline = time.monotonic() + 60
+        while col.stats()["written"] + col.stats()["quarantined"] < len(mixed):
+            assert time.monotonic() < deadline, col.stats()
+            assert col._thread.is_alive(), col._error
+            time.sleep(0.05)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+    col.stop()
+    st = col.stats()
+    assert (st["written"], st["quarantined"]) == (len(good), len(bad)), st
+    quarantined = {}
+    for path in glob.glob(os.path.join(landing, "quarantine", "*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                quarantined[(r["topic"], r["payload"])] = r["reason"]
+    for topic, payload, _ in bad:
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        reason = quarantined[(topic, text)]
+        want = [w for p, t, w in door_cases.CASES if (p, t) == (payload, topic)]
+        if want:
+            assert reason == "; ".join(want[0]), (payload[:60], reason)
+        elif text == "boom":
+            assert reason.startswith("the collector could not handle this message "
+                                     "(RecursionError"), reason
+        else:
+            assert reason == contract.R_NOT_UTF8
+    # The same cases as a landing file that did not come from the collector.
+    other = os.path.join(landing, "date=2026-01-01", "hour=00", "part-999-0.jsonl")
+    rejected_want = {}
+    os.makedirs(os.path.dirname(other))
+    with open(other, "w") as f:
+        for i, (payload, topic, want) in enumerate(door_cases.CASES):
+            if want:
+                f.write(json.dumps({"topic": topic, "qos": 1, "retain": False, "dup": False,
+                                    "rx_ms": H0 + i, "payload": payload}) + "\n")
+                rejected_want[(topic, payload)] = "; ".join(want)
+    monkeypatch.setattr(contract, "problems", real)
+    out = str(tmp_path / "out")
+    summary = run_batch(spark, landing, out)
+    assert summary["valid"] == len(good) == len(sent)
+    assert summary["quarantined"] == len(bad)
+    assert summary["rejected"] == len(rejected_want)
+    rej = {(r["topic"], r["payload"]): r["reason"]
+           for r in spark.read.parquet(os.path.join(out, "rejected")).collect()}
+    assert rej == rejected_want
+    health = {h["device"]: h for h in summary["health"]}
+    assert health["good-1"]["missing"] == 1 and health["good-1"]["gaps"] == "7"
+    assert health["good-2"]["missing"] == 0 and health["good-2"]["received"] == 20
+    assert sorted(health) == ["good-0", "good-1", "good-2"]
+    assert sum(h["received"] for h in health.values()) == len(sent)
+    with open(summary["report"]) as f:
+        report = f.read()
+    assert "**QoS 1/2 delivery: 1 reading(s) lost on 1 device(s)**" in report
+    assert "- `good-1` (QoS 1): 1 missing: 7" in report
+    lines = report.split("\n")
+    row = lines[lines.index("## Summary") + 4]
+    assert row.strip("| ").split(" | ")[-1] == str(len(bad))   # quarantined by collector
+    assert row.strip("| ").split(" | ")[2] == str(len(rejected_want))
+    q_rows = [ln for ln in report.split("## Collector quarantine")[1].split("## Tables")[0]
+              .splitlines() if ln.startswith("| ") and ln != "| reason | messages |"]
+    assert sum(int(ln.strip("| ").rsplit(" | ", 1)[1]) for ln in q_rows) == len(bad)
+
+
+def test_loss_is_counted_per_boot_and_a_key_collision_is_no_duplicate(spark, tmp_path):
+    # good-r: boot 1 s 0..19, then boot 2 starts s at 0 again and loses
+    # 5-9: 5 lost (counted over s across boots, they hid under boot 1's).
+    # wiped: its state file wiped, b and s start again; 10 different
+    # readings under the keys of 10 older ones: key collisions, not
+    # duplicates. cont: s goes on across a reboot, 2 lost between the boots.
+    lines = []
+    for s in range(20):
+        lines.append(rec("good-r", 1, s, 1, H0 + s))
+        if s not in range(5, 10):
+            lines.append(rec("good-r", 2, s, 1, H0 + 1000 + s))
+    for s in range(10):
+        lines.append(rec("wiped", 1, s, 1, H0 + s))
+        r = rec("wiped", 1, s, 1, H0 + 5000 + s)
+        r["payload"] = r["payload"].replace('"u":', '"u":9')
+        lines.append(r)
+    lines.append(rec("wiped", 1, 3, 1, H0 + 3, dup=True))     # a real copy
+    for b, s in ((1, 0), (1, 1), (1, 2), (2, 5), (2, 6)):
+        lines.append(rec("cont", b, s, 1, H0 + s))
+    landing = str(tmp_path / "landing")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl": [json.dumps(x) for x in lines]})
+    out = str(tmp_path / "out")
+    s = run_batch(spark, landing, out, plots=False)
+    h = {r["device"]: r for r in s["health"]}
+    assert (h["good-r"]["expected"], h["good-r"]["received"], h["good-r"]["missing"]) == (40, 35, 5)
+    assert h["good-r"]["gaps"] == "5-9"
+    assert (h["cont"]["missing"], h["cont"]["gaps"]) == (2, "3-4")
+    assert (h["wiped"]["key_collisions"], h["wiped"]["duplicates"]) == (10, 0)
+    assert (s["key_collisions"], s["collided_readings"], s["duplicates"]) == (10, 11, 0)
+    q1 = [r for r in s["qos"] if r["qos"] == "1"][0]
+    assert (q1["expected"], q1["missing"]) == (40 + 10 + 5 + 2, 7)
+    with open(s["report"]) as f:
+        report = f.read()
+    assert "**QoS 1/2 delivery: 7 reading(s) lost on 2 device(s)**" in report
+    assert "**Key collisions: 10 key(s) (d, b, s) carry different readings" in report
+
+
+def test_a_failed_table_write_leaves_the_last_good_table(spark, tmp_path):
+    from pipeline.session import write_atomically
+    uri = str(tmp_path / "t")
+    write_atomically(spark, uri, lambda u: spark.range(3).write.parquet(u))
+
+    def half(u):
+        spark.range(5).write.parquet(u)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        write_atomically(spark, uri, half)
+    assert spark.read.parquet(uri).count() == 3
+    assert sorted(os.listdir(tmp_path)) == ["t"]
+    write_atomically(spark, uri, lambda u: spark.range(4).write.parquet(u))
+    assert spark.read.parquet(uri).count() == 4
+
+
+def test_a_replayed_micro_batch_writes_its_readings_once(spark, tmp_path):
+    # Killed after a micro-batch's write and before its marker: the replay
+    # (same batch id, same rows) replaces what it wrote.
+    from pipeline.landing import parse_landing, read_landing
+    from pipeline.stream import make_batch_writer, streaming_readings
+    landing = str(tmp_path / "landing")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl":
+                          [json.dumps(rec("dev-s", 1, s, 1, H0 + s)) for s in range(50)]})
+    out = str(tmp_path / "out")
+    rows = streaming_readings(parse_landing(read_landing(spark, [landing + "/date=*/hour=*/*"])))
+    write = make_batch_writer(spark, out)
+    write(rows, 3)
+    os.remove(os.path.join(out, "_batches", "3"))   # the marker never written
+    write(rows, 3)
+    assert spark.read.parquet(os.path.join(out, "readings")).count() == 50
+
+
+def test_a_clock_years_off_bounds_the_timeline_by_the_data(spark):
+    from pipeline import plots
+    t0 = 1_700_000_000_000
+    month = 30 * 86400 * 1000
+    rows = [("dev-a", t0 - month, t0 + 100), ("dev-a", t0, t0 + 200), ("dev-b", t0, t0 + 300)]
+    df = spark.createDataFrame(rows, "device string, wall_ms long, rx_ms long")
+    data = plots.timeline_data(df)
+    taken, delivered = data["devices"]["dev-a"]
+    assert len(taken) <= 601 and taken[-1] == 2 and delivered[-1] == 2
+    assert data["step_s"] * len(taken) * 1000 >= month
+
+
+HOSTILE_NAMES = ["a`b", "x\n\n<script>alert(1)</script>", "[click](javascript:alert(1))",
+                 "$\\foo{$", "p|q", "<img src=x onerror=alert(1)>", "line\u2028break"]
+
+
+def test_device_text_is_text_in_the_report_and_the_plots(tmp_path):
+    from pipeline import plots
+    from pipeline.report import write_report
+    rows = [dict(device=d, qos="1", first_seq=0, last_seq=2, expected=3, received=2,
+                 missing=1, gap_count=1, gaps="1", gap_ranges=[{"lo": 1, "hi": 1}],
+                 duplicates=0, qos2_duplicates=0, reused_seq=1, key_collisions=1,
+                 reboots=0, latency_samples=0, latency_p50_ms=None, latency_p95_ms=None,
+                 latency_p99_ms=None, negative_latency=0, first_rx_ms=0, last_rx_ms=1)
+            for d in HOSTILE_NAMES]
+    summary = {"mode": "batch", "input": "in`put\n# x", "output": "out", "lines": 1,
+               "valid": 1, "rejected": 1, "duplicates": 0, "qos2_duplicates": 0,
+               "readings": 1, "devices": len(rows), "quarantined": 1, "no_w_readings": 1,
+               "negative_latency": 0, "collided_readings": 1}
+    examples = [{"reason": "why <b>", "payload": d, "line": d, "file": "f<i>.jsonl"}
+                for d in HOSTILE_NAMES]
+    path = str(tmp_path / "report.md")
+    write_report(path, summary, rows, [], [["why\n<b>", 1]], examples,
+                 [["q <script>", 1]], [r["device"] for r in rows], None, None)
+    with open(path) as f:
+        text = f.read()
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert not re.search(r"(?<!\\)\]\(javascript:", text) and "\u2028" not in text
+    assert "\n# x" not in text and "\n\n<" not in text
+    lines = text.split("\n")
+    for name in HOSTILE_NAMES:
+        # a name is never a line of its own, nor splits a table row
+        assert name not in lines
+    device_rows = [ln for ln in lines if " | 0-2 | " in ln]    # the per-device table
+    assert len(device_rows) == len(HOSTILE_NAMES)
+    assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in device_rows} == {12}
+    png = str(tmp_path / "d.png")
+    plots.plot_delivery(rows, png)             # math markup in a name raised
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -2,6 +2,7 @@
 the collector's quarantine (the plots are drawn by plots.py)."""
 
 import os
+import re
 import time
 
 REPORT_DEVICE_ROWS = 50
@@ -40,11 +41,15 @@ def text(v):
     return "".join(out)
 
 
+_CODE_SAFE = re.compile(r"[A-Za-z0-9 _.:/=,;+()'\"{}%@#!?-]*")
+
+
 def code(v):
-    """Device-made text in a code span: shown as it is (CommonMark reads no
-    markup or HTML inside one), its backticks made quotes so it cannot
-    close the span."""
-    return "`%s`" % _visible(v).replace("`", "'")
+    """Device-made text in a code span when it holds nothing a renderer
+    could take for markup or HTML there (what passes the contract at the
+    door always does), else as escaped text()."""
+    v = str(v)
+    return "`%s`" % v if _CODE_SAFE.fullmatch(v) else text(v)
 
 
 def _gap_text(ranges, limit=REPORT_GAP_RANGES):
