@@ -134,7 +134,7 @@ def _follow(readings, tmp_path):
 
 def _config(tmp_path, broker, **kw):
     cfg = {"broker": broker.host, "port": broker.port, "interval_ms": 100, "qos": 1,
-           "user": "board", "password": SECRET}
+           "user": "board", "password": SECRET, "credentials_in_clear": True}
     cfg.update(kw)
     path = str(tmp_path / "config.json")
     with open(path, "w") as f:
