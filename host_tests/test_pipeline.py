@@ -541,6 +541,26 @@ def glob_batches(out):
     return [f for f in os.listdir(d) if not f.startswith(".")] if os.path.isdir(d) else []
 
 
+def listening_ports(pid):
+    """The TCP ports process pid listens on (its sockets in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:      # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
     # A Spark standalone master and two workers (1 core each) on 127.0.0.1,
     # from the pyspark installation; the pipeline's command line with
@@ -557,6 +577,14 @@ def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
     cluster_out = str(tmp_path / "cluster")
     tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
     with LocalCluster(workers=2, cores=1, memory="1g", workdir=str(tmp_path / "spark")) as c:
+        # The master listens on its RPC port and its web UI only: no REST
+        # submission server (which ran any driver an unauthenticated POST
+        # asked for), on 6066 or elsewhere.
+        master = c.procs[0][1].pid
+        ports = listening_ports(master)
+        assert c.port in ports and len(ports) == 2 and 6066 not in ports, ports
+        with open(c.procs[0][2]) as f:
+            assert "REST server" not in f.read()
         r = subprocess.run(
             [sys.executable, "-m", "pipeline", "--master", c.url, "--input", landing,
              "--output", cluster_out, "--no-plots", "--driver-memory", "1g",
