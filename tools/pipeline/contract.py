@@ -24,8 +24,8 @@ int, `s`, `u`, `w` fit a bigint with room for `last - first + 1`, `t` is a
 finite double.
 
     problems(text, topic) -> [reason, ...]    (empty: a reading)
-    spark_fields(payload) / spark_problems(fields, payload, topic) /
-    spark_values(fields)                      (the same, as Spark columns)
+    spark_ok(payload, topic), spark_problems(payload, topic)
+                                              (the same, as Spark columns)
 """
 
 import re
@@ -95,10 +95,11 @@ def _canonical():
     """The board's own compact form (docs/telemetry.md), keys in FIELDS'
     order, d in group 1: a payload it matches passes every check of the
     slow path but the topic's, so it is only a shortcut for the common
-    case (test_contract_fast_path_agrees_with_the_checks)."""
+    case (test_the_contract_cases_on_the_collectors_side)."""
     out = "\\{"
     for i, (key, required, pattern, _what) in enumerate(FIELDS):
-        member = ('"%s":' % key) + ("(%s)" if key == "d" else "%s") % _value_pattern(required, pattern)
+        value = _value_pattern(required, pattern)
+        member = '"%s":' % key + ("(%s)" % value if key == "d" else value)
         if i:
             member = "," + member
         out += member if required else "(?:%s)?" % member
