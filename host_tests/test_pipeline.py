@@ -927,19 +927,25 @@ def test_loss_is_counted_per_boot_and_a_key_collision_is_no_duplicate(spark, tmp
     assert "**Key collisions: 10 key(s) (d, b, s) carry different readings" in report
 
 
-def test_a_failed_table_write_leaves_the_last_good_table(spark, tmp_path):
+def test_a_failed_table_write_leaves_the_last_good_table(batch, spark, tmp_path, monkeypatch):
+    # A run whose readings write fails in the middle of its job (as a
+    # partition value the file system refuses did): the last run's tables
+    # are still there (an overwrite used to delete them first).
+    from pyspark.sql import functions as F
+    from pipeline import batch as B
     from pipeline.session import write_atomically
+    out = str(tmp_path / "out")
+    shutil.copytree(batch["out"], out)
+    boom = F.when(F.col("seq") >= 0, F.raise_error(F.lit("disk full"))).alias("boom")
+    monkeypatch.setattr(B, "READING_COLS", READING_COLS + [boom])
+    with pytest.raises(Exception) as e:
+        run_batch(spark, batch["landing"], out, plots=False)
+    assert "disk full" in str(e.value)
+    assert spark.read.parquet(os.path.join(out, "readings")).count() == N_READINGS
+    assert not [n for n in os.listdir(out) if n.startswith("_tmp-")]
+    # and a table is replaced when its write succeeds
     uri = str(tmp_path / "t")
     write_atomically(spark, uri, lambda u: spark.range(3).write.parquet(u))
-
-    def half(u):
-        spark.range(5).write.parquet(u)
-        raise OSError("disk full")
-
-    with pytest.raises(OSError):
-        write_atomically(spark, uri, half)
-    assert spark.read.parquet(uri).count() == 3
-    assert sorted(os.listdir(tmp_path)) == ["t"]
     write_atomically(spark, uri, lambda u: spark.range(4).write.parquet(u))
     assert spark.read.parquet(uri).count() == 4
 
