@@ -258,6 +258,9 @@ def test_a_command_counts_only_on_the_devices_own_topic_and_not_retained(capsys)
     app._own[1] = Delivered(False)
     app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 2000}')
     assert appcmd.take_commands(app._cmds, 60000) == 2000
+    # config.json's command_min_ms sets the bound
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 50}')
+    assert appcmd.take_commands(app._cmds, 60000, 10) == 50
 
 
 def test_credentials_without_tls_are_refused_unless_the_config_says_so(tmp_path):

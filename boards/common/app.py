@@ -203,7 +203,7 @@ def main(board):
             gc.collect()  # room for its code: the path that received them left garbage
             import appcmd  # loaded for the commands, then unloaded
 
-            v = appcmd.take_commands(_cmds, interval)
+            v = appcmd.take_commands(_cmds, interval, cfg["command_min_ms"])
             unload(appcmd)
             del appcmd
             due = ticks_add(due, v - interval)  # the next reading v after the last

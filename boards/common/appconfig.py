@@ -35,6 +35,7 @@ _KEYS = {  # type: dict
     "prefix": (str, "holdfast"),
     "interval_ms": (int, 10000),  # a command may change it until the next boot (docs/boards.md)
     "commands": (bool, True),  # take commands on <prefix>/<device>/cmd
+    "command_min_ms": (int, 1000),  # the shortest interval_ms a command may set
     "qos": (int, 1),
     "keepalive": (int, 60),
     "clean_session": (bool, False),
@@ -92,6 +93,8 @@ def load(name=CONFIG):
         check_interval(cfg["interval_ms"])
     except ValueError as e:
         raise ConfigError("%s: %s" % (name, e))
+    if cfg["command_min_ms"] < 10:
+        raise ConfigError("%s: 'command_min_ms' must be at least 10" % name)
     # They make the topics: a wildcard would be refused by publish(), a "/"
     # in the device would add a topic level the collector does not expect.
     if "+" in cfg["prefix"] or "#" in cfg["prefix"]:
