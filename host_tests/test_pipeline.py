@@ -1017,3 +1017,27 @@ def test_device_text_is_text_in_the_report_and_the_plots(tmp_path):
     plots.plot_delivery(rows, png)             # math markup in a name raised
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_file_recovered_a_week_late_is_read_by_the_stream(spark, tmp_path):
+    # A dead collector's file, last written 8 days before a stream's newest
+    # file, recovered now: the stream reads it (Spark's file source skips
+    # what is older than the newest file it saw by maxFileAge, 7 days, and
+    # a rename keeps the old mtime).
+    from pipeline.collector import recover_inprogress
+    landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl":
+                          [json.dumps(rec("dev-n", 1, s, 1, H0 + s)) for s in range(5)]})
+    run_stream(spark, landing, out)
+    late = os.path.join(landing, "date=2026-01-01", "hour=00", ".part-%d-0.jsonl.inprogress"
+                        % (2 ** 22 + 7))
+    with open(late, "w") as f:
+        f.write("".join(json.dumps(rec("dev-o", 1, s, 1, H0 + s)) + "\n" for s in range(3)))
+    week_ago = time.time() - 8 * 86400
+    os.utime(late, (week_ago, week_ago))
+    assert recover_inprogress(landing) == (1, 0)
+    run_stream(spark, landing, out)
+    devices = sorted(r["device"] for r in spark.read.parquet(os.path.join(out, "readings"))
+                     .select("device").collect())
+    assert devices == ["dev-n"] * 5 + ["dev-o"] * 3
