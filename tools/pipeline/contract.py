@@ -166,10 +166,11 @@ def _spark_topic_names(topic, device):
 
 def spark_ok(payload, topic):
     """True where problems() would give none (a column): the canonical form
-    first, the checks only for the rest."""
+    first (one regex: its d, quoted, is never empty when it matched), the
+    checks only for the rest."""
     from pyspark.sql import functions as F
-    canon = F.regexp_replace(F.regexp_extract(payload, _java(CANONICAL), 1), '^"|"$', "")
-    return (F.when(payload.rlike(_java(CANONICAL)), _spark_topic_names(topic, canon))
+    canon = F.regexp_extract(payload, _java(CANONICAL), 1)
+    return (F.when(canon != "", _spark_topic_names(topic, F.regexp_replace(canon, '^"|"$', "")))
             .otherwise(F.size(spark_problems(payload, topic)) == 0))
 
 
