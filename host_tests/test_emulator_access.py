@@ -109,6 +109,7 @@ def test_another_user_is_refused_even_speaking_mpremote(board, tmp_path):
 
 def test_a_refused_connection_leaves_mpremote_connected(board, tmp_path):
     # A client that passed is replaced only by one that passes too.
+    board.wait_console(">>> ")  # a ctrl-C while the board still boots would stop its boot
     good = socket.create_connection(("127.0.0.1", board.port), timeout=BOUND)
     good.sendall(b"\r\x03\r\x01")
     seen = b""
