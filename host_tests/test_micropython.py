@@ -63,11 +63,17 @@ def _record(request, lines):
         counts.extend(lines)
 
 
+def _broker_env(mosquitto):
+    """The portable tests that need a real broker find it here (support.broker)."""
+    return {"HOLDFAST_TEST_BROKER": "%s:%d" % (mosquitto.host, mosquitto.port)}
+
+
 @pytest.mark.parametrize("variant", ["default-heap"])
-def test_portable_tests_under_micropython(variant, request):
+def test_portable_tests_under_micropython(variant, request, mosquitto):
     cmd = [micropython_exe(), "tools/runtimes/mptest.py", "host_tests/portable"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
+                              env=dict(os.environ, **_broker_env(mosquitto)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, errors="replace", timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
@@ -139,10 +145,13 @@ def test_portable_tests_on_the_32bit_webassembly_port(request, tmp_path):
 # --- smallest heap per module (precompiled, one process per module) ----------
 
 @pytest.fixture(scope="module")
-def heap_report(request):
+def heap_report(request, mosquitto):
     """(report, table lines): mpyc.heap_report() over all portable modules."""
     try:
-        report = mpyc.heap_report(exe=micropython_exe())
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in _broker_env(mosquitto).items():
+                mp.setenv(k, v)
+            report = mpyc.heap_report(exe=micropython_exe())
     except RuntimeError as e:  # mpy-cross compile error
         pytest.fail(str(e), pytrace=False)
     table = mpyc.format_report(report)

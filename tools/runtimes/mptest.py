@@ -18,6 +18,18 @@ Prints PASS/FAIL per test and ends with exactly one line
 "mptest: N passed, M failed".  Exit status is 1 if anything failed or no
 test ran.
 
+A test that raises SkipTest (support.skip: unittest's on CPython, so
+pytest skips it too) is reported "SKIP <module>.<test> (<reason>)".
+
+For a runner driving a board from outside (tools/board/boardtest.py):
+--after <module>.<test> starts with the test after that one (the run goes
+on past a test that was interrupted; the runner knows which test hung from
+the sources: the next one in definition order after the last reported).
+On MicroPython the closing "(...)" line also gives the lowest free heap
+seen between tests: gc.mem_free() after the collection before each test
+(what the loaded modules and earlier tests hold; not what a test allocates
+and drops).
+
 --mem (MicroPython): after importing each test module, print
 "MEM <module>: <bytes> allocated after import", the heap its import took
 (test module, helpers, firmware), counted from the runner's start.  The
@@ -258,6 +270,7 @@ def main(argv):
     keyword = None
     src = None
     mem = False
+    after = None  # skip up to and including this test
     targets = []
     i = 0
     while i < len(argv):
@@ -278,6 +291,9 @@ def main(argv):
             src = _resolve(argv[i])
         elif a == "--mem":
             mem = IS_MPY
+        elif a == "--after" and i + 1 < len(argv):
+            i += 1
+            after = argv[i]
         elif a in ("-h", "--help"):
             print("usage: mptest.py [-k SUBSTRING] [--src DIR] [--mem] "
                   "[DIR-OR-FILE ...]")
@@ -295,7 +311,7 @@ def main(argv):
     gc.collect()
     if IS_MPY:
         mem_start = gc.mem_alloc()
-        free_start = gc.mem_free()
+        free_start = low = gc.mem_free()
     passed = 0
     failed = 0
     nskipped = 0
@@ -333,9 +349,15 @@ def main(argv):
                     nskipped += 1
             for name, fn in tests:
                 full = modname + "." + name
+                if after is not None:
+                    if full == after:
+                        after = None
+                    continue
                 if keyword is not None and keyword not in full:
                     continue
                 gc.collect()
+                if IS_MPY and gc.mem_free() < low:
+                    low = gc.mem_free()
                 t0 = _now_ms()
                 try:
                     result = fn()
@@ -345,9 +367,13 @@ def main(argv):
                 except KeyboardInterrupt:
                     raise
                 except BaseException as e:
-                    failed += 1
-                    print("FAIL %s (%d ms)" % (full, _elapsed_ms(t0)))
-                    _print_exc(e)
+                    if type(e).__name__ == "SkipTest":
+                        nskipped += 1
+                        print("SKIP %s (%s)" % (full, e))
+                    else:
+                        failed += 1
+                        print("FAIL %s (%d ms)" % (full, _elapsed_ms(t0)))
+                        _print_exc(e)
                 else:
                     passed += 1
                     print("PASS %s (%d ms)" % (full, _elapsed_ms(t0)))
@@ -364,7 +390,7 @@ def main(argv):
     info = "%s, %d ms, %d skipped" % (sys.implementation.name,
                                        _elapsed_ms(t_start), nskipped)
     if IS_MPY:
-        info += ", heap at start %d used, %d free" % (mem_start, free_start)
+        info += ", heap at start %d used, %d free, lowest free %d" % (mem_start, free_start, low)
     print("(" + info + ")")
     print("mptest: %d passed, %d failed" % (passed, failed))
     if failed or passed == 0:
