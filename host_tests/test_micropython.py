@@ -44,8 +44,11 @@ TIMEOUT = 600
 # the words of the new errors); docs/testing.md has the table. 136k since
 # MQTT 5's props= and subscription options reached the shells (front.py,
 # client.py, subs.py: about 0.4 KB), which put test_engine_ledger at 134k.
+# test_codec 70k since the runner reports skips and takes a board runner's
+# hook (tools/runtimes/mptest.py, 192 B more at its start, which every module
+# counts): it needed 68k exactly, and 68k plus that no longer fits.
 HEAP_LIMIT_KB = 136                     # every module must fit in this
-CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 68
+CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 70
 REPORT = os.path.join(ROOT, "build", "heap-per-module.txt")
 OUTPUT_TAIL = 8000                      # chars of a failing run's output shown
 

@@ -41,6 +41,7 @@ the board stopped answering, 2 on a usage or setup error.
 """
 
 import argparse
+import binascii
 import hashlib
 import os
 import re
@@ -61,11 +62,18 @@ PORTABLE = mpyc.PORTABLE
 HOST_ONLY = ("conftest.py",)  # pytest's, never imported by mptest
 DEFAULT_TIMEOUT = 60.0
 PING_TIMEOUT = 30.0
+# Before the first test of a run: mpremote's start, the soft reset and the imports.
+START_TIMEOUT = 30.0
 HEAP_CLIENT = b"hf-board-test-heap"
 
 _RESULT = re.compile(r"^(PASS|FAIL|SKIP) (\S+)(?: \((.*)\))?$")
 _SUMMARY = re.compile(r"^mptest: (\d+) passed, (\d+) failed$")
-_LOWEST = re.compile(r"lowest free (\d+)")
+_NESTED = re.compile(r"^\s+def (test_\w+)\(\s*\)")  # a test defined under a condition
+# Bytes of file content per mpremote exec when copying (base64 in the code,
+# which the board compiles whole): mpremote's own `fs cp` writes 256 bytes a
+# round trip, a minute for the suite on the emulated board.
+COPY_CHUNK = 4096
+EXEC_BYTES = 8192
 
 
 class BoardTestError(Exception):
@@ -87,12 +95,17 @@ def _stub(path):
 
 
 def tests_of(path, keyword=None):
-    """Names (module.test) mptest runs from the source at path, in order."""
+    """Names (module.test) of the tests mptest may run from the source at
+    path: its top-level tests in order, then those defined under a condition
+    (which a board may not have)."""
     mod = os.path.basename(path)[:-3]
+    names = [name for name, no_args in mptest._scan_defs(path) if no_args]
+    with open(path) as f:
+        names += sorted(m.group(1) for m in map(_NESTED.match, f) if m)
     out = []
-    for name, no_args in mptest._scan_defs(path):
+    for name in names:
         full = mod + "." + name
-        if no_args and full not in out and (keyword is None or keyword in full):
+        if full not in out and (keyword is None or keyword in full):
             out.append(full)
     return out
 
@@ -177,16 +190,56 @@ except OSError:
 """
 
 
+def copy(dev, files):
+    """Write {board path: bytes} in a few mpremote execs (base64 pieces),
+    then check every file's sha256 on the board."""
+    dirs = sorted(set(p.rsplit("/", 1)[0] for p in files))
+    execs, code, size = [deploy._PREPARE % (dirs, [], [])], "", 0
+    for path in sorted(files):
+        data = files[path]
+        for at in range(0, max(len(data), 1), COPY_CHUNK):
+            piece = data[at:at + COPY_CHUNK]
+            code += "f=open(%r,%r)\nf.write(d(%r))\nf.close()\n" % (
+                path, "ab" if at else "wb", binascii.b2a_base64(piece, newline=False).decode())
+            size += len(piece)
+            if size >= EXEC_BYTES:
+                execs.append("from binascii import a2b_base64 as d\n" + code)
+                code, size = "", 0
+    if code:
+        execs.append("from binascii import a2b_base64 as d\n" + code)
+    args = []
+    for c in execs:
+        args += ["+", "exec", c] if args else ["exec", c]
+    dev.run(args, resume=False, timeout=600)
+    _, hashes, _, _ = dev.query(sorted(files))
+    bad = [p for p in files if hashes.get(p) not in (_sha(files[p]), "?")]  # "?": no sha256
+    if bad:
+        raise BoardTestError("%d files did not arrive intact on the board (sha256 differs), "
+                             "the first: %s" % (len(bad), bad[0]))
+
+
 def _sha(data):
     return hashlib.sha256(data).hexdigest()
 
 
 # -- running ---------------------------------------------------------------------
 
+# mptest.before_test (compiled on the board, so the runner's own heap figures
+# do not pay for it): says which test starts and the free heap after a
+# collection, and skips up to and including the one a restart goes on after.
 _RUN = """\
-import sys
+import sys,gc
 sys.path[:0]=[%(runtimes)r]
 %(broker)simport mptest
+a=[%(after)r]
+def h(n):
+ if a[0]:
+  if n==a[0]:
+   a[0]=None
+  return 1
+ gc.collect()
+ print('RUN',n,gc.mem_free())
+mptest.before_test=h
 mptest.main(%(argv)r)
 """
 _BROKER = "sys.path[:0]=[%r]\nimport hostbroker\nhostbroker.BROKER=%r\n"
@@ -196,14 +249,12 @@ def _suite_code(modules, broker, keyword, after):
     argv = ["--src", BASE + "/src"]
     if keyword:
         argv += ["-k", keyword]
-    if after:
-        argv += ["--after", after]
     argv += ["%s/%s/%s.mpy" % (BASE, PORTABLE, mod) for mod, _ in modules]
     needs = False
     for _, src in modules:
         with open(src) as f:
             needs = needs or "hostbroker" in f.read()
-    return _RUN % {"runtimes": BASE + "/tools/runtimes", "argv": argv,
+    return _RUN % {"runtimes": BASE + "/tools/runtimes", "argv": argv, "after": after,
                    "broker": _BROKER % (BASE + "/" + PORTABLE, broker)
                    if needs and broker else ""}
 
@@ -262,21 +313,13 @@ def run_suite(port, modules, broker, keyword, limit, progress):
     """Run the test modules on the board, in one interpreter (mptest unloads
     each module after its tests); returns ([Result], lowest free heap or
     None, None or why the board stopped answering)."""
-    order = [t for _, src in modules for t in tests_of(src, keyword)]
     results = []
     lowest = None
-    after = None
+    todo, after = modules, None
     while True:
-        # Modules wholly before the restart point are not loaded again.
-        start = order.index(after) + 1 if after else 0
-        first = order[start].split(".")[0] if start < len(order) else None
-        todo = modules if after is None else \
-            [m for m in modules if first is not None and m[0] >= first]
-        if not todo:
-            progress()
-            return results, lowest, None
         stream = Stream(port, _suite_code(todo, broker, keyword, after))
-        last = [time.monotonic()]
+        last = [time.monotonic() + START_TIMEOUT]
+        running = None  # the test the board said it started, until its result
         current = None  # the FAIL whose traceback is being read
         summary = timed_out = False
         for line in stream.lines(lambda: limit - (time.monotonic() - last[0])):
@@ -284,9 +327,15 @@ def run_suite(port, modules, broker, keyword, limit, progress):
                 timed_out = True
                 break
             m = _RESULT.match(line)
-            if m and m.group(2).split(".")[0] in dict(modules):
-                last[0] = time.monotonic()
+            if line.startswith("RUN "):
+                _, running, free = line.split(" ")
+                lowest = int(free) if lowest is None else min(lowest, int(free))
+                last[0], current = time.monotonic(), None
+            elif m and m.group(2).split(".")[0] in dict(modules):
+                last[0], running = time.monotonic(), None
                 kind, name, detail = m.groups()
+                if kind == "SKIP" and any(r.name == name for r in results):
+                    continue  # a pytest-only test, named again as a restart loads its module
                 outcome = {"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}[kind]
                 current = Result(name, outcome, "" if kind == "FAIL" else detail or "")
                 results.append(current)
@@ -295,43 +344,36 @@ def run_suite(port, modules, broker, keyword, limit, progress):
                     current = None
             elif _SUMMARY.match(line):
                 summary, current = True, None
-            elif line.startswith("(") and _LOWEST.search(line):
-                low = int(_LOWEST.search(line).group(1))
-                lowest = low if lowest is None else min(lowest, low)
-                current = None
             elif current is not None:
                 current.detail += line + "\n"
         status, err = stream.close()
         if summary and not timed_out:
             progress()
             return results, lowest, None
-        # Interrupted: the test after the last one reported is the one that
-        # hung, or during which the board reset or the link dropped.
-        done = set(r.name for r in results)
-        pending = [t for t in order[start:] if t not in done]
-        if not pending:
-            why = ("did not finish within %.0f s after its last test" % limit if timed_out else
-                   "ended without its summary (mpremote status %s): %s"
-                   % (status, err.strip()[-600:]))
-            results.append(Result(todo[-1][0], "failed", why + "\n"))
+        if running is None:  # between tests: importing, or after the last one
+            why = ("no word from the board within %.0f s (not in a test)" % limit
+                   if timed_out else "mpremote ended without the runner's summary (status %s): %s"
+                   % (status, err.strip()[-1500:]))
+            results.append(Result(todo[0][0] if not results else results[-1].name.split(".")[0],
+                                  "failed", why + "\n"))
             progress(results[-1])
             progress()
             return results, lowest, _ping(port)
-        hung = pending[0]
         if timed_out:
-            results.append(Result(hung, "failed", "did not finish within %.0f s: interrupted "
+            results.append(Result(running, "failed", "did not finish within %.0f s: interrupted "
                                   "(--timeout)\n" % limit))
         else:
-            results.append(Result(hung, "failed", "the board reset or the link dropped during "
+            results.append(Result(running, "failed", "the board reset or the link dropped during "
                                   "this test (mpremote status %s):\n%s\n"
                                   % (status, err.strip()[-1500:])))
         progress(results[-1], "board-test: %s %s" % (
-            hung, "over the time limit: interrupted" if timed_out else "lost the board"))
+            running, "over the time limit: interrupted" if timed_out else "lost the board"))
         down = _ping(port)
         if down:
             progress()
             return results, lowest, down
-        after = hung
+        mod = running.split(".")[0]
+        todo, after = [m for m in modules if m[0] >= mod], running
 
 
 class Progress:
@@ -474,20 +516,11 @@ def board_test(port, broker=None, broker_host=None, no_broker=False, keyword=Non
     same = {p for p, b in files.items() if hashes.get(p) == _sha(b)}
     have = {p: len(files[p]) for p in same}
     files, modules, left = fit(files, modules, free, have)
+    if keyword:  # only the modules with a test to run are loaded
+        modules = [m for m in modules if tests_of(m[1], keyword)]
     copy_paths = sorted(p for p in files if p not in same)
     if copy_paths:
-        stage = tempfile.mkdtemp(prefix="hf-boardtest-")
-        try:
-            dirs = sorted(set(p.rsplit("/", 1)[0] for p in copy_paths))
-            args = ["exec", deploy._PREPARE % (dirs, [], [])]
-            for p in copy_paths:
-                local = os.path.join(stage, p.lstrip("/").replace("/", "__"))
-                with open(local, "wb") as f:
-                    f.write(files[p])
-                args += ["+", "fs", "cp", "-f", local, ":" + p]
-            dev.run(args, resume=False, timeout=600)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        copy(dev, {p: files[p] for p in copy_paths})
     out("board-test: %s, .mpy v%d; %d files copied to %s (%d bytes), %d unchanged; %d test "
         "modules%s" % (port, ver, len(copy_paths), BASE, sum(len(files[p]) for p in copy_paths),
                        len(files) - len(copy_paths), len(modules),

@@ -20,7 +20,9 @@ What the board sees:
   the mount). Nothing outside FLASH_DIR is reachable through open()/os.*.
 - the REPL is `micropython -i` on a pseudo-terminal in raw mode (no newline
   translation, so mpremote's raw REPL and raw-paste mode work byte for
-  byte); ctrl-C still interrupts (ISIG is left on). Outside the raw REPL
+  byte). ctrl-C interrupts running code as on a board (the emulator sends
+  the board SIGINT while its code runs, else passes the key on: see
+  _Bridge._interrupt). Outside the raw REPL
   the emulator turns the unix port's lone LF into CR LF, as a board's REPL
   writes it, so `mpremote repl` reads as on a board.
 - `os.ilistdir` gives each file's size, as a board's filesystem does
@@ -217,13 +219,7 @@ def _spawn_board(flash, heap, run, uid, exe=None):
                 os.close(slave)
             import fcntl
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            tty.setraw(0)
-            attrs = termios.tcgetattr(0)
-            # ctrl-C still raises KeyboardInterrupt; what was typed after it
-            # stays (a board drops only the ctrl-C): mpremote's ctrl-A may
-            # arrive in the same read.
-            attrs[3] |= termios.ISIG | termios.NOFLSH
-            termios.tcsetattr(0, termios.TCSANOW, attrs)
+            tty.setraw(0)  # no ISIG: ctrl-C is the bridge's to deliver (_Bridge._interrupt)
             try:  # die with the emulator: SIGKILL on it is a power cut
                 ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             except (OSError, AttributeError):
@@ -276,6 +272,7 @@ class _Bridge:
         self.candidate = None
         self.opened = 0  # opening bytes the candidate sent so far (bounded)
         self.cr = False  # the last byte sent to the clients was CR (newlines, see _like_a_board)
+        self.pid = None  # the board's process (serve)
         self.serial = serial  # master fd of the serial pty
         self._hup = select.poll()  # POLLHUP on it: no program has the other end open
         self._hup.register(serial, select.POLLIN)
@@ -289,7 +286,33 @@ class _Bridge:
         a, b = data.rfind(b"\x01"), data.rfind(b"\x02")
         if a != b:
             self.raw = a > b
-        self._write_master(data)
+        self._to_board(data)
+
+    def _to_board(self, data):
+        pieces = data.split(b"\x03")
+        for i, piece in enumerate(pieces):
+            if i and not self._interrupt():
+                piece = b"\x03" + piece
+            if piece:
+                self._write_master(piece)
+
+    def _interrupt(self):
+        """ctrl-C as a board takes it: while code runs (MicroPython then
+        catches SIGINT) it raises KeyboardInterrupt and the byte is gone;
+        at a prompt it is a key like any other. Left to the tty (ISIG), it
+        was neither: raw-paste mode runs code with the tty still raw, so
+        mpremote could not stop a program, and at a prompt or during boot
+        (SIGINT not caught) it killed the board."""
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                caught = next(int(line.split()[1], 16) for line in f
+                              if line.startswith("SigCgt:"))
+        except (OSError, StopIteration, ValueError):
+            return False
+        if not caught >> (signal.SIGINT - 1) & 1:
+            return False
+        os.kill(self.pid, signal.SIGINT)
+        return True
 
     def soft_reset_asked(self):
         return self.last == 4 and (self.client is not None or self.serial_open)
@@ -355,7 +378,7 @@ class _Bridge:
         # Only CRs and ctrl-C so far: they go on at once (mpremote waits for
         # the interrupt to take effect before it sends ctrl-A).
         self.opened += len(data)
-        self._write_master(data)
+        self._to_board(data)
 
     def say(self, data, console=True):
         """To the console (unless told not to) and to the client."""
@@ -407,6 +430,7 @@ class _Bridge:
 
     def serve(self, pid):
         """Until the board process ends; returns its exit status."""
+        self.pid = pid
         while True:
             fds = [self.master, self.listener]
             if self.client is not None:

@@ -18,17 +18,16 @@ Prints PASS/FAIL per test and ends with exactly one line
 "mptest: N passed, M failed".  Exit status is 1 if anything failed or no
 test ran.
 
-A test that raises SkipTest (support.skip: unittest's on CPython, so
-pytest skips it too) is reported "SKIP <module>.<test> (<reason>)".
+A test that raises SkipTest (unittest's on CPython, so pytest skips it
+too; any exception class of that name on MicroPython) is reported
+"SKIP <module>.<test> (<reason>)".
 
-For a runner driving a board from outside (tools/board/boardtest.py):
---after <module>.<test> starts with the test after that one (the run goes
-on past a test that was interrupted; the runner knows which test hung from
-the sources: the next one in definition order after the last reported).
-On MicroPython the closing "(...)" line also gives the lowest free heap
-seen between tests: gc.mem_free() after the collection before each test
-(what the loaded modules and earlier tests hold; not what a test allocates
-and drops).
+before_test: a runner that drives a board from outside
+(tools/board/boardtest.py) sets this module global to a function; it is
+called with "<module>.<test>" before each test, and a true result skips
+the test without a word (the board runner announces each test there, so
+one that never returns is known, and starts after an interrupted one).
+Kept out of this file so that it costs the heap guard nothing.
 
 --mem (MicroPython): after importing each test module, print
 "MEM <module>: <bytes> allocated after import", the heap its import took
@@ -46,6 +45,7 @@ import gc
 import time
 
 IS_MPY = sys.implementation.name == "micropython"
+before_test = None  # see the module doc
 
 
 # --- path helpers (string ops only; MicroPython has no os.path) -----------
@@ -270,7 +270,6 @@ def main(argv):
     keyword = None
     src = None
     mem = False
-    after = None  # skip up to and including this test
     targets = []
     i = 0
     while i < len(argv):
@@ -291,9 +290,6 @@ def main(argv):
             src = _resolve(argv[i])
         elif a == "--mem":
             mem = IS_MPY
-        elif a == "--after" and i + 1 < len(argv):
-            i += 1
-            after = argv[i]
         elif a in ("-h", "--help"):
             print("usage: mptest.py [-k SUBSTRING] [--src DIR] [--mem] "
                   "[DIR-OR-FILE ...]")
@@ -311,7 +307,7 @@ def main(argv):
     gc.collect()
     if IS_MPY:
         mem_start = gc.mem_alloc()
-        free_start = low = gc.mem_free()
+        free_start = gc.mem_free()
     passed = 0
     failed = 0
     nskipped = 0
@@ -349,15 +345,11 @@ def main(argv):
                     nskipped += 1
             for name, fn in tests:
                 full = modname + "." + name
-                if after is not None:
-                    if full == after:
-                        after = None
-                    continue
                 if keyword is not None and keyword not in full:
                     continue
+                if before_test is not None and before_test(full):
+                    continue
                 gc.collect()
-                if IS_MPY and gc.mem_free() < low:
-                    low = gc.mem_free()
                 t0 = _now_ms()
                 try:
                     result = fn()
@@ -370,10 +362,10 @@ def main(argv):
                     if type(e).__name__ == "SkipTest":
                         nskipped += 1
                         print("SKIP %s (%s)" % (full, e))
-                    else:
-                        failed += 1
-                        print("FAIL %s (%d ms)" % (full, _elapsed_ms(t0)))
-                        _print_exc(e)
+                        continue
+                    failed += 1
+                    print("FAIL %s (%d ms)" % (full, _elapsed_ms(t0)))
+                    _print_exc(e)
                 else:
                     passed += 1
                     print("PASS %s (%d ms)" % (full, _elapsed_ms(t0)))
@@ -390,7 +382,7 @@ def main(argv):
     info = "%s, %d ms, %d skipped" % (sys.implementation.name,
                                        _elapsed_ms(t_start), nskipped)
     if IS_MPY:
-        info += ", heap at start %d used, %d free, lowest free %d" % (mem_start, free_start, low)
+        info += ", heap at start %d used, %d free" % (mem_start, free_start)
     print("(" + info + ")")
     print("mptest: %d passed, %d failed" % (passed, failed))
     if failed or passed == 0:
