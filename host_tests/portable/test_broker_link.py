@@ -18,9 +18,8 @@ def _tag():
     return binascii.hexlify(os.urandom(4))
 
 
-def _client(name, **kw):
-    host, port = hostbroker.address()
-    return MQTTClient(name, host, port=port, keepalive=30, **kw)
+def _client(broker, name):
+    return MQTTClient(name, broker[0], port=broker[1], keepalive=30)
 
 
 def _until(c, got, n):
@@ -31,10 +30,11 @@ def _until(c, got, n):
 
 
 def test_each_qos_comes_back_from_the_broker():
+    broker = hostbroker.address()  # first: skips where there is none
     tag = _tag()
     topic = b"hf-board-test/" + tag
     got = []
-    c = _client(b"hf-bt-" + tag)
+    c = _client(broker, b"hf-bt-" + tag)
     c.set_callback(lambda t, m: got.append((bytes(t), bytes(m), c.qos)))
     c.connect()
     try:
@@ -51,16 +51,17 @@ def test_each_qos_comes_back_from_the_broker():
 
 
 def test_a_kept_session_gets_what_came_while_offline():
+    broker = hostbroker.address()
     tag = _tag()
     topic = b"hf-board-test/" + tag + b"/cmd"
     name = b"hf-bt-" + tag
     got = []
-    c = _client(name)
+    c = _client(broker, name)
     c.set_callback(lambda t, m: got.append(bytes(m)))
     c.connect(clean_session=False)
     c.subscribe(topic, qos=1)
     c.disconnect()
-    other = _client(name + b"-pub")
+    other = _client(broker, name + b"-pub")
     other.connect()
     for i in range(3):
         other.publish(topic, b"while offline " + str(i).encode(), qos=1)

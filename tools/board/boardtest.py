@@ -13,15 +13,17 @@ for the emulated boards). What it does (docs/boards.md, "Tests on a board"):
    test module's `def test_...` lines (the runner's definition order and
    signatures, without the sources). What does not fit in the board's free
    flash is left out, a test module at a time, and reported as skipped.
-2. runs each test module in a fresh interpreter (mpremote's soft reset), the
-   board's output read as it comes: each test has a time limit (--timeout);
-   a test that exceeds it is interrupted (mpremote's ctrl-C), reported as
-   failed, and the module goes on after it (mptest --after). A board that
-   resets or drops the link during a test gets the same treatment; one that
-   then does not answer is reported as such and the run ends.
+2. runs the test modules in one fresh interpreter (mpremote's soft reset;
+   mptest unloads each module after its tests), the board's output read as
+   it comes; a hook (mptest.before_test, compiled on the board) names each
+   test as it starts. Each test has a time limit (--timeout): one that
+   exceeds it is interrupted (mpremote's ctrl-C), reported as failed, and
+   the run starts again after it. A board that resets or drops the link
+   during a test gets the same treatment; one that then does not answer is
+   reported as such and the run ends.
 3. measures the board's heap: free before and after `from holdfast import
-   MQTTClient`, after
-   a client connected to the broker and after a QoS 1 publish; the smallest
+   MQTTClient`, after a client connected to the broker and after a QoS 1
+   publish; the smallest
    free heap seen is the lowest gc.mem_free() after the collection before
    any test (mptest's "lowest free"): what the loaded modules and the tests
    held at once, not the peak within a test, which MicroPython does not
