@@ -87,7 +87,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck firmware firmware32
+.PHONY: deploy emulate typecheck firmware firmware32 board-test
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
@@ -99,6 +99,15 @@ deploy: $(STAMP)
 	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file] [ROMFS=1]" >&2; exit 2; }
 	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
 	  $(if $(MPY_OPT),-O $(MPY_OPT)) $(if $(filter 1 yes,$(ROMFS)),--romfs)
+
+# make board-test PORT=/dev/ttyACM0|socket://127.0.0.1:NNNN [BROKER=host:port] [K=substring]
+#   [TIMEOUT=s]: the portable tests on the board, through mpremote, with a
+#   mosquitto on this host for those that need a broker (docs/boards.md)
+board-test: $(STAMP)
+	@test -n "$(PORT)" || { echo "usage: make board-test PORT=/dev/ttyACM0|socket://127.0.0.1:NNNN" \
+	  "[BROKER=host:port] [K=substring] [TIMEOUT=seconds per test]" >&2; exit 2; }
+	$(TOOL) board.boardtest --port $(PORT) $(if $(BROKER),--broker $(BROKER)) \
+	  $(if $(K),-k $(K)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT and on a pty
@@ -205,6 +214,7 @@ help:
 	@echo "make deploy BOARD=esp32|rp2040|unix PORT=... [ROMFS=1]   compile to .mpy and copy to a board with mpremote (ROMFS=1: as a ROMFS image)"
 	@echo "make firmware MPY_DIR=path/to/micropython   a unix port with holdfast frozen in (the bench's frozen column)"
 	@echo "make firmware32 MPY_DIR=path/to/micropython   the unix port built 32-bit, nothing frozen (the bench's 32-bit unix column, smallest heap too)"
+	@echo "make board-test PORT=... [BROKER=host:port] [K=substring] [TIMEOUT=s]   the portable tests on a board over mpremote, a broker on this host (docs/boards.md)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
 	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"
 	@echo "make clean       remove build/ and the caches"
