@@ -47,11 +47,11 @@ def upgrade(link, raw, c):
             if not line:
                 break
             if status is None:
-                status = bytes(line)
+                status = line
                 continue
             i = line.find(b":")
             if i > 0:
-                fields[bytes(line[:i]).strip().lower()] = bytes(line[i + 1:]).strip()
+                fields[line[:i].strip().lower()] = line[i + 1:].strip()
         if status is None:
             status = b""
         import hashlib
@@ -98,7 +98,7 @@ def _line(link, buf, ms):
             raise errors.LinkDown("the server closed the connection during the WebSocket handshake")
         b = one[0]
         if b == 10:
-            return memoryview(buf)[:n - 1 if n and buf[n - 1] == 13 else n]
+            return bytes(buf[:n - 1 if n and buf[n - 1] == 13 else n])
         if n < 129:
             buf[n] = b
             n += 1

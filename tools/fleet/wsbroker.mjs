@@ -1,0 +1,34 @@
+// An MQTT broker over WebSockets for the tests and the bench: aedes with
+// aedes-server-factory (ws: true; https for wss), on a loopback port.
+// Installed by `make wsbrokers` into build/wsbrokers (part of make setup);
+// started by tools/fleet/wsbroker.py:
+//   node wsbroker.mjs PORT [--tls KEY CERT] [--log]
+// Prints "READY" once listening; with --log, one JSON line per PUBLISH the
+// broker accepts ({"t": topic, "p": payload, "q": qos}), the broker's own
+// record of what arrived.
+import { createRequire } from 'node:module'
+import fs from 'node:fs'
+import path from 'node:path'
+
+const require = createRequire(path.join(process.env.WSBROKER_MODULES, 'x.js'))
+const { Aedes } = await import(require.resolve('aedes'))
+const { createServer } = require('aedes-server-factory')
+
+const args = process.argv.slice(2)
+const port = Number(args[0])
+const opts = { ws: true }
+const t = args.indexOf('--tls')
+if (t >= 0) {
+  opts.https = { key: fs.readFileSync(args[t + 1]), cert: fs.readFileSync(args[t + 2]) }
+}
+const broker = await Aedes.createBroker()
+if (args.includes('--log')) {
+  broker.on('publish', (packet, client) => {
+    if (client) {
+      process.stdout.write(JSON.stringify({ t: packet.topic, p: packet.payload.toString('latin1'), q: packet.qos }) + '\n')
+    }
+  })
+}
+const server = createServer(broker, opts)
+server.listen(port, '127.0.0.1', () => process.stdout.write('READY\n'))
+process.on('SIGTERM', () => { server.close(); broker.close(() => process.exit(0)) })
