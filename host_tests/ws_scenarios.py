@@ -101,13 +101,21 @@ def restart(a):
     # the outbox keeps what it accepted and sends it on the next link.
     c = MQTTClient(a["id"], a["url"], keepalive=30, ssl_params=a.get("ssl_params"), timeout_ms=3000,
                    backoff_ms=(100, 500))
+    from holdfast.errors import OutboxFull
     c.connect()
+    full = 0
     for i in range(a["n"]):
-        c.publish(a["topic"].encode(), b"m%d" % i, False, 1 + i % 2)
+        while True:
+            try:
+                c.publish(a["topic"].encode(), b"m%d" % i, False, 1 + i % 2)
+                break
+            except OutboxFull:  # offline long enough to fill it: wait for the next link
+                full += 1
+                c.wait_msg(100)
         c.check_msg()
         sleep_ms(a["gap_ms"])
     flushed = c.flush(30000)
-    r = {"flushed": flushed, "pending": c.pending(), "links": c.links,
+    r = {"flushed": flushed, "pending": c.pending(), "links": c.links, "full": full,
          "last_error": str(c.last_error)}
     c.disconnect()
     return r
