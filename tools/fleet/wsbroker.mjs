@@ -3,9 +3,9 @@
 // Installed by `make wsbrokers` into build/wsbrokers (part of make setup);
 // started by tools/fleet/wsbroker.py:
 //   node wsbroker.mjs PORT [--tls KEY CERT] [--log]
-// Prints "READY" once listening; with --log, one JSON line per PUBLISH the
-// broker accepts ({"t": topic, "p": payload, "q": qos}), the broker's own
-// record of what arrived.
+// Prints "READY" once listening; with --log, one JSON line per PUBLISH that
+// arrives from a client ({"t": topic, "p": payload, "q": qos}), the
+// broker's own record of what arrived.
 import { createRequire } from 'node:module'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -21,14 +21,20 @@ const t = args.indexOf('--tls')
 if (t >= 0) {
   opts.https = { key: fs.readFileSync(args[t + 1]), cert: fs.readFileSync(args[t + 2]) }
 }
-const broker = await Aedes.createBroker()
-if (args.includes('--log')) {
-  broker.on('publish', (packet, client) => {
-    if (client) {
+// The log line is written as a PUBLISH arrives, before it is acknowledged
+// (authorizePublish runs first), so a broker killed at any moment has
+// logged every message a client may have counted as delivered: aedes keeps
+// its sessions in memory, and a QoS 2 message whose PUBREC went out is the
+// broker's to keep (the client then sends only PUBREL).
+const log = args.includes('--log')
+const broker = await Aedes.createBroker({
+  authorizePublish: (client, packet, cb) => {
+    if (log) {
       process.stdout.write(JSON.stringify({ t: packet.topic, p: packet.payload.toString('latin1'), q: packet.qos }) + '\n')
     }
-  })
-}
+    cb(null)
+  }
+})
 const server = createServer(broker, opts)
 server.listen(port, '127.0.0.1', () => process.stdout.write('READY\n'))
 process.on('SIGTERM', () => { server.close(); broker.close(() => process.exit(0)) })

@@ -4,7 +4,7 @@
     with Aedes() as b:                  # ws://127.0.0.1:b.port/
         ...
     with Aedes(tls=(key, cert)) as b:   # wss://
-    with Aedes(log=True) as b:          # b.published(): what the broker accepted
+    with Aedes(log=True) as b:          # b.published(): every PUBLISH that arrived
         b.kill(); b.start()             # same port; aedes keeps nothing in memory
     with Amqtt() as b:                  # amqtt's ws listener (and a TCP one: b.tcp_port)
 
@@ -72,8 +72,8 @@ class _Process:
 
 class Aedes(_Process):
     """aedes over WebSockets (ws, or wss with tls=(keyfile, certfile)).
-    log=True: published() lists what the broker accepted from clients, across
-    restarts, as (topic, payload, qos)."""
+    log=True: published() lists every PUBLISH that arrived from a client
+    (logged before it is acknowledged), across restarts, as (topic, payload, qos)."""
 
     def __init__(self, port=None, tls=None, log=False):
         if not os.path.isdir(os.path.join(MODULES, "aedes")):
