@@ -8,11 +8,13 @@
 # Sending: each chunk the session's flush offers goes out as one binary frame,
 # masked in place in the session's send buffer (section 5.3: a fresh 4-byte
 # key per frame); a write that blocks is offered the rest of the same bytes
-# again (front.flush), already masked. Receiving: frame payloads are read
-# straight into the session's receive buffer, one frame's bytes per call (a
-# read at an offset would need a memoryview slice: heap); headers and
-# control frames go through this object's small buffers. So nothing per
-# packet allocates: the buffers are made once per link.
+# again (front.flush), already masked. Receiving: the first frame payload of
+# a read goes straight into the session's receive buffer, later ones of the
+# same read are copied in behind it from a small buffer (a read at an offset
+# would need a memoryview slice: heap), so a packet a broker wrote in
+# several frames reaches the engine whole; headers and control frames go
+# through this object's small buffers. So nothing per packet allocates: the
+# buffers are made once per link.
 import io
 from random import getrandbits
 from .front import MP, _blocked
@@ -43,6 +45,9 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
         self.hdr = bytearray(14)  # the data frame being sent: its header and key
         self.rh = bytearray(10)  # the frame being read: its header (a server's is never masked)
         self.one = bytearray(1)  # header bytes after the first two, control data: a byte at a time
+        # A frame's payload after other bytes in the same read: brokers write
+        # a packet in pieces (aedes: a frame for its first byte, its length, the rest).
+        self.stage = bytearray(64)
         self.hout = self.hat = 0  # header bytes left to write, and written
         self.fleft = 0  # payload bytes of the data frame being sent still to write
         self.pong = self.pat = 0  # the pong (or close) frame in ctl: its length, bytes written
@@ -58,21 +63,37 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
     # -- the socket calls front.py makes ------------------------------------
 
     def readinto(self, buf):
-        """At most one frame's payload bytes into buf: their count; None if
-        nothing yet, 0 at the end of the stream. Control frames are handled
-        on the way (ping: pong; close: LinkDown)."""
+        """The payload bytes of the frames that are there, into buf (as many
+        as fit): their count; None if nothing yet, 0 at the end of the
+        stream. Control frames are handled on the way (ping: pong; close:
+        LinkDown)."""
         rh = self.rh
+        got = 0
         while True:
             if self.left:
-                k = self._r(buf, self.left if self.left < len(buf) else len(buf))
-                if k:
-                    self.left -= k
-                return k
+                room = len(buf) - got
+                if not room:
+                    return got
+                n = self.left if self.left < room else room
+                if not got:  # straight into the session's buffer
+                    k = self._r(buf, n)
+                    if not k:
+                        return k
+                else:  # after bytes already there: a read at an offset needs a copy (a slice is heap)
+                    st = self.stage
+                    k = self._r(st, n if n < len(st) else len(st))
+                    if not k:
+                        return got
+                    for j in range(k):
+                        buf[got + j] = st[j]
+                got += k
+                self.left -= k
+                continue
             if self.op >= 0:
                 if self.cat < self.cn:
                     k = self._r(self.one, 1)
                     if not k:
-                        return k
+                        return got or k
                     if self.keep:
                         self.ctl[6 + self.cat] = self.one[0]
                     self.cat += 1
@@ -82,7 +103,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
             hn = self.hn
             k = self._r(self.one if hn else rh, 1 if hn else 2)
             if not k:
-                return k
+                return got or k  # the end of the stream shows on the next call
             if hn:
                 rh[hn] = self.one[0]
             hn += k

@@ -2,12 +2,14 @@
 // aedes-server-factory (ws: true; https for wss), on a loopback port.
 // Installed by `make wsbrokers` into build/wsbrokers (part of make setup);
 // started by tools/fleet/wsbroker.py:
-//   node wsbroker.mjs PORT [--tls KEY CERT] [--log]
+//   node wsbroker.mjs PORT [--tls KEY CERT] [--log] [--tcp TCP_PORT]
 // Prints "READY" once listening; with --log, one JSON line per PUBLISH that
 // arrives from a client ({"t": topic, "p": payload, "q": qos}), the
-// broker's own record of what arrived.
+// broker's own record of what arrived. --tcp: the same broker on plain MQTT
+// too (the bench compares the two transports on one broker).
 import { createRequire } from 'node:module'
 import fs from 'node:fs'
+import net from 'node:net'
 import path from 'node:path'
 
 const require = createRequire(path.join(process.env.WSBROKER_MODULES, 'x.js'))
@@ -36,5 +38,9 @@ const broker = await Aedes.createBroker({
   }
 })
 const server = createServer(broker, opts)
+const tcp = args.indexOf('--tcp')
+if (tcp >= 0) {
+  await new Promise((resolve) => net.createServer(broker.handle).listen(Number(args[tcp + 1]), '127.0.0.1', resolve))
+}
 server.listen(port, '127.0.0.1', () => process.stdout.write('READY\n'))
 process.on('SIGTERM', () => { server.close(); broker.close(() => process.exit(0)) })

@@ -75,12 +75,13 @@ class Aedes(_Process):
     log=True: published() lists every PUBLISH that arrived from a client
     (logged before it is acknowledged), across restarts, as (topic, payload, qos)."""
 
-    def __init__(self, port=None, tls=None, log=False):
+    def __init__(self, port=None, tls=None, log=False, tcp=False):
         if not os.path.isdir(os.path.join(MODULES, "aedes")):
             raise BrokerError("aedes is not installed in build/wsbrokers: run make wsbrokers (part of make setup)")
         self.port = port or free_port()
         self.tls = tls
         self.log = log
+        self.tcp_port = free_port() if tcp else None  # tcp=True: plain MQTT on the same broker too
         self.proc = None
         self._published = []
         self._lock = threading.Lock()
@@ -91,6 +92,8 @@ class Aedes(_Process):
             cmd += ["--tls", self.tls[0], self.tls[1]]
         if self.log:
             cmd.append("--log")
+        if self.tcp_port:
+            cmd += ["--tcp", str(self.tcp_port)]
         env = dict(os.environ, WSBROKER_MODULES=MODULES)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
         line = self.proc.stdout.readline()
