@@ -48,6 +48,12 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
         # A frame's payload after other bytes in the same read: brokers write
         # a packet in pieces (aedes: a frame for its first byte, its length, the rest).
         self.stage = bytearray(64)
+        self.held = 0  # bytes of a packet's start kept in stage for the next read (_hold)
+        # The MQTT stream as handed on (_scan): bytes left of the packet's
+        # body, which byte of its fixed header comes next (0: its first),
+        # the remaining length so far, where in this read the packet began (-1: before).
+        self.pk = self.vh = self.vl = 0
+        self.ps = -1
         self.hout = self.hat = 0  # header bytes left to write, and written
         self.fleft = 0  # payload bytes of the data frame being sent still to write
         self.pong = self.pat = 0  # the pong (or close) frame in ctl: its length, bytes written
@@ -68,7 +74,16 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
         stream. Control frames are handled on the way (ping: pong; close:
         LinkDown)."""
         rh = self.rh
-        got = 0
+        got = self.held
+        self.ps = -1
+        if got:  # the start of a packet held back last time comes first
+            if len(buf) < got:
+                return None
+            st = self.stage
+            for j in range(got):
+                buf[j] = st[j]
+            self.held = 0
+            self.ps = 0
         while True:
             if self.left:
                 room = len(buf) - got
@@ -83,9 +98,10 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
                     st = self.stage
                     k = self._r(st, n if n < len(st) else len(st))
                     if not k:
-                        return got
+                        return self._hold(buf, got)
                     for j in range(k):
                         buf[got + j] = st[j]
+                self._scan(buf, got, got + k)
                 got += k
                 self.left -= k
                 continue
@@ -93,7 +109,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
                 if self.cat < self.cn:
                     k = self._r(self.one, 1)
                     if not k:
-                        return got or k
+                        return self._hold(buf, got) if got else k
                     if self.keep:
                         self.ctl[6 + self.cat] = self.one[0]
                     self.cat += 1
@@ -103,7 +119,8 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
             hn = self.hn
             k = self._r(self.one if hn else rh, 1 if hn else 2)
             if not k:
-                return got or k  # the end of the stream shows on the next call
+                # The end of the stream shows on the next call.
+                return self._hold(buf, got) if got else k
             if hn:
                 rh[hn] = self.one[0]
             hn += k
@@ -115,6 +132,50 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
                 continue
             self.hn = 0
             self._frame(n)
+
+    def _scan(self, buf, i, end):
+        # Where the MQTT packets in buf[i:end] begin and end (their fixed
+        # headers), so that _hold() knows what is a packet's start.
+        while i < end:
+            if self.pk:
+                t = end - i if end - i < self.pk else self.pk
+                self.pk -= t
+                i += t
+                if not self.pk:
+                    self.ps = -1
+                continue
+            c = buf[i]
+            i += 1
+            if not self.vh:  # the packet's first byte
+                self.vh = 1
+                self.vl = 0
+                self.ps = i - 1
+            else:  # its remaining length, 7 bits a byte
+                self.vl |= (c & 0x7F) << (7 * self.vh - 7)
+                if c & 0x80 and self.vh < 4:
+                    self.vh += 1
+                else:
+                    self.vh = 0
+                    self.pk = self.vl
+                    if not self.pk:
+                        self.ps = -1
+
+    def _hold(self, buf, got):
+        # The count to hand the session, once the socket has no more: the
+        # start of a packet begun in this read and not complete is kept
+        # back (up to 64 bytes) until its rest is there. A broker that
+        # writes a packet in pieces (aedes: a frame for its first byte, one
+        # for its length, one for the rest) would otherwise leave part of
+        # a packet in the session's buffer, and the next read into it takes
+        # a memoryview of the heap (codec.Reader.tail).
+        ps = self.ps
+        if ps < 0 or got - ps > len(self.stage):
+            return got
+        st = self.stage
+        for j in range(got - ps):
+            st[j] = buf[ps + j]
+        self.held = got - ps
+        return ps or None
 
     def write(self, buf, off=0, n=-1):
         """MicroPython's stream write: tx[off:off + n] as one binary frame (or

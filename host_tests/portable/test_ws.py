@@ -109,6 +109,9 @@ def sframe(op, data, fin=True):
     return head + data
 
 
+PUBACK = b"\x82\x01\x40\x82\x01\x02\x82\x02\x00\x00"  # in three frames, the id to fill in
+
+
 def ws(limit=1 << 30):
     link = Link(limit)
     return WebSocket(link, None, None, bytearray(131)), link
@@ -291,15 +294,24 @@ def test_qos0_and_acknowledged_qos1_publishes_over_ws_allocate_nothing():
         pid = s.publish(T, b"21.5", 1, False, 0)
         s.sent(flush(w, s), 0)
         # The PUBACK in three frames, as aedes writes it: its first byte,
-        # its length, the id.
-        inb[0] = inb[3] = inb[6] = 0x82
-        inb[1] = inb[4] = 1
-        inb[2] = 0x40
-        inb[5] = 2
-        inb[7] = 2
-        inb[8] = pid >> 8
-        inb[9] = pid & 0xFF
-        link.n = 10
+        # its length, the id. For odd ids all three are there for one read;
+        # for even ids the first comes in a read of its own, and ws.py holds
+        # that byte back (a packet begun in the session's buffer would cost
+        # a memoryview per read, codec.Reader.tail).
+        i = 0
+        if not pid & 1:
+            inb[0] = 0x82
+            inb[1] = 1
+            inb[2] = 0x40
+            link.n = 3
+            read_into(w, s)
+            s.receive(0)
+            i = 3
+        for j in range(i, 10):
+            inb[j - i] = PUBACK[j]
+        inb[0 + 8 - i] = pid >> 8
+        inb[0 + 9 - i] = pid & 0xFF
+        link.n = 10 - i
         read_into(w, s)
         s.receive(0)
         s.publish(T, b"21.5", 0, False, 0)
