@@ -1,6 +1,6 @@
 # The ws bench's client (tools/bench/ws.py), one transport per process, on
 # the MicroPython unix port or CPython:
-#   micropython ws_probe.py FIRMWARE_DIR URL N
+#   micropython ws_probe.py FIRMWARE_DIR URL N [CAFILE]
 # Prints one JSON line: the heap after connect and after the runs
 # (gc.collect(), gc.mem_alloc(); MicroPython only), and QoS 0 and QoS 1
 # messages per second (QoS 1: until the last is acknowledged).
@@ -8,8 +8,8 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import gc
 import json
+from holdfast import MQTTClient  # first: on CPython it gives time its ticks_ms (compat.py)
 from time import ticks_ms, ticks_diff
-from holdfast import MQTTClient
 
 
 def heap():
@@ -21,7 +21,8 @@ def main():
     url = sys.argv[2]
     n = int(sys.argv[3])
     base = heap()
-    c = MQTTClient("bench-" + url[:2], url, keepalive=60)
+    ca = sys.argv[4] if len(sys.argv) > 4 else None
+    c = MQTTClient("bench-" + url[:3], url, keepalive=60, ssl_params={"cafile": ca} if ca else None)
     c.connect()
     r = {"connected": heap() - base if base is not None else None}
     payload = b"x" * 32
