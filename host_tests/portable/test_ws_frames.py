@@ -3,14 +3,13 @@
 # byte by byte: partial writes, a frame split anywhere, a ping in the middle
 # of a data frame being written). The handshake and real servers:
 # test_ws.py. Runs under CPython and MicroPython (heap_lock there).
-import sys
 
 from holdfast.url import parse
 from holdfast.ws import WebSocket
 from holdfast.front import flush, read_into
 from holdfast.session import Session
 from holdfast import errors
-from support import raises
+from support import raises, under_heap_lock
 
 T = b"s/t"
 
@@ -319,18 +318,7 @@ def test_qos0_and_acknowledged_qos1_publishes_over_ws_allocate_nothing():
         link.o = 0
         return pid
 
-    one()  # warm
-    locked = sys.implementation.name == "micropython"
-    if locked:
-        import micropython
-        micropython.heap_lock()
-    try:
-        pids = 0
-        for _ in range(40):
-            pids += one() > 0
-    finally:
-        if locked:
-            micropython.heap_unlock()
+    pids = under_heap_lock(one, 40)
     assert pids == 40 and len(s.store) == 0, (pids, len(s.store))
     s.publish(T, b"21.5", 0, False, 0)
     s.sent(flush(w, s), 0)
