@@ -80,6 +80,12 @@ def amqtt():
         yield b
 
 
+@pytest.fixture(scope="module")
+def amqtt_tls(pki):
+    with Amqtt(tls=(pki["key"], pki["cert"])) as b:
+        yield b
+
+
 @pytest.fixture
 def hostile():  # one per test: each case misbehaves on its first connection only
     s = WSServer()
@@ -172,6 +178,16 @@ def test_ws_publish_and_receive_through_amqtt(runtime, amqtt):
     # the two as MQTT 3.1.1 section 3.8.4 says: the QoS is not compared.
     assert sorted(g[:2] for g in r["got"]) == sorted([[topic, m] for _, m, q in expect(runtime)]
                                                      + [[topic, "B*300"]]), r
+    assert r["flushed"] is True, r
+
+
+@runtimes
+def test_wss_publish_and_receive_through_amqtt(runtime, amqtt_tls, pki):
+    topic = "amw/%s/rt" % runtime
+    r = run(runtime, "roundtrip", {"id": "amw-" + runtime, "url": "wss://localhost:%d/" % amqtt_tls.port,
+                                   "topic": topic, "ssl_params": {"cafile": pki["cafile"]}})
+    # amqtt delivers at the subscription's QoS (above).
+    assert sorted(g[:2] for g in r["got"]) == sorted([topic, m] for _, m, q in expect(runtime)), r
     assert r["flushed"] is True, r
 
 

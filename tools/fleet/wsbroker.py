@@ -118,10 +118,12 @@ class Aedes(_Process):
 
 
 class Amqtt(_Process):
-    """amqtt with a WebSocket listener on port (and its TCP one on tcp_port)."""
+    """amqtt with a WebSocket listener on port (and its TCP one on tcp_port);
+    tls=(keyfile, certfile): the WebSocket listener over TLS (wss)."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, tls=None):
         self.port = port or free_port()
+        self.tls = tls
         self.tcp_port = free_port()
         self.proc = None
         self.dir = tempfile.mkdtemp(prefix="hf-amqtt-")
@@ -131,10 +133,11 @@ class Amqtt(_Process):
         with open(conf, "w") as f:
             f.write("listeners:\n"
                     "  default:\n    type: tcp\n    bind: 127.0.0.1:%d\n"
-                    "  ws:\n    type: ws\n    bind: 127.0.0.1:%d\n"
+                    "  ws:\n    type: ws\n    bind: 127.0.0.1:%d\n%s"
                     "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n    allow_anonymous: true\n"
                     "  amqtt.plugins.sys.broker.BrokerSysPlugin:\n    sys_interval: 0\n"
-                    % (self.tcp_port, self.port))
+                    % (self.tcp_port, self.port,
+                       "    ssl: true\n    keyfile: %s\n    certfile: %s\n" % self.tls if self.tls else ""))
         exe = os.path.join(os.path.dirname(sys.executable), "amqtt")
         self.proc = subprocess.Popen([exe, "-c", conf], stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(self.dir, "amqtt.log"), "w"))
