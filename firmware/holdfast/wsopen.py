@@ -5,7 +5,6 @@
 # wrong, or a close, to put it into words. README "MQTT over WebSockets"
 # lists every failure.
 from binascii import b2a_base64
-from os import urandom
 from . import errors
 from .front import MP
 from .ws import WebSocket
@@ -19,6 +18,7 @@ def upgrade(link, raw, c):
     Closes the link and raises WebSocketRefused (not a 101 with the right
     key and the mqtt subprotocol: the status line in words), MQTTTimeout or
     LinkDown (no answer, or the link closed)."""
+    from os import urandom  # here: a port without it (WebAssembly) still has the words below
     path, headers = c.ws
     host = c.server
     if ":" in host:  # an IPv6 address
