@@ -21,7 +21,7 @@ RUNTIMES = {"cpython": sys.executable,
 # Modules only a feature beyond publishing loads.
 LATER = {"errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
          "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
-         "url", "ws", "wsopen"}
+         "url", "ws", "wsopen", "wserrors"}
 
 SCRIPT = """\
 import sys, json

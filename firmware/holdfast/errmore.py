@@ -2,7 +2,6 @@
 # subscription, TLS set-up), loaded with the first use of one; errors.py
 # says why and finds them (`from holdfast.errors import TLSError`).
 from .errors import MQTTError
-from .errcommon import ConnectError  # loaded before this module anyway (errors.py)
 
 
 class MQTTProtocolError(MQTTError):
@@ -42,15 +41,3 @@ class TLSError(MQTTError):
         self.reason = reason
         self.cause = cause
 
-
-class WebSocketError(MQTTProtocolError):
-    """The WebSocket server of a ws:// or wss:// URL sent a frame RFC 6455
-    forbids (a text frame, a masked frame, ...); the link is closed.
-    .reason: one word (README, MQTT over WebSockets)."""
-
-
-class WebSocketRefused(ConnectError):
-    """The server of a ws:// or wss:// URL did not upgrade to a WebSocket
-    with the mqtt subprotocol: .code the HTTP status (0: none), .status the
-    status line, .reason one word (status, upgrade, accept, subprotocol).
-    A refusal: reconnects wait the longest delay, as for ConnectError."""

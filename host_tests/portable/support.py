@@ -46,26 +46,6 @@ def allocated(fn):
     return b - a
 
 
-def under_heap_lock(fn, n):
-    """fn() once to warm up, then n times with MicroPython's heap locked (any
-    allocation raises MemoryError: the test fails); elsewhere unlocked.
-    Returns how many of the n calls returned a true value."""
-    fn()
-    locked = _MPY
-    if locked:
-        import micropython
-        micropython.heap_lock()
-    try:
-        k = 0
-        for _ in range(n):
-            if fn():
-                k += 1
-    finally:
-        if locked:
-            micropython.heap_unlock()
-    return k
-
-
 def tmpdir():
     """Create and return a fresh empty directory (a string path)."""
     if not _MPY:

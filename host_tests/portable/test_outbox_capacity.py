@@ -12,7 +12,8 @@ from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
-from support import tmpdir, rmtree, raises, held, under_heap_lock
+from support import tmpdir, rmtree, raises, held
+from heaplock import under_heap_lock
 from holdfast.policy import expire
 from holdfast.held import table
 

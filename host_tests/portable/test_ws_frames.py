@@ -4,12 +4,15 @@
 # of a data frame being written). The handshake and real servers:
 # test_ws.py. Runs under CPython and MicroPython (heap_lock there).
 
+import sys
+
 from holdfast.url import parse
 from holdfast.ws import WebSocket
 from holdfast.front import flush, read_into
 from holdfast.session import Session
 from holdfast import errors
-from support import raises, under_heap_lock
+from support import raises
+from heaplock import under_heap_lock
 
 T = b"s/t"
 
@@ -61,7 +64,8 @@ class Link:
             n = len(buf) - off
         if n > self.limit:
             n = self.limit
-        for j in range(n):
+        room = len(self.out) - self.o  # past the end of out a write is counted, not kept
+        for j in range(n if n < room else room):
             self.out[self.o + j] = buf[off + j]
         self.o += n
         return n
@@ -76,6 +80,32 @@ class Link:
 
     def close(self):
         self.closed = True
+
+
+class Zeros:
+    """n zero bytes that keep only what is written to the first and the
+    last 8 (and count every write)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.kept = bytearray(16)
+        self.sets = 0
+
+    def __len__(self):
+        return self.n
+
+    def _at(self, k):
+        return k if k < 8 else k - self.n + 16 if k >= self.n - 8 else -1
+
+    def __getitem__(self, k):
+        i = self._at(k)
+        return self.kept[i] if i >= 0 else 0
+
+    def __setitem__(self, k, v):
+        self.sets += 1
+        i = self._at(k)
+        if i >= 0:
+            self.kept[i] = v
 
 
 def frames(data):
@@ -159,14 +189,28 @@ def test_client_takes_a_url_and_a_plain_host_stays_as_it_was():
 def test_each_write_is_one_masked_binary_frame_with_a_fresh_key():
     w, link = ws()
     keys = []
-    for size in (0, 5, 125, 126, 300, 65535, 65536):
+    for size in (0, 5, 125, 126, 300, 4000):
         data = bytearray(bytes(range(256)) * (size // 256 + 1))[:size]
-        if size > 4000:
-            link.out = bytearray(size + 20)
+        plain = bytes(data)
         assert w.write(data, 0, size) == size
         (op, fin, key, payload), = frames(link.take())
-        assert (op, fin) == (2, True) and payload == bytes(bytes(range(256)) * (size // 256 + 1))[:size], size
+        assert (op, fin) == (2, True) and payload == plain, size
         keys.append(key)
+    # 16-bit and 64-bit length fields at their edges, over a payload of
+    # zeros that keeps only its first and last 8 bytes (64 KB would not fit
+    # the heap guard): each kept byte, masked in place, is its key byte.
+    for size, head in ((65535, b"\x82\xfe\xff\xff"), (65536, b"\x82\xff\x00\x00\x00\x00\x00\x01\x00\x00")):
+        link.out = bytearray(16)
+        # CPython's socket calls take a buffer (memoryview): a real one there.
+        data = Zeros(size) if sys.implementation.name == "micropython" else bytearray(size)
+        assert w.write(data, 0, size) == size and link.o == len(head) + 4 + size, size
+        assert bytes(link.out[:len(head)]) == head, bytes(link.out)
+        key = bytes(link.out[len(head):len(head) + 4])
+        ends = list(range(8)) + list(range(size - 8, size))
+        assert [data[k] for k in ends] == [key[k & 3] for k in ends], size
+        assert getattr(data, "sets", size) == size, size
+        keys.append(key)
+        link.o = 0
     assert len(set(keys)) == len(keys), keys
 
 
