@@ -14,9 +14,8 @@ import time
 
 import paho.mqtt.client as paho
 import pytest
-import trustme
 
-from fleet.wsbroker import Aedes, Amqtt
+from fleet.wsbroker import Aedes, Amqtt, make_pki
 from wsserver import WSServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,38 +51,25 @@ def result(p, path, timeout=120):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ws-pki")
-    ca = trustme.CA()
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    key, cert, cafile = str(d / "key.pem"), str(d / "cert.pem"), str(d / "ca.pem")
-    leaf.private_key_pem.write_to_path(key)
-    leaf.cert_chain_pems[0].write_to_path(cert)
-    ca.cert_pem.write_to_path(cafile)
+    key, cert, cafile = make_pki(str(tmp_path_factory.mktemp("ws-pki")))
     return {"key": key, "cert": cert, "cafile": cafile}
 
 
 @pytest.fixture(scope="module")
-def aedes():
-    with Aedes() as b:
-        yield b
+def brokers(request, pki):
+    """brokers(name): the real broker of that name ("aedes", "aedes_tls",
+    "amqtt", "amqtt_tls"), started on first use, stopped with the module."""
+    made = {}
 
+    def get(name):
+        if name not in made:
+            tls = (pki["key"], pki["cert"]) if name.endswith("_tls") else None
+            b = (Aedes if name.startswith("aedes") else Amqtt)(tls=tls)
+            request.addfinalizer(b.stop)
+            made[name] = b.start()
+        return made[name]
 
-@pytest.fixture(scope="module")
-def aedes_tls(pki):
-    with Aedes(tls=(pki["key"], pki["cert"])) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def amqtt():
-    with Amqtt() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def amqtt_tls(pki):
-    with Amqtt(tls=(pki["key"], pki["cert"])) as b:
-        yield b
+    return get
 
 
 @pytest.fixture
@@ -134,7 +120,8 @@ def expect(runtime, prefix=""):
 
 
 @runtimes
-def test_ws_publish_and_receive_through_aedes_with_paho_as_reference(runtime, aedes):
+def test_ws_publish_and_receive_through_aedes_with_paho_as_reference(runtime, brokers):
+    aedes = brokers("aedes")
     topic = "ws/%s/rt" % runtime
     ref = Paho(aedes.port, "ref-" + runtime)
     try:
@@ -155,7 +142,8 @@ def test_ws_publish_and_receive_through_aedes_with_paho_as_reference(runtime, ae
 
 
 @runtimes
-def test_wss_publish_and_receive_through_aedes(runtime, aedes_tls, pki):
+def test_wss_publish_and_receive_through_aedes(runtime, brokers, pki):
+    aedes_tls = brokers("aedes_tls")
     topic = "wss/%s/rt" % runtime
     ref = Paho(aedes_tls.port, "wref-" + runtime, tls=pki["cafile"])
     try:
@@ -170,10 +158,13 @@ def test_wss_publish_and_receive_through_aedes(runtime, aedes_tls, pki):
 
 
 @runtimes
-def test_ws_publish_and_receive_through_amqtt(runtime, amqtt):
-    topic = "am/%s/rt" % runtime
-    r = run(runtime, "roundtrip", {"id": "am-" + runtime, "url": "ws://127.0.0.1:%d/" % amqtt.port,
-                                   "topic": topic, "big": 300})
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+def test_publish_and_receive_through_amqtt(runtime, scheme, brokers, pki):
+    b = brokers("amqtt" if scheme == "ws" else "amqtt_tls")
+    topic = "am/%s/%s" % (scheme, runtime)
+    r = run(runtime, "roundtrip", {"id": "am-%s-%s" % (scheme, runtime), "topic": topic, "big": 300,
+                                   "url": "%s://localhost:%d/" % (scheme, b.port),
+                                   "ssl_params": {"cafile": pki["cafile"]} if scheme == "wss" else None})
     # amqtt 0.12.1 delivers at the subscription's QoS (2), not the lesser of
     # the two as MQTT 3.1.1 section 3.8.4 says: the QoS is not compared.
     assert sorted(g[:2] for g in r["got"]) == sorted([[topic, m] for _, m, q in expect(runtime)]
@@ -182,33 +173,17 @@ def test_ws_publish_and_receive_through_amqtt(runtime, amqtt):
 
 
 @runtimes
-def test_wss_publish_and_receive_through_amqtt(runtime, amqtt_tls, pki):
-    topic = "amw/%s/rt" % runtime
-    r = run(runtime, "roundtrip", {"id": "amw-" + runtime, "url": "wss://localhost:%d/" % amqtt_tls.port,
-                                   "topic": topic, "ssl_params": {"cafile": pki["cafile"]}})
-    # amqtt delivers at the subscription's QoS (above).
-    assert sorted(g[:2] for g in r["got"]) == sorted([topic, m] for _, m, q in expect(runtime)), r
-    assert r["flushed"] is True, r
-
-
-@runtimes
-@pytest.mark.parametrize("broker", ["aedes", "amqtt"])
-def test_ws_asyncio_client(runtime, broker, request):
-    b = request.getfixturevalue(broker)
+@pytest.mark.parametrize("broker", ["aedes", "amqtt", "aedes_tls"])
+def test_asyncio_client(runtime, broker, brokers, pki):
+    b = brokers(broker)
+    tls = broker.endswith("_tls")
     topic = "as/%s/%s" % (broker, runtime)
-    r = run(runtime, "aroundtrip", {"id": "as-%s-%s" % (broker, runtime), "url": "ws://127.0.0.1:%d/" % b.port,
-                                    "topic": topic})
-    n = 3 if broker == "aedes" else 2  # amqtt: the QoS is the subscription's (above)
+    r = run(runtime, "aroundtrip", {"id": "as-%s-%s" % (broker, runtime), "topic": topic,
+                                    "url": "%s://localhost:%d/" % ("wss" if tls else "ws", b.port),
+                                    "ssl_params": {"cafile": pki["cafile"]} if tls else None})
+    n = 2 if broker == "amqtt" else 3  # amqtt: the QoS is the subscription's (above)
     assert sorted(g[:n] for g in r["got"]) == sorted([topic, m, q][:n] for _, m, q in expect(runtime, "async ")), r
     assert r["flushed"] is True, r
-
-
-@runtimes
-def test_wss_asyncio_client(runtime, aedes_tls, pki):
-    topic = "was/%s" % runtime
-    r = run(runtime, "aroundtrip", {"id": "was-" + runtime, "url": "wss://localhost:%d/" % aedes_tls.port,
-                                    "topic": topic, "ssl_params": {"cafile": pki["cafile"]}})
-    assert sorted(r["got"]) == sorted([topic, m, q] for _, m, q in expect(runtime, "async ")), r
 
 
 @runtimes

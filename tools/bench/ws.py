@@ -17,19 +17,8 @@ from bench.fmt import fmt_bytes, fmt_rate, fmt_runs
 TITLE = "MQTT over WebSockets: throughput and heap, ws and wss against TCP (aedes)"
 
 
-def _pki(d):
-    import trustme
-    ca = trustme.CA()
-    leaf = ca.issue_cert("localhost")
-    key, cert, cafile = (os.path.join(d, n) for n in ("key.pem", "cert.pem", "ca.pem"))
-    leaf.private_key_pem.write_to_path(key)
-    leaf.cert_chain_pems[0].write_to_path(cert)
-    ca.cert_pem.write_to_path(cafile)
-    return key, cert, cafile
-
-
 def run(ctx):
-    from fleet.wsbroker import Aedes
+    from fleet.wsbroker import Aedes, make_pki
     n = 300 if ctx.quick else 2000
     repeats = 1 if ctx.quick else 3
     probe = os.path.join(ctx.root, "tools", "bench", "mp", "ws_probe.py")
@@ -43,7 +32,7 @@ def run(ctx):
     # source; CPython for the rates.
     exes = {"unix port, .mpy": (mp, mpy), "unix port, .py": (mp, fw), "CPython": (sys.executable, fw)}
     d = tempfile.mkdtemp(prefix="hf-bench-ws-")
-    key, cert, cafile = _pki(d)
+    key, cert, cafile = make_pki(d)
     rows = []
     with Aedes(tcp=True) as b, Aedes(tls=(key, cert)) as bt:
         urls = {"TCP (mqtt://)": ["mqtt://127.0.0.1:%d" % b.tcp_port],

@@ -30,6 +30,20 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wsbroker.mjs"
 HOST = "127.0.0.1"
 
 
+def make_pki(d):
+    """A test CA and a certificate for localhost and 127.0.0.1 it signed, made
+    with trustme, as files in directory d: (keyfile, certfile, cafile) for
+    Aedes(tls=...), Amqtt(tls=...) and the client's ssl_params cafile."""
+    import trustme
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    key, cert, cafile = (os.path.join(d, n) for n in ("key.pem", "cert.pem", "ca.pem"))
+    leaf.private_key_pem.write_to_path(key)
+    leaf.cert_chain_pems[0].write_to_path(cert)
+    ca.cert_pem.write_to_path(cafile)
+    return key, cert, cafile
+
+
 def _wait_port(port, proc, what, timeout=20.0):
     import socket
     end = time.monotonic() + timeout
