@@ -6,9 +6,9 @@ PY     := $(VENV)/bin/python
 TOOL   := PYTHONPATH=tools $(PY) -m
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto java wasm demo
+.PHONY: setup test bench clean mosquitto java wasm wsbrokers demo
 
-setup: $(STAMP) mosquitto java wasm
+setup: $(STAMP) mosquitto java wasm wsbrokers
 
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
@@ -73,6 +73,18 @@ $(WASM_STAMP):
 	@echo "installing $(WASM_PKG)@$(WASM_VERSION) (MicroPython, 32-bit WebAssembly) into $(WASM_DIR)"
 	mkdir -p $(WASM_DIR)
 	npm install --prefix $(WASM_DIR) --no-save --no-audit --no-fund $(WASM_PKG)@$(WASM_VERSION)
+	touch $@
+
+# MQTT over WebSockets: Debian's mosquitto has no WebSocket listener, so the
+# tests and the bench run aedes (npm) through tools/fleet/wsbroker.mjs.
+WSB_DIR   := build/wsbrokers
+WSB_PKGS  := aedes@1.2.0 aedes-server-factory@0.2.1
+WSB_STAMP := $(WSB_DIR)/.installed-aedes-1.2.0-factory-0.2.1
+wsbrokers: $(WSB_STAMP)
+$(WSB_STAMP): | $(WASM_STAMP)
+	@echo "installing $(WSB_PKGS) (MQTT over WebSockets broker for the tests) into $(WSB_DIR)"
+	mkdir -p $(WSB_DIR)
+	npm install --prefix $(WSB_DIR) --no-save --no-audit --no-fund $(WSB_PKGS)
 	touch $@
 
 test: setup
@@ -221,4 +233,5 @@ help:
 	@echo "make mosquitto   install the mosquitto broker if missing (part of setup)"
 	@echo "make java        install a Java runtime if missing (part of setup)"
 	@echo "make wasm        install Node/npm if missing and the 32-bit MicroPython port (part of setup)"
+	@echo "make wsbrokers   install aedes (npm), the MQTT-over-WebSockets broker of the tests (part of setup)"
 	@echo "make help        this list"
