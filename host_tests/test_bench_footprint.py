@@ -400,27 +400,33 @@ def test_report_without_the_32bit_unix_build_says_so():
     assert "- frozen: not measured in this run (no FROZEN_UNIX=path" in md, md
 
 
+def _bench_runs(tmp_path, mosquitto, modes, one, **given):
+    """{mode: one(runner, ports, mode)}: the bench's own Runner, with the
+    binaries given (frozen=, m32=), against mosquitto."""
+    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
+    r = footprint.Runner(ctx, 5, peers=(), **given)
+    try:
+        return {mode: one(r, (mosquitto.port, 0), mode) for mode in modes}
+    finally:
+        shutil.rmtree(r.tmp, ignore_errors=True)
+
+
 def test_32bit_unix_port_holds_less_than_the_64bit_one(tmp_path, mosquitto):
     """The bench's own runs (Runner.unix and Runner.smallest) of the
     publish-only client on both unix ports, against mosquitto."""
     if UNIX32 is None:
         pytest.skip(NO_UNIX32)
-    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
-    r = footprint.Runner(ctx, 5, peers=(), m32=UNIX32)
-    ports = (mosquitto.port, 0)
-    got = {}
-    try:
-        for mode in ("mpy", "m32"):
-            res, ok, last, took = r.unix("pub", ports, mode)
-            assert ok and res, (mode, last)
-            # Held without a pool step: where a pool boundary falls differs
-            # between the ports (the probe's names and the client's are the
-            # same, the pools' start is not), and one step is 1.7-3.5 KB.
-            free = r.no_pool_step(lambda pad: r.unix("pub", ports, mode, pad=pad))
-            assert "total" in free, (mode, free)
-            got[mode] = free["total"], r.smallest("pub", ports, took, mode)
-    finally:
-        shutil.rmtree(r.tmp, ignore_errors=True)
+
+    def one(r, ports, mode):
+        res, ok, last, took = r.unix("pub", ports, mode)
+        assert ok and res, (mode, last)
+        # Held without a pool step: where a pool boundary falls differs
+        # between the ports (the probe's names and the client's are the
+        # same, the pools' start is not), and one step is 1.7-3.5 KB.
+        free = r.no_pool_step(lambda pad: r.unix("pub", ports, mode, pad=pad))
+        assert "total" in free, (mode, free)
+        return free["total"], r.smallest("pub", ports, took, mode)
+    got = _bench_runs(tmp_path, mosquitto, ("mpy", "m32"), one, m32=UNIX32)
     (held64, heap64), (held32, heap32) = got["mpy"], got["m32"]
     # Pointers and GC blocks half the size (bytecode is the same): the 32-bit
     # port holds about three quarters of what the 64-bit one does (34 against
@@ -435,17 +441,12 @@ def test_frozen_unix_port_holds_less_than_the_mpy_one(tmp_path, mosquitto):
     counts of both: the same library makes the same objects."""
     if FROZEN_UNIX is None:
         pytest.skip(NO_FROZEN)
-    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
-    r = footprint.Runner(ctx, 5, peers=(), frozen=FROZEN_UNIX)
-    ports = (mosquitto.port, 0)
-    got = {}
-    try:
-        for mode in ("mpy", "frozen"):
-            res, ok, last, _ = r.unix("pub", ports, mode)
-            assert ok and res and "counts" in res, (mode, last)
-            got[mode] = res
-    finally:
-        shutil.rmtree(r.tmp, ignore_errors=True)
+
+    def one(r, ports, mode):
+        res, ok, last, _ = r.unix("pub", ports, mode)
+        assert ok and res and "counts" in res, (mode, last)
+        return res
+    got = _bench_runs(tmp_path, mosquitto, ("mpy", "frozen"), one, frozen=FROZEN_UNIX)
     # Frozen, the bytecode, constants and names stay in the binary: well under
     # half of what the .mpy copied holds (13.8 against 32.8 KB at 4285950).
     assert got["frozen"]["total"] < 0.6 * got["mpy"]["total"], got
