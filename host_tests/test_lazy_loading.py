@@ -20,7 +20,7 @@ RUNTIMES = {"cpython": sys.executable,
 
 # Modules only a feature beyond publishing loads.
 LATER = {"errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
-         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker"}
+         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker", "robust"}
 
 SCRIPT = """\
 import sys, json
