@@ -118,6 +118,22 @@ class AsyncClient(Front):
             _EMPTY, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.session.store.sync() and done
 
+    # The pull API: `async for topic, msg, retained, qos in c` (or
+    # c.messages(), before subscribe() not to miss a retained message), as
+    # MQTTClient.next_msg() gives them; it ends after disconnect().
+    __aiter__ = Front.messages
+
+    async def __anext__(self):
+        while True:
+            m = self._take()
+            if m is not None:
+                self.progress.set()  # the reader waits for this (_read)
+                return m
+            if self.session.state == _CLOSED:
+                raise StopAsyncIteration
+            self.progress.clear()
+            await self.progress.wait()
+
     async def ping(self):
         """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
         come within the keepalive (30 s with keepalive=0) drops the link."""
@@ -215,6 +231,13 @@ class AsyncClient(Front):
                 await _sleep_ms(20)
             return
         s = self.session
+        if self._held == s.link:  # a message waits to be pulled: go on once it is (__anext__)
+            self.progress.clear()
+            await self.progress.wait()
+            if self._events(ticks_ms(), False):  # what was read behind it
+                self._write()
+            self.progress.set()
+            return
         await _readable(self, sock)
         if sock is not self.sock:
             return

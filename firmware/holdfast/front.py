@@ -61,6 +61,13 @@ _E_NO_ROUTE = const(68)
 
 
 class Front:
+    # The pull API (messages(), MQTTClient.next_msg(), async for over an
+    # AsyncClient): off until first asked for, as class attributes, so a
+    # client that never pulls carries no instance attribute for it. _held:
+    # the link whose message the engine holds until it is taken (0: none).
+    _pull = False
+    _held = 0
+
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -117,6 +124,30 @@ class Front:
         client's retained, qos and dup describe it; with views=True topic
         and msg stay valid until it returns."""
         self._on_message = f
+
+    def messages(self):
+        """From now on every inbound message waits to be taken by the pull
+        API instead of going to the callback and the filters' handlers
+        (MQTTClient.next_msg(), `async for` over an AsyncClient). Returns
+        the client. Call it before subscribe() not to miss a retained message."""
+        self._pull = True
+        return self
+
+    def _take(self):
+        # The message the engine holds for the pull API as (topic, msg,
+        # retained, qos), acknowledged now that it is handed out (QoS 1/2 as
+        # after a callback: inbound.handled()); None if there is none. One
+        # lost with its link is forgotten unacknowledged: the broker sends a
+        # QoS 1/2 message again on the next link.
+        s = self.session
+        if self._held != s.link or s.state != _CONNECTED:
+            self._held = 0
+            return None
+        self._held = 0
+        m = (s.topic, s.msg, s.retained, s.qos)
+        import holdfast.inbound as i
+        i.handled(s)
+        return m
 
     def set_delivered(self, f):
         """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
@@ -250,12 +281,19 @@ class Front:
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
+            if self._held:  # nothing more is taken until the pull API has the held message
+                if self._held == s.link and s.state == _CONNECTED:
+                    return True
+                self._held = 0  # its link is gone (_take())
             try:
                 e = s.receive(now)
             except LINK_ERRORS as err:
                 self._link_failed(err)
                 return False
             if not e:
+                return True
+            if e == _MESSAGE and self._pull:
+                self._held = s.link
                 return True
             self._busy = True
             try:
