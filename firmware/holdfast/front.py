@@ -73,7 +73,7 @@ class Front:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
-                 backoff_ms=(1000, 60000), when_full="refuse"):
+                 backoff_ms=(1000, 60000), when_full="refuse", rx_size=0):
         drop = when_full == "drop_oldest"  # two comparisons: a tuple would be an object on the heap
         if not drop and when_full != "refuse":
             raise ValueError(why(_E_WHEN_FULL, when_full))
@@ -92,6 +92,8 @@ class Front:
             from .v5 import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
                          drop, timeout_ms)
+        if rx_size:  # the receive limit on its own (session.py's rx_size)
+            self.session.rx_size = rx_size
         self.session.user = user
         self.session.password = password
         self.sock = None
@@ -160,6 +162,8 @@ class Front:
         # seven properties.
         if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
             return getattr(self.session, name)
+        if name == "oversized":  # inbound messages over the receive limit: skipped, acknowledged
+            return self.session.dropped
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             import holdfast.policy as m
             return m.next_pid(self.session)
