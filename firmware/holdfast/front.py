@@ -58,6 +58,7 @@ _E_NO_ROOM = const(47)
 _E_NO_HOST = const(66)
 _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
+_E_NOT_BROKER = const(78)
 
 
 class Front:
@@ -211,7 +212,7 @@ class Front:
         if self.session.acked < link:
             err = self.last_error
             if err is None:
-                err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
+                err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms, self.session.rx.level))
             raise err
         self.backoff = 0
         return self.session.session_present
@@ -377,6 +378,12 @@ class Front:
         # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
         if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
+        elif s.acked < s.link and isinstance(e, errors.MQTTProtocolError):
+            # Anything but CONNACK in answer to CONNECT: not a broker (an HTTP
+            # server, an SSH banner...), whatever packet its bytes look like.
+            r = s.rx
+            e = errors.MQTTProtocolError(why(_E_NOT_BROKER, self.server, self.port,
+                                             bytes(r.buf[:min(r.end, 32)]), e))
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now

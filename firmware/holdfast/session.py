@@ -539,7 +539,7 @@ class Session:
         stopped taking bytes."""
         if self.state == _CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
-                self._fail(errors.MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
+                self._fail(errors.MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms, self.rx.level)))
             return
         if self.state != _CONNECTED:
             return
