@@ -98,6 +98,14 @@ def _verdict(t):
     return "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
 
 
+# What the verdicts mean, under the targets table and after the list a run ends with.
+VERDICTS = ("PASS: the target is met. MISS: a goal holdfast has set itself and does not reach "
+            "yet (the value says by how much; docs/bench.md and docs/footprint.md say what "
+            "limits it): expected, not a failed run, which exits non-zero only when a section "
+            "fails. n/a: not measured in this run. A --quick run measures shorter runs: its "
+            "verdicts are a smoke test, not figures to quote.")
+
+
 def render(report):
     m = report["machine"]
     out = ["# holdfast benchmarks", "",
@@ -128,6 +136,8 @@ def render(report):
         out.append("| --- | --- | --- | --- |")
         for t in targets:
             out.append("| %s | %s | %s | **%s** |" % (t["name"], t["goal"], t["value"], _verdict(t)))
+        out.append("")
+        out.append(VERDICTS)
         out.append("")
     out.extend([
         "## Running it", "",
@@ -206,6 +216,8 @@ def main(argv=None):
                                           report["duration_s"]))
     for t in report["targets"]:
         print("%s  %s: %s (target %s)" % (_verdict(t), t["name"], t["value"], t["goal"]))
+    if report["targets"]:
+        print(VERDICTS)
     return 1 if any(s.get("error") for s in report["sections"].values()) else 0
 
 
