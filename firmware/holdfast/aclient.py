@@ -118,14 +118,18 @@ class AsyncClient(Front):
             _EMPTY, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.session.store.sync() and done
 
-    # The pull API: `async for topic, msg, retained, qos in c` (or
-    # c.messages(), before subscribe() not to miss a retained message), as
-    # MQTTClient.next_msg() gives them; it ends after disconnect().
-    __aiter__ = Front.messages
+    # The pull API (pull.py): `async for topic, msg, retained, qos in c` (or
+    # c.messages() first, before subscribe() not to miss a retained
+    # message), as MQTTClient.next_msg() gives them; it ends after disconnect().
+    def __aiter__(self):
+        if self._held < 0:
+            self._held = 0
+        return self
 
     async def __anext__(self):
+        import holdfast.pull as p
         while True:
-            m = self._take()
+            m = p.take(self)
             if m is not None:
                 self.progress.set()  # the reader waits for this (_read)
                 return m

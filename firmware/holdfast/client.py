@@ -157,23 +157,6 @@ class MQTTClient(Front):
 
     # -- beyond umqtt.simple ---------------------------------------------------
 
-    def next_msg(self, timeout_ms=0):
-        """The pull API (messages() says what it changes, and this call
-        turns it on too): the next inbound message as (topic, msg,
-        retained, qos), or None if none came within timeout_ms (0: only
-        what has arrived; None: until one comes). A QoS 1/2 message is
-        acknowledged as it is returned. LinkDown as wait_msg() raises it."""
-        self._pull = True
-        deadline = ticks_add(ticks_ms(), timeout_ms or 0)
-        while True:
-            m = self._take()
-            if m is not None:
-                return m
-            left = None if timeout_ms is None else ticks_diff(deadline, ticks_ms())
-            if left is not None and left < 0:
-                return None
-            self.wait_msg(left)
-
     def flush(self, timeout_ms=None):
         """Waits until every accepted message is acknowledged and every QoS 0
         byte written (for example before a deep sleep). True if so. Either

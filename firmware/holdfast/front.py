@@ -58,16 +58,14 @@ _E_NO_ROOM = const(47)
 _E_NO_HOST = const(66)
 _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
-_E_NOT_BROKER = const(78)
 
 
 class Front:
-    # The pull API (messages(), MQTTClient.next_msg(), async for over an
-    # AsyncClient): off until first asked for, as class attributes, so a
-    # client that never pulls carries no instance attribute for it. _held:
-    # the link whose message the engine holds until it is taken (0: none).
-    _pull = False
-    _held = 0
+    # The pull API (pull.py: messages(), MQTTClient.next_msg(), async for
+    # over an AsyncClient), one class attribute until first asked for: -1
+    # off; else the link whose message the engine holds until pull.take()
+    # hands it out (0: none held).
+    _held = -1
 
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
@@ -93,7 +91,7 @@ class Front:
             from .v5 import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
                          drop, timeout_ms)
-        if rx_size:  # the receive limit on its own (session.py's rx_size)
+        if rx_size:  # the receive limit on its own (Session._rx_full())
             self.session.rx_size = rx_size
         self.session.user = user
         self.session.password = password
@@ -128,30 +126,6 @@ class Front:
         and msg stay valid until it returns."""
         self._on_message = f
 
-    def messages(self):
-        """From now on every inbound message waits to be taken by the pull
-        API instead of going to the callback and the filters' handlers
-        (MQTTClient.next_msg(), `async for` over an AsyncClient). Returns
-        the client. Call it before subscribe() not to miss a retained message."""
-        self._pull = True
-        return self
-
-    def _take(self):
-        # The message the engine holds for the pull API as (topic, msg,
-        # retained, qos), acknowledged now that it is handed out (QoS 1/2 as
-        # after a callback: inbound.handled()); None if there is none. One
-        # lost with its link is forgotten unacknowledged: the broker sends a
-        # QoS 1/2 message again on the next link.
-        s = self.session
-        if self._held != s.link or s.state != _CONNECTED:
-            self._held = 0
-            return None
-        self._held = 0
-        m = (s.topic, s.msg, s.retained, s.qos)
-        import holdfast.inbound as i
-        i.handled(s)
-        return m
-
     def set_delivered(self, f):
         """f(pid) once an outgoing QoS 1/2 message is acknowledged."""
         self._on_delivered = f
@@ -165,6 +139,9 @@ class Front:
             return getattr(self.session, name)
         if name == "oversized":  # inbound messages over the receive limit: skipped, acknowledged
             return self.session.dropped
+        if name == "messages" or name == "next_msg":  # the pull API: pull.py, on first use
+            import holdfast.pull as m
+            return m.bind(self, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             import holdfast.policy as m
             return m.next_pid(self.session)
@@ -286,10 +263,10 @@ class Front:
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
-            if self._held:  # nothing more is taken until the pull API has the held message
+            if self._held > 0:  # nothing more is taken until the pull API has the held message
                 if self._held == s.link and s.state == _CONNECTED:
                     return True
-                self._held = 0  # its link is gone (_take())
+                self._held = 0  # its link is gone (pull.take())
             try:
                 e = s.receive(now)
             except LINK_ERRORS as err:
@@ -297,7 +274,7 @@ class Front:
                 return False
             if not e:
                 return True
-            if e == _MESSAGE and self._pull:
+            if e == _MESSAGE and self._held >= 0:
                 self._held = s.link
                 return True
             self._busy = True
@@ -378,12 +355,9 @@ class Front:
         # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
         if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
-        elif s.acked < s.link and isinstance(e, errors.MQTTProtocolError):
-            # Anything but CONNACK in answer to CONNECT: not a broker (an HTTP
-            # server, an SSH banner...), whatever packet its bytes look like.
-            r = s.rx
-            e = errors.MQTTProtocolError(why(_E_NOT_BROKER, self.server, self.port,
-                                             bytes(r.buf[:min(r.end, 32)]), e))
+        elif s.acked < s.link:  # before CONNACK: reasons.py says what a protocol error means then
+            from .reasons import not_broker
+            e = not_broker(self, e)
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now

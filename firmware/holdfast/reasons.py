@@ -126,3 +126,15 @@ def unreachable(e, code, *args):
     n = e if isinstance(e, int) else e.args[0] if e.args else None
     words = text(code, args)
     return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
+
+
+def not_broker(c, e):
+    """Client c's link failed with e before CONNACK: a protocol error then
+    means the peer is no MQTT broker (an HTTP server, an SSH banner...),
+    whatever packet its first bytes look like; they are shown. Any other
+    error is e."""
+    from .errors import MQTTProtocolError
+    if not isinstance(e, MQTTProtocolError):
+        return e
+    r = c.session.rx
+    return MQTTProtocolError(text(78, (c.server, c.port, bytes(r.buf[:min(r.end, 32)]), e)))

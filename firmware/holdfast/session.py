@@ -125,10 +125,6 @@ class Session:
     # QoS 2 messages past PUBREC whose broker session was lost: they go out
     # again as PUBLISH, not PUBREL, until a PUBREC comes back (a list).
     _republish = None
-    # The largest packet received, when set apart from size (the clients'
-    # rx_size): the receive buffer _rx_full() makes, and MQTT 5's Maximum
-    # Packet Size. 0: size, as the send buffer.
-    rx_size = 0
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
@@ -261,8 +257,11 @@ class Session:
 
     def _rx_full(self):
         # What is buffered moves along (a subscribe() can come mid-stream).
+        # rx_size: the largest packet received, when the clients' rx_size
+        # sets it apart from size (an attribute only then: one more on the
+        # class grew its table).
         r = self.rx
-        n = self.rx_size or self.size
+        n = getattr(self, "rx_size", self.size)
         if len(r.buf) < n:
             x = type(r)(n, r.level)  # an MQTT 5 one stays one
             x.end = n = r.end - r.start
