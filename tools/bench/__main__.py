@@ -143,7 +143,7 @@ def render(report):
         "## Running it", "",
         "`make bench` runs every section (about 10 minutes on 2 CPUs, half of it the pipeline's 4M records) and writes "
         "build/bench/results/latest.md and latest.json; `make bench BENCH_ARGS=--quick` is the "
-        "smoke run (about a minute and a half on 2 busy CPUs: short runs, the client table's "
+        "smoke run (about two and a half minutes on 2 busy CPUs: short runs, the client table's "
         "main rows, no pipeline or ingest), `--only footprint` one section, "
         "`--peers holdfast,floor,umqtt_simple` limits the "
         "client table's columns, `--docs` also rewrites this file. Each section is a "
