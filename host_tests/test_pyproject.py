@@ -8,20 +8,13 @@ import shutil
 import subprocess
 import sys
 
-from test_docs import BROKER_NAMES, blocks
+from test_docs import BROKER_NAMES, RESOLVE, blocks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The example's broker name resolves to the private mosquitto (as in
 # test_docs.py), and the example says where holdfast came from.
-PRELUDE = """\
-import socket
-_getaddrinfo = socket.getaddrinfo
-def _resolve(host, port, *args, **kw):
-    if host in %(names)r and port in (1883, 8883):
-        host, port = %(host)r, %(port)d
-    return _getaddrinfo(host, port, *args, **kw)
-socket.getaddrinfo = _resolve
+PRELUDE = RESOLVE + """\
 import holdfast
 print("holdfast from", holdfast.__file__)
 """

@@ -357,16 +357,28 @@ def robust_log(out):
             for m in re.finditer(r"^(mqtt|mqtt reconnect): (\w+)\(", out, re.M)]
 
 
-def test_robust_publisher_rides_out_a_broker_killed_and_restarted(broker, tmp_path):
-    # publish(qos=1) and check_msg() in a loop, 40 readings a second: the
-    # broker is killed after 30, started again once the program has waited
-    # twice in delay(); the loop never sees an exception and every reading arrives.
-    o = Persistent(broker, "robust/readings")
-    p = Program(migrated("robust_pub.py", broker.port, tmp_path))
+def publishing(broker, topic, program, tmp_path):
+    """(observer, program) once the program has connected, the broker's
+    database holds the observer's session, and 30 readings are out."""
+    o = Persistent(broker, topic)
+    p = Program(migrated(program, broker.port, tmp_path))
     try:
         p.expect(r"^connected$")
         saved(broker)
         p.expect(r"^sent 30$")
+    except BaseException:
+        p.close()
+        o.close()
+        raise
+    return o, p
+
+
+def test_robust_publisher_rides_out_a_broker_killed_and_restarted(broker, tmp_path):
+    # publish(qos=1) and check_msg() in a loop, 40 readings a second: the
+    # broker is killed after 30, started again once the program has waited
+    # twice in delay(); the loop never sees an exception and every reading arrives.
+    o, p = publishing(broker, "robust/readings", "robust_pub.py", tmp_path)
+    try:
         broker.kill()
         p.expect(r"^delay 2$")
         broker.start()
@@ -394,12 +406,8 @@ def test_robust_burst_waits_while_the_outbox_is_full(broker, tmp_path):
     # 16-message outbox fills, and publish() waits instead of raising
     # OutboxFull; the keepalive then finds the link dead, the frozen broker is
     # killed and started again, and the program goes on to its last reading.
-    o = Persistent(broker, "robust/burst")
-    p = Program(migrated("robust_burst.py", broker.port, tmp_path))
+    o, p = publishing(broker, "robust/burst", "robust_burst.py", tmp_path)
     try:
-        p.expect(r"^connected$")
-        saved(broker)
-        p.expect(r"^sent 30$")
         os.kill(broker.pid, signal.SIGSTOP)
         p.expect(r"^mqtt: OutboxFull\(")
         p.expect(r"^mqtt: LinkDown\(")

@@ -574,8 +574,9 @@ def mip_mpy(outdir, march=None, opt=0, version="0.1.0"):
 # How the library's .mpy bytes split (docs/boards.md); any other module is core.
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
-GROUPS = (("on first use: subscribe, inbound, policies, words, unloading",
-           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload")),
+GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pull API",
+           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload", "pull")),
+          ("umqtt.robust's drop-in (only a program that imports it)", ("robust",)),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
