@@ -512,6 +512,30 @@ async def pull(S, host, port):
     return r
 
 
+async def pull_lost(S, host, port):
+    # The broker closes the link while a QoS 2 message waits to be pulled.
+    # Nothing is read while it waits, so it is handed out (its id held) and
+    # the loss found after; the broker's copy on the next link is answered,
+    # not handed out again.
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(50, 100))
+    cl.c.messages()
+    await cl.connect(False)
+    await cl.run(300)  # the message arrives and is held
+    await cl.publish("mark", "holding", False, 0)  # the broker closes the link on this
+    got = []
+    for _ in range(40):
+        m = await cl.pull(250)
+        if m is not None:
+            got.append([m[1].decode(), m[3]])
+        elif cl.c.links >= 2 and cl.c.isconnected() and cl.c.pending() == 0:
+            break
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(got=got, flushed=ok)
+    return r
+
+
 def main():
     shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     S = Blocking if shell == "blocking" else Async

@@ -487,3 +487,23 @@ def test_the_pull_api_hands_out_messages_and_acknowledges_each_as_taken(runtime,
     seen.remove((mq.PUBCOMP, 8))
     assert seen == [(mq.CONNECT, None), (mq.PUBLISH, b"ready"), (mq.PUBLISH, b"waited"), (mq.PUBACK, 7),
                     (mq.PUBREC, 8), (mq.PUBLISH, b"pulled"), (mq.DISCONNECT, None)], seen
+
+
+@both
+def test_a_pulled_qos2_message_whose_link_was_lost_is_handed_out_once(runtime, shell):
+    def first(conn):
+        connack(conn)
+        conn.send((mq.PUBLISH, b"cmd/a", b"once", 2, False, False, 5))
+        conn.expect(mq.PUBLISH)  # "holding": then the link goes
+
+    def second(conn):
+        connack(conn, present=True)
+        conn.send((mq.PUBLISH, b"cmd/a", b"once", 2, False, True, 5))  # DUP: sent again
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 5))
+        conn.expect(mq.PUBCOMP)
+        conn.expect(mq.DISCONNECT)
+
+    r, b = play(runtime, shell, "pull_lost", first, second)
+    assert r["got"] == [["once", 2]] and r["flushed"] and r["links"] == 2, r
+    assert acks(b.conns[1], mq.PUBREC) == [5] and acks(b.conns[1], mq.PUBCOMP) == [5], b.conns[1].got

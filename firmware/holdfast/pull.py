@@ -38,9 +38,11 @@ def bind(c, name):
 def take(c):
     """The message the engine holds for client c as (topic, msg, retained,
     qos), acknowledged now that it is handed out (QoS 1/2 as after a
-    callback: inbound.handled()); None if none is held. One held when its
-    link went is forgotten unacknowledged: the broker sends a QoS 1/2
-    message again on the next link."""
+    callback: inbound.handled()); None if none is held. One held when the
+    client found its link gone is forgotten unacknowledged: the broker
+    sends a QoS 1/2 message again on the next link. (Nothing is read while
+    one is held, so a link that closed meanwhile is found after the
+    hand-out: then handled() holds a QoS 2 id and acknowledges nothing.)"""
     s = c.session
     if c._held != s.link or s.state != _CONNECTED:
         c._held = 0
