@@ -494,3 +494,31 @@ def test_robust_calls_are_umqtt_robusts(monkeypatch, capsys):
     assert capsys.readouterr().out == "mqtt reconnect: %r\n" % OSError(111) * 2
     # Anything else is the holdfast client's.
     assert s.pending() == 0 and s.links == 0 and s.dropped_qos0 == 0
+
+
+def test_robust_subscribe_reconnects_and_asks_again(capsys):
+    # subscribe() across a lost link: the failure logged, reconnect(), and
+    # the SUBSCRIBE asked again; what it returns is the granted QoS.
+    import holdfast.robust as robust
+    from holdfast.errors import MQTTTimeout
+
+    calls = []
+
+    class Sub(robust.MQTTClient):
+        DEBUG = True
+
+        def reconnect(self):
+            calls.append("reconnect")
+
+    s = Sub(b"sub2", "127.0.0.1", 1)
+
+    def subscribe(topic, qos=0):
+        calls.append(("subscribe", topic, qos))
+        if len(calls) == 1:
+            raise MQTTTimeout("no SUBACK within 10000 ms")
+        return 1
+
+    s.c.subscribe = subscribe
+    assert s.subscribe(b"cmd/#", 1) == 1
+    assert calls == [("subscribe", b"cmd/#", 1), "reconnect", ("subscribe", b"cmd/#", 1)]
+    assert capsys.readouterr().out == "mqtt: %r\n" % MQTTTimeout("no SUBACK within 10000 ms")
