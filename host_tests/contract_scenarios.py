@@ -41,6 +41,9 @@ class Blocking:
     async def disconnect(self):
         self.c.disconnect()
 
+    async def pull(self, ms):
+        return self.c.next_msg(ms)
+
     async def run(self, ms, until=None):
         """Lets the client work for up to ms (until() ends it sooner)."""
         for _ in range(ms // 20):
@@ -78,6 +81,12 @@ class Async:
 
     async def disconnect(self):
         await self.c.disconnect()
+
+    async def pull(self, ms):
+        try:
+            return await asyncio.wait_for(self.c.__anext__(), ms / 1000)
+        except asyncio.TimeoutError:
+            return None
 
     async def run(self, ms, until=None):
         for _ in range(ms // 20):
@@ -474,6 +483,56 @@ async def no_reconnect(S, host, port):
     await cl.disconnect()
     r = counters(cl)
     r.update(before=before, pid=pid, flushed=ok, attempts=cl.c.attempts)
+    return r
+
+
+async def pull(S, host, port):
+    # The pull API: messages() first, then the client's next_msg() or async
+    # iterator hands out (topic, msg, retained, qos). A message waits
+    # unacknowledged until it is taken: the client says "waited" while it
+    # holds one, and only then pulls; the callback is never called.
+    by_callback = []
+    cl = S("dev", host, port, timeout_ms=5000)
+    cl.c.set_callback(lambda t, m: by_callback.append(m))
+    cl.c.messages()
+    await cl.connect()
+    await cl.publish("up", "ready", False, 1)  # the broker sends three messages after its PUBACK
+    await cl.run(300)
+    await cl.publish("mark", "waited", False, 0)
+    got = []
+    for _ in range(3):
+        m = await cl.pull(5000)
+        got.append(m and [m[0].decode(), m[1].decode(), m[2], m[3]])
+    await cl.publish("mark", "pulled", False, 0)
+    none = await cl.pull(100)  # nothing more came
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(got=got, none=none, by_callback=by_callback, flushed=ok)
+    return r
+
+
+async def pull_lost(S, host, port):
+    # The broker closes the link while a QoS 2 message waits to be pulled.
+    # Nothing is read while it waits, so it is handed out (its id held) and
+    # the loss found after; the broker's copy on the next link is answered,
+    # not handed out again.
+    cl = S("dev", host, port, timeout_ms=5000, backoff_ms=(50, 100))
+    cl.c.messages()
+    await cl.connect(False)
+    await cl.run(300)  # the message arrives and is held
+    await cl.publish("mark", "holding", False, 0)  # the broker closes the link on this
+    got = []
+    for _ in range(40):
+        m = await cl.pull(250)
+        if m is not None:
+            got.append([m[1].decode(), m[3]])
+        elif cl.c.links >= 2 and cl.c.isconnected() and cl.c.pending() == 0:
+            break
+    ok = await cl.flush(5000)
+    await cl.disconnect()
+    r = counters(cl)
+    r.update(got=got, flushed=ok)
     return r
 
 

@@ -457,6 +457,58 @@ def test_without_reconnect_the_client_stays_offline_until_connect(runtime, shell
     assert b.accepts == 2
 
 
+@both
+def test_the_pull_api_hands_out_messages_and_acknowledges_each_as_taken(runtime, shell):
+    def script(conn):
+        connack(conn)
+        p = conn.expect(mq.PUBLISH)
+        conn.send((mq.PUBACK, p[6]))
+        conn.send((mq.PUBLISH, b"cmd/a", b"one", 1, False, False, 7),
+                  (mq.PUBLISH, b"cmd/b", b"two", 2, False, False, 8),
+                  (mq.PUBLISH, b"cmd/c", b"three", 0, True, False, 0))
+        conn.expect(mq.PUBLISH)  # "waited"
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 8))
+        conn.expect(mq.PUBCOMP)
+        conn.expect(mq.DISCONNECT)
+
+    r, b = play(runtime, shell, "pull", script)
+    assert r["got"] == [["cmd/a", "one", False, 1], ["cmd/b", "two", False, 2],
+                        ["cmd/c", "three", True, 0]], r
+    assert r["none"] is None and r["by_callback"] == [] and r["flushed"], r
+    # Nothing acknowledged before the client pulled (it said "waited" while
+    # holding them), each acknowledgement as its message was taken.
+    def brief(p):
+        return p[0], p[2] if p[0] == mq.PUBLISH else p[1] if len(p) > 1 and p[0] != mq.CONNECT else None
+
+    seen = [brief(p) for p in b.conns[0].got]
+    # PUBCOMP answers the broker's PUBREL, whenever that comes after PUBREC.
+    assert seen.index((mq.PUBCOMP, 8)) > seen.index((mq.PUBREC, 8)), seen
+    seen.remove((mq.PUBCOMP, 8))
+    assert seen == [(mq.CONNECT, None), (mq.PUBLISH, b"ready"), (mq.PUBLISH, b"waited"), (mq.PUBACK, 7),
+                    (mq.PUBREC, 8), (mq.PUBLISH, b"pulled"), (mq.DISCONNECT, None)], seen
+
+
+@both
+def test_a_pulled_qos2_message_whose_link_was_lost_is_handed_out_once(runtime, shell):
+    def first(conn):
+        connack(conn)
+        conn.send((mq.PUBLISH, b"cmd/a", b"once", 2, False, False, 5))
+        conn.expect(mq.PUBLISH)  # "holding": then the link goes
+
+    def second(conn):
+        connack(conn, present=True)
+        conn.send((mq.PUBLISH, b"cmd/a", b"once", 2, False, True, 5))  # DUP: sent again
+        conn.expect(mq.PUBREC)
+        conn.send((mq.PUBREL, 5))
+        conn.expect(mq.PUBCOMP)
+        conn.expect(mq.DISCONNECT)
+
+    r, b = play(runtime, shell, "pull_lost", first, second)
+    assert r["got"] == [["once", 2]] and r["flushed"] and r["links"] == 2, r
+    assert acks(b.conns[1], mq.PUBREC) == [5] and acks(b.conns[1], mq.PUBCOMP) == [5], b.conns[1].got
+
+
 # -- issue 30: timers and the shells' waits ---------------------------------------
 
 

@@ -109,9 +109,10 @@ def getaddrinfo(host, port, *args):
 """
 MICROPYTHON = os.path.join(os.path.dirname(sys.executable), "micropython")
 
-PRELUDE = """\
-import socket, sys
-sys.path.insert(0, %(firmware)r)
+# CPython: the examples' broker names resolve to the private mosquitto
+# (test_pyproject.py runs the README's example so too, holdfast installed).
+RESOLVE = """\
+import socket
 _getaddrinfo = socket.getaddrinfo
 def _resolve(host, port, *args, **kw):
     # The examples' broker is the test's private mosquitto (test_docs.py).
@@ -119,8 +120,13 @@ def _resolve(host, port, *args, **kw):
         host, port = %(host)r, %(port)d
     return _getaddrinfo(host, port, *args, **kw)
 socket.getaddrinfo = _resolve
-del socket, sys
+del socket
 """
+PRELUDE = """\
+import sys
+sys.path.insert(0, %(firmware)r)
+del sys
+""" + RESOLVE
 
 
 def imports_of(text):

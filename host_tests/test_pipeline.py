@@ -314,6 +314,9 @@ def test_report(batch):
                    "the broker sent it again with DUP set"):
         assert needle in text, needle
     assert "rx_ms - w" not in text  # the prose reads without the glossary
+    # Paths as seen from the report's folder: no machine's directories in it.
+    assert "from `../landing`" in text and "Under `.`:" in text, text
+    assert os.path.dirname(batch["landing"]) not in text, text
     for png in ("report-latency.png", "report-delivery.png", "report-timeline.png"):
         path = os.path.join(batch["out"], png)
         with open(path, "rb") as f:
@@ -336,6 +339,10 @@ def test_timeline_counts_taken_and_delivered_per_second(spark, tmp_path):
     path = str(tmp_path / "t.png")
     plots.plot_timeline(data, [(t0 + 1000, "power cut dev-a for 1.0 s"),
                                (t0 + 2500, "broker restart")], path)
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # Counted from the fleet's start, as its log times the faults.
+    plots.plot_timeline(data, [(t0 + 1000, "broker restart")], path, origin_ms=t0 - 1300)
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 

@@ -240,6 +240,14 @@ FAILURES = {
 }
 
 
+def test_without_a_ca_cpython_says_it_checked_the_hosts_trust_store(pki, tls_broker):
+    # CPython without cafile/cadata verifies against the host's store (a board
+    # refuses to build such a context): the words say which CAs were asked.
+    r = run("cpython", "fail", tls_broker.ports["good"], {"ssl_params": {}})
+    assert r["type"] == "TLSError" and r["reason"] == "untrusted", r
+    assert "without them, on CPython, the host's trust store" in r["msg"], r
+
+
 def resolve(pki, params):
     if isinstance(params, str):
         return {"own_context": getattr(pki, params[4:])["pem"]}
@@ -345,7 +353,8 @@ def test_tls_handshake_is_bounded_by_timeout_ms(runtime, pki, mute_server):
 def test_tls_settings_and_their_config_errors(runtime, pki):
     r = run(runtime, "defaults", 1, {
         "ca": pki.ca["pem"], "ca_der": pki.ca["der"], "cert": pki.client["cert"],
-        "key": pki.client["key"], "other_key": pki.rogue["key"], "enc_key": pki.client["enc_key"]})
+        "key": pki.client["key"], "other_key": pki.rogue["key"], "enc_key": pki.client["enc_key"],
+        "cert_der": pki.client["cert_der"], "key_der": pki.client["key_der"]})
     assert r["tls_port"] == 8883 and r["plain_port"] == 1883, r
     assert not r["tlsmore_loaded"] and not r["tls_loaded"], r  # built the context, then dropped
     assert r["plain_tls"] and r["ssl_false"], r
@@ -367,9 +376,12 @@ def test_tls_settings_and_their_config_errors(runtime, pki):
         # mbedtls does not compare the key with the certificate: the
         # handshake fails instead (test_mutual_tls_refused).
         assert r["mismatched_key"] is None, r
+        assert r["der_client_cert"] is None, r  # a board takes DER as it is
     else:
         assert r["no_ca"] is None, r  # CPython: the host's trust store
         expect["mismatched_key"] = "could not be loaded (they must match each other)"
+        expect["der_client_cert"] = "(CPython's ssl takes PEM only, and %s is not PEM (DER?" \
+            % pki.client["cert_der"]
     for name, words in expect.items():
         e = r[name]
         assert e and e["type"] == "TLSError" and e["reason"] == "config", (name, e)

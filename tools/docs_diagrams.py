@@ -145,7 +145,7 @@ def data_path(outdir):
     for i in range(2):
         (x0, y0), (x1, _) = bottom[i], bottom[i + 1]
         arrow(ax, x0, y0 + bh / 2, x1 + bw, y0 + bh / 2)
-    ax.text(w - 0.3, 0.15, "MQTT from the boards to the collector; files from the landing on",
+    ax.text(w - 0.3, 0.15, "From the boards to the collector the readings travel as MQTT; from the landing on, as files.",
             ha="right", fontsize=8, color="#555555")
     return save(fig, "data-path.png", outdir)
 

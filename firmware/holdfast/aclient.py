@@ -56,10 +56,10 @@ class AsyncClient(Front):
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
                  views=False, timeout_ms=10000, reconnect=True, backoff_ms=(1000, 60000),
-                 when_full="refuse", headers=None):
+                 when_full="refuse", headers=None, rx_size=0):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
                        level, size, window, outbox, retry_ms, views, timeout_ms, reconnect,
-                       backoff_ms, when_full, headers)
+                       backoff_ms, when_full, headers, rx_size)
         self.progress = asyncio.Event()
         self.task = None
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)
@@ -118,6 +118,26 @@ class AsyncClient(Front):
         done = self._ready(_EMPTY, 0) or timeout_ms != 0 and await self._until(
             _EMPTY, 0, self.timeout_ms if timeout_ms is None else timeout_ms)
         return self.session.store.sync() and done
+
+    # The pull API (pull.py): `async for topic, msg, retained, qos in c` (or
+    # c.messages() first, before subscribe() not to miss a retained
+    # message), as MQTTClient.next_msg() gives them; it ends after disconnect().
+    def __aiter__(self):
+        if self._held < 0:
+            self._held = 0
+        return self
+
+    async def __anext__(self):
+        import holdfast.pull as p
+        while True:
+            m = p.take(self)
+            if m is not None:
+                self.progress.set()  # the reader waits for this (_read)
+                return m
+            if self.session.state == _CLOSED:
+                raise StopAsyncIteration
+            self.progress.clear()
+            await self.progress.wait()
 
     async def ping(self):
         """Sends PINGREQ; LinkDown without a link. A PINGRESP that does not
@@ -225,6 +245,13 @@ class AsyncClient(Front):
                 await _sleep_ms(20)
             return
         s = self.session
+        if self._held == s.link:  # a message waits to be pulled: go on once it is (__anext__)
+            self.progress.clear()
+            await self.progress.wait()
+            if self._events(ticks_ms(), False):  # what was read behind it
+                self._write()
+            self.progress.set()
+            return
         # What rx holds that the engine left for want of room to acknowledge
         # it is taken before the socket is waited on: the broker may send
         # nothing more (keepalive=0), and its packets would wait for good.

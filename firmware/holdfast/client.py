@@ -21,7 +21,9 @@ _EMPTY = const(4)
 class MQTTClient(Front):
     """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
 
-    level=4 (3 for MQTT 3.1, 5 for MQTT 5: docs/mqtt5.md), size=1024 (tx and rx buffer bytes), window=16
+    level=4 (3 for MQTT 3.1, 5 for MQTT 5: docs/mqtt5.md), size=1024 (tx and rx buffer bytes),
+    rx_size (the largest packet received, apart from size: a large message
+    in needs no large send buffer or outbox), window=16
     (QoS 1/2 messages in flight), outbox (a store; by default a RAM one
     for 16 messages in 2 KB, or two of size: MemoryStore(max(2048, 2 * size), 16)),
     retry_ms=0 (in-session re-send of unacknowledged messages; off),
@@ -189,7 +191,7 @@ class MQTTClient(Front):
         Returns the packets handled."""
         s = self.session
         n = s.packets
-        if self._busy:
+        if self._busy or self._held == s.link:  # a callback runs, or a message waits to be pulled
             read = False
         try:
             if s.tx_end > s.tx_start:

@@ -61,6 +61,11 @@ _E_NO_ROUTE = const(68)
 
 
 class Front:
+    # The pull API (pull.py: messages(), MQTTClient.next_msg(), async for
+    # over an AsyncClient), one class attribute until first asked for: -1
+    # off; else the link whose message the engine holds until pull.take()
+    # hands it out (0: none held).
+    _held = -1
     # A counter set only at MQTT 5, read as 0 until then, as every counter.
     rejected = 0  # outgoing messages the broker refused (v5more.rejected counts them)
 
@@ -69,7 +74,7 @@ class Front:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
-                 backoff_ms=(1000, 60000), when_full="refuse", headers=None):
+                 backoff_ms=(1000, 60000), when_full="refuse", headers=None, rx_size=0):
         drop = when_full == "drop_oldest"  # two comparisons: a tuple would be an object on the heap
         if not drop and when_full != "refuse":
             raise ValueError(why(_E_WHEN_FULL, when_full))
@@ -94,6 +99,8 @@ class Front:
             from .v5 import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
                          drop, timeout_ms)
+        if rx_size:  # the receive limit on its own (Session._rx_full())
+            self.session.rx_size = rx_size
         self.session.user = user
         self.session.password = password
         self.session.check_connect()  # a user or password too large for size, before any link
@@ -140,8 +147,11 @@ class Front:
         if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished",
                     "unsendable"):
             return getattr(self.session, name)
-        if name == "oversized":  # inbound messages too large for the receive buffer: skipped, acknowledged
+        if name == "oversized":  # inbound messages over the receive limit: skipped, acknowledged
             return self.session.dropped
+        if name == "messages" or name == "next_msg":  # the pull API: pull.py, on first use
+            import holdfast.pull as m
+            return m.bind(self, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             import holdfast.policy as m
             return m.next_pid(self.session)
@@ -200,10 +210,11 @@ class Front:
             if self.session.state == _CONNECTING:
                 # The backstop ran out before the engine's watchdog: the link
                 # is given up as the watchdog would, and reconnects follow.
-                self._link_failed(errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms)))
+                self._link_failed(errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms,
+                                                         self.session.rx.level)))
             err = self.last_error
             if err is None:
-                err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
+                err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms, self.session.rx.level))
             raise err
         self.backoff = 0
         return self.session.session_present
@@ -278,12 +289,19 @@ class Front:
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
+            if self._held > 0:  # nothing more is taken until the pull API has the held message
+                if self._held == s.link and s.state == _CONNECTED:
+                    return True
+                self._held = 0  # its link is gone (pull.take())
             try:
                 e = s.receive(now)
             except LINK_ERRORS as err:
                 self._link_failed(err)
                 return False
             if not e:
+                return True
+            if e == _MESSAGE and self._held >= 0:
+                self._held = s.link
                 return True
             self._busy = True
             try:
@@ -367,6 +385,9 @@ class Front:
         # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
         if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
+        elif s.acked < s.link:  # before CONNACK: reasons.py says what a protocol error means then
+            from .reasons import not_broker
+            e = not_broker(self, e)
         self.last_error = e
         if s.v5 and s.tx_end > s.tx_start and self.sock is not None:
             try:  # MQTT 5: the DISCONNECT a protocol error queued, if the socket takes it now

@@ -13,7 +13,7 @@ TEXT = (
     'QoS %d is not 0, 1 or 2',  # QOS
     'empty topic',  # TOPIC_EMPTY
     'wildcard in a topic name: %r',  # TOPIC_WILD
-    'protocol level %d is not 3 (MQTT 3.1) or 4 (MQTT 3.1.1)',  # LEVEL
+    'protocol level %d is not 3 (MQTT 3.1), 4 (MQTT 3.1.1) or 5 (MQTT 5)',  # LEVEL
     'an empty client id needs MQTT 3.1.1 and a clean session',  # EMPTY_ID
     'keepalive %d is outside 0..65535 s',  # KEEPALIVE
     'a password needs a user name in MQTT 3.1.1',  # PW_NO_USER
@@ -52,7 +52,9 @@ TEXT = (
     'a second CONNACK on one connection',  # CONNACK2
     'no answer from the broker for %d ms after PINGREQ',  # NO_PINGRESP
     'an empty client id needs clean_session=True [MQTT-3.1.3-7]',  # 45 client: EMPTY_ID_CLEAN
-    'no CONNACK within %d ms',  # NO_CONNACK
+    'no CONNACK within %d ms: is it an MQTT broker, and does it speak protocol level %d?'
+    ' A broker may stay silent at a level it does not speak (level=3: MQTT 3.1, 4: MQTT 3.1.1,'
+    ' 5: MQTT 5)',  # NO_CONNACK
     'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
     'no UNSUBACK within %d ms',  # NO_UNSUBACK
     'a %d-byte message can never fit this outbox: its records hold messages of up to %d bytes',  # 49 session: NEVER_FITS
@@ -86,6 +88,7 @@ TEXT = (
     'a %d-byte record does not fit a %d-byte flash block',  # 75 flashoutbox: BLOCK_FIT
     'flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes',  # FLASH_FULL
     'outbox full: no room to record that inbound message %d is complete',  # outheld: NO_UNHOLD
+    'not an MQTT broker at %s:%d: it answered CONNECT with %r (%s)',  # 78 front: NOT_BROKER
 )
 
 # ConnectError's reason, by CONNACK return code.
@@ -123,3 +126,15 @@ def unreachable(e, code, *args):
     n = e if isinstance(e, int) else e.args[0] if e.args else None
     words = text(code, args)
     return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
+
+
+def not_broker(c, e):
+    """Client c's link failed with e before CONNACK: a protocol error then
+    means the peer is no MQTT broker (an HTTP server, an SSH banner...),
+    whatever packet its first bytes look like; they are shown. Any other
+    error is e."""
+    from .errors import MQTTProtocolError
+    if not isinstance(e, MQTTProtocolError):
+        return e
+    r = c.session.rx
+    return MQTTProtocolError(text(78, (c.server, c.port, bytes(r.buf[:min(r.end, 32)]), e)))

@@ -311,14 +311,17 @@ class Session:
 
     def _rx_full(self):
         # Messages can arrive from now on (a subscription, a kept session):
-        # the receive buffer becomes size bytes, what is buffered moving
-        # along (a subscribe() can come mid-stream), and inbound.py, which
-        # takes them, loads now with the state of the oversize skip: nothing
-        # is loaded or made when the first message too large for the heap
-        # comes.
+        # the receive buffer becomes size bytes (rx_size's, when the
+        # clients' rx_size sets the receive limit apart from size: an
+        # attribute only then, as one more on the class grew its table),
+        # what is buffered moving along (a subscribe() can come mid-stream),
+        # and inbound.py, which takes them, loads now with the state of the
+        # oversize skip: nothing is loaded or made when the first message
+        # too large for the heap comes.
         r = self.rx
-        if len(r.buf) < self.size:
-            r = type(r)(self.size, r.level)  # an MQTT 5 one stays one
+        n = getattr(self, "rx_size", self.size)
+        if len(r.buf) < n:
+            r = type(r)(n, r.level)  # an MQTT 5 one stays one
             r.end = n = self.rx.end - self.rx.start
             r.mv[:n] = self.rx.mv[self.rx.start:self.rx.end]
             self.rx = r
@@ -606,7 +609,7 @@ class Session:
         stopped taking bytes."""
         if self.state == _CONNECTING:
             if ticks_diff(now, self.since) >= self.connack_ms:
-                self._fail(errors.MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms)))
+                self._fail(errors.MQTTTimeout(codec.why(_E_NO_CONNACK, self.connack_ms, self.rx.level)))
             return
         if self.state != _CONNECTED:
             return

@@ -119,8 +119,16 @@ def context(tls, ssl_params):
                         _path(keyfile, "keyfile")
                         tls.load_cert_chain(certfile, keyfile, password=_encrypted)
                 except (OSError, ValueError) as e:
+                    hint = "they must match each other"
+                    if not MP:  # CPython's ssl reads PEM files only; a board takes DER too
+                        for f in (certfile, keyfile):
+                            with open(f, "rb") as fh:
+                                if fh.read(4096).find(b"-----BEGIN") < 0:
+                                    hint = ("CPython's ssl takes PEM only, and %s is not PEM (DER?"
+                                            " convert it with openssl x509/pkey -inform der)" % f)
+                                    break
                     raise errors.TLSError("config", "the client certificate or key could not be loaded "
-                                                    "(they must match each other): %s" % _detail(e), e)
+                                                    "(%s): %s" % (hint, _detail(e)), e)
         # The name to check, when one was given, rides with the context: a
         # client that checks the server address keeps no tuple.
         return (tls, name) if name else tls
@@ -238,8 +246,9 @@ def explain(e, name):
     if reason is None:
         return None
     words = {
-        "untrusted": "the broker's certificate is not signed by a CA in cafile/cadata "
-                     "(wrong CA, or someone in the middle)",
+        "untrusted": "the broker's certificate is not signed by a CA this client trusts (the one in"
+                     " cafile/cadata; without them, on CPython, the host's trust store): wrong CA,"
+                     " or someone in the middle",
         "expired": "the broker's certificate has expired (or this device's clock is wrong)",
         "not-yet-valid": "the broker's certificate is not valid yet (is this device's clock "
                          "set? sync it before connecting)",

@@ -353,7 +353,7 @@ def start(s):
     b[i] = _TOPIC_ALIAS_MAXIMUM
     i = _u16(b, i + 1, ALIASES)
     b[i] = _MAXIMUM_PACKET_SIZE
-    i = _u32(b, i + 1, s.size)
+    i = _u32(b, i + 1, getattr(s, "rx_size", s.size))  # Session._rx_full()
     n = 2 + _n16(b, j)
     _move(b, i, j, n)
     i += n

@@ -100,6 +100,14 @@ def _verdict(t):
     return "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
 
 
+# What the verdicts mean, under the targets table and after the list a run ends with.
+VERDICTS = ("PASS: the target is met. MISS: a goal holdfast has set itself and does not reach "
+            "yet (the value says by how much; docs/bench.md and docs/footprint.md say what "
+            "limits it): expected, not a failed run, which exits non-zero only when a section "
+            "fails. n/a: not measured in this run. A --quick run measures shorter runs: its "
+            "verdicts are a smoke test, not figures to quote.")
+
+
 def render(report):
     m = report["machine"]
     out = ["# holdfast benchmarks", "",
@@ -131,11 +139,13 @@ def render(report):
         for t in targets:
             out.append("| %s | %s | %s | **%s** |" % (t["name"], t["goal"], t["value"], _verdict(t)))
         out.append("")
+        out.append(VERDICTS)
+        out.append("")
     out.extend([
         "## Running it", "",
         "`make bench` runs every section (about 10 minutes on 2 CPUs, half of it the pipeline's 4M records) and writes "
         "build/bench/results/latest.md and latest.json; `make bench BENCH_ARGS=--quick` is the "
-        "smoke run (about a minute and a half on 2 busy CPUs: short runs, the client table's "
+        "smoke run (about two and a half minutes on 2 busy CPUs: short runs, the client table's "
         "main rows, no pipeline or ingest), `--only footprint` one section, "
         "`--peers holdfast,floor,umqtt_simple` limits the "
         "client table's columns, `--docs` also rewrites this file. Each section is a "
@@ -215,6 +225,8 @@ def main(argv=None):
                                           report["duration_s"]))
     for t in report["targets"]:
         print("%s  %s: %s (target %s)" % (_verdict(t), t["name"], t["value"], t["goal"]))
+    if report["targets"]:
+        print(VERDICTS)
     return 1 if any(s.get("error") for s in report["sections"].values()) else 0
 
 

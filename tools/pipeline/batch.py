@@ -31,10 +31,12 @@ def size_splits(spark):
 
 def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
               write_readings=True, write_rejected=True, plots=True, events=None,
-              compaction=True, now_ms=None):
+              compaction=True, now_ms=None, origin_ms=None):
     """The batch pipeline; returns a summary dict (counts, paths). events:
     [(wall-clock ms, what)] of injected faults, marked on the timeline and
-    used to name the cause of a QoS 2 duplicate.
+    used to name the cause of a QoS 2 duplicate; origin_ms: the wall-clock
+    ms the timeline counts from (the fleet's start, whose log times the
+    faults), else its first reading.
 
     With `compaction`, the landing's closed hours are parsed once into
     Parquet (pipeline.compact) and read from there; without, every line is
@@ -153,7 +155,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                 data = P.timeline_data(dedup, health_rows)
                 if data is not None:
                     timeline_png = stem + "-timeline.png"
-                    P.plot_timeline(data, events, os.path.join(rdir, timeline_png))
+                    P.plot_timeline(data, events, os.path.join(rdir, timeline_png), origin_ms)
             summary = {
                 "mode": mode, "input": input_uri, "output": output_uri,
                 "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,

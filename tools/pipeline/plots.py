@@ -20,6 +20,7 @@ import math
 LOST_COLOR = "#c0392b"
 DUP_COLOR = "#e0a030"
 OK_COLOR = "#4c9a2a"
+WAIT_COLOR = "#2e86c1"  # the backlog in the outbox, on the timeline
 FAULT_COLORS = {"power cut": "#c0392b", "broker restart": "#8e44ad", "partition": "#2c3e50",
                 "reset": "#e67e22", "latency": "#7f8c8d"}
 
@@ -109,7 +110,8 @@ def plot_latency(data, path):
 def plot_delivery(rows, path, limit=40):
     """Per device: delivered (left), duplicates removed and lost (right),
     each panel on its own scale: losses and duplicates are small next to
-    what was delivered. A zero is written out, not left as an empty bar."""
+    what was delivered. A zero is no bar (the axis label says so): a "0"
+    by every empty bar cluttered the panel."""
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
     rows = sorted(rows, key=lambda r: (-r["missing"], -r["duplicates"], r["device"]))
@@ -129,11 +131,7 @@ def plot_delivery(rows, path, limit=40):
              height=h, color=DUP_COLOR, label="duplicates removed")
     ax2.barh([i - h / 2 for i in y], [r["missing"] for r in shown],
              height=h, color=LOST_COLOR, label="lost (never arrived)")
-    for i, r in zip(y, shown):
-        for dy, v in ((h / 2, r["duplicates"]), (-h / 2, r["missing"])):
-            if not v:
-                ax2.text(0, i + dy, " 0", va="center", fontsize="x-small")
-    ax2.set_xlabel("readings")
+    ax2.set_xlabel("readings (no bar: none)")
     ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.set_xlim(left=0, right=max([1] + [max(r["duplicates"], r["missing"]) for r in shown]) * 1.15)
     ax2.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
@@ -217,40 +215,61 @@ def _fault_kind(what):
     return None
 
 
-def plot_timeline(data, events, path):
+def plot_timeline(data, events, path, origin_ms=None):
     """events: [(wall-clock ms, what)] of the injected faults; a power cut
-    names its device and is marked on that device's row only."""
+    names its device and is marked on that device's row only. origin_ms:
+    the wall-clock ms the x axis counts from (the fleet's start, so a fault
+    sits at the t= its log printed); None: the first reading.
+
+    What waits in the outbox (taken less delivered) is drawn on a right-hand
+    scale of its own, one for every row: between two cumulative curves of
+    hundreds of readings a backlog of a dozen was a hairline."""
     plt = _pyplot()
     devs = sorted(data["devices"])
     fig, axes = plt.subplots(len(devs), 1, sharex=True, squeeze=False,
                              figsize=(11, 1.6 * len(devs) + 1.2))
     t0, step = data["t0_ms"], data["step_s"]
+    origin = t0 if origin_ms is None else origin_ms
+    shift = (t0 - origin) / 1000.0
     seen = set()
+    extra = []  # the backlog's axes, for the legend
+    top = max([10] + [a - b for t, d in data["devices"].values() for a, b in zip(t, d)]) * 1.1
     for ax, dev in zip(axes[:, 0], devs):
         taken, delivered = data["devices"][dev]
-        x = [i * step for i in range(len(taken))]
+        x = [shift + i * step for i in range(len(taken))]
         ax.plot(x, taken, color="#34495e", lw=1, label="taken on the board")
         ax.plot(x, delivered, color=OK_COLOR, lw=1.5, label="delivered to the collector")
-        ax.fill_between(x, delivered, taken, color=DUP_COLOR, alpha=0.3, label="waiting in the outbox")
+        wait = ax.twinx()
+        backlog = [a - b for a, b in zip(taken, delivered)]
+        wait.fill_between(x, 0, backlog, color=WAIT_COLOR, alpha=0.55, lw=0,
+                          label="waiting in the outbox (right scale)")
+        wait.set_ylim(0, top)
+        wait.tick_params(axis="y", labelsize="x-small", colors=WAIT_COLOR)
+        ax.set_zorder(wait.get_zorder() + 1)  # the curves over the shading
+        ax.patch.set_visible(False)
+        extra.append(wait)
         for ms, what in events or ():
             kind = _fault_kind(what)
             if kind is None or kind == "power cut" and dev not in what:
                 continue  # not a fault (the fleet's own steps), or another device's
             label = kind if kind not in seen else None
             seen.add(kind)
-            ax.axvline((ms - t0) / 1000.0, color=FAULT_COLORS.get(kind, "#999999"), lw=1,
+            ax.axvline((ms - origin) / 1000.0, color=FAULT_COLORS.get(kind, "#999999"), lw=1,
                        ls="--", label=label)
         ax.set_ylabel(dev, rotation=0, ha="right", fontsize="small", parse_math=False)
         ax.grid(True, alpha=0.2)
-    axes[-1, 0].set_xlabel("seconds since the first reading")
+    axes[-1, 0].set_xlabel("seconds since the first reading" if origin_ms is None else
+                           "seconds since the fleet started (the t= of its log)")
     handles, labels = [], []
-    for ax in axes[:, 0]:
+    for ax in list(axes[:, 0]) + extra:
         for hnd, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(hnd)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="upper right", fontsize="small", ncol=3)
     fig.suptitle("Readings per device over time (cumulative), faults marked", x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.02, 0.95), fontsize="small",
+               ncol=4, frameon=False)
+    top_in = 1.0 - 0.8 / fig.get_figheight()  # title and legend above the rows
+    fig.tight_layout(rect=(0, 0, 1, top_in))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -70,6 +70,15 @@ def _md_table(header, rows):
     return "\n".join(out)
 
 
+def _near(uri, report):
+    """A local path as seen from the report's folder (the report moves with
+    its folder, and names no machine's directories); a URI as it is."""
+    p = uri[7:] if uri.startswith("file://") else uri
+    if "://" in p or not os.path.isabs(p):
+        return uri
+    return os.path.relpath(p, os.path.dirname(os.path.abspath(report)))
+
+
 def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                  rejected_examples, quarantine_reasons, no_w_devices,
                  latency_png, delivery_png, timeline_png=None, qos2_rows=()):
@@ -77,7 +86,7 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
     lines = ["# holdfast telemetry report", ""]
     lines.append("Generated %s UTC by tools/pipeline (%s mode) from %s."
                  % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                    s["mode"], code(s["input"])))
+                    s["mode"], code(_near(s["input"], path))))
     lines += ["", "## Summary", ""]
     lines.append(_md_table(
         ["landing lines", "valid", "rejected", "duplicates removed",
@@ -140,10 +149,10 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
     if timeline_png:
         lines += ["", "## Over time", "",
                   "Per device, readings taken on the board and readings "
-                  "delivered to the collector, counted since the first "
-                  "reading; the shaded gap is what waited in the device's "
-                  "outbox. Dashed lines: the injected faults (a power cut "
-                  "on its own device's row).", "",
+                  "delivered to the collector; the shading (right-hand "
+                  "scale) is what waited in the device's outbox. Dashed "
+                  "lines: the injected faults (a power cut on its own "
+                  "device's row).", "",
                   "![timeline](%s)" % timeline_png]
     lines += ["", "## Per QoS", "",
               "Devices grouped by the QoS they published with; "
@@ -239,6 +248,6 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
         lines.append("Quarantine is empty.")
     lines += ["", "## Tables", "",
               "Under %s: `readings/` (Parquet, partitioned by `day` and "
-              "`device`), `health/`, `qos/`, `rejected/`." % code(s["output"]), ""]
+              "`device`), `health/`, `qos/`, `rejected/`." % code(_near(s["output"], path)), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
