@@ -24,9 +24,9 @@ class Link:
     call (heap_lock)."""
 
     def __init__(self, limit=1 << 30):
-        self.inb = bytearray(4096)
+        self.inb = bytearray(2048)
         self.i = self.n = 0
-        self.out = bytearray(8192)
+        self.out = bytearray(2048)
         self.o = 0
         self.limit = limit
         self.closed = False
@@ -189,7 +189,7 @@ def test_client_takes_a_url_and_a_plain_host_stays_as_it_was():
 def test_each_write_is_one_masked_binary_frame_with_a_fresh_key():
     w, link = ws()
     keys = []
-    for size in (0, 5, 125, 126, 300, 4000):
+    for size in (0, 5, 125, 126, 300, 2000):
         data = bytearray(bytes(range(256)) * (size // 256 + 1))[:size]
         plain = bytes(data)
         assert w.write(data, 0, size) == size
