@@ -13,7 +13,7 @@ import time
 
 from pipeline.batch import run_batch
 from pipeline.session import log, spark_session
-from pipeline.stream import run_stream
+from pipeline.stream import SOURCES, run_stream
 
 
 def main(argv=None):
@@ -39,7 +39,14 @@ def main(argv=None):
                          "0.5 seconds; with the collector's --roll-s 1 a "
                          "reading reaches readings/ in about 2 s)")
     ap.add_argument("--duration", type=float, default=None)
-    ap.add_argument("--max-files-per-trigger", type=int, default=None)
+    ap.add_argument("--stream-source", choices=SOURCES, default=None,
+                    help="stream mode: bytes (the landing read by file and offset, "
+                         "in-progress files included: a reading is streamed once the "
+                         "collector acknowledged it; local landings) or files (Spark's "
+                         "file source: published files only, any URI). Default: bytes "
+                         "for a local landing")
+    ap.add_argument("--max-files-per-trigger", type=int, default=None,
+                    help="stream mode, files source: most files a micro-batch takes")
     ap.add_argument("--report", default=None,
                     help="Markdown report path (local; PNG plots next to "
                          "it). Default OUTPUT/report.md for a local OUTPUT")
@@ -73,7 +80,8 @@ def main(argv=None):
             run_stream(spark, a.input, a.output, a.checkpoint,
                        follow=a.follow, interval=a.interval,
                        duration=a.duration,
-                       max_files=a.max_files_per_trigger, stop_event=stop)
+                       max_files=a.max_files_per_trigger, stop_event=stop,
+                       source=a.stream_source)
             log("health and report: batch pass over the landing")
             run_batch(spark, a.input, a.output, a.report, mode="stream",
                       write_readings=False, write_rejected=False,

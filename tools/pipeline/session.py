@@ -68,6 +68,19 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
         # (and no warning about which one it picked).
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # for a JVM not started yet
+        # Python workers (the stream's reader, pipeline.landed) run this
+        # Python, with its packages, not the first python3 on PATH (through
+        # pyworker: with the installed, compiled pyspark rather than Spark's
+        # zip of it), and import the pipeline from where this process does
+        # (the JVM, started below, passes its environment on to them).
+        here = os.path.dirname(os.path.abspath(__file__))
+        if "PYSPARK_PYTHON" not in os.environ:
+            os.environ["HOLDFAST_WORKER_PYTHON"] = sys.executable
+            os.environ["PYSPARK_PYTHON"] = os.path.join(here, "pyworker")
+        tools = os.path.dirname(here)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if tools not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([tools] + [p for p in paths if p])
     spark = (b.config("spark.driver.memory", driver_memory)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -76,6 +89,9 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
              .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
              .config("spark.executor.extraJavaOptions", "-XX:+UseParallelGC")
              .config("spark.ui.enabled", "false")
+             # A Python worker (the stream's reader) starting on a machine
+             # this busy can take longer than the default 15 s to call back.
+             .config("spark.python.authenticate.socketTimeout", "120s")
              .config("spark.ui.showConsoleProgress", "false"))
     for k, v in (conf or {}).items():
         spark = spark.config(k, v)
