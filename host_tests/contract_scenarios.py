@@ -1,6 +1,6 @@
 # The shell contract, written once and run on both shells (the blocking
 # MQTTClient and the asyncio AsyncClient) under either runtime:
-#   python|micropython host_tests/contract_scenarios.py blocking|async NAME HOST PORT
+#   python|micropython host_tests/contract_scenarios.py blocking|async NAME HOST PORT [ARGS]
 # Each scenario prints one JSON line of what the client saw; test_contract.py
 # plays the broker's side (scripted_broker.py) and asserts both.
 import sys
@@ -477,10 +477,82 @@ async def no_reconnect(S, host, port):
     return r
 
 
+def clock_from(start):
+    """Puts a clock that reads start now (0, "half": the start of the upper
+    half of the port's tick period, "below": 150 ms before the wrap,
+    "after": 3 ms past it) in place of the clients' ticks_ms; returns it."""
+    from time import ticks_ms, ticks_add, ticks_diff
+    import holdfast.front as hf
+    import holdfast.client as hc
+    import holdfast.aclient as ha
+    period = ticks_add(0, -1) + 1  # 2**30 on boards and CPython, 2**62 on the 64-bit unix port
+    at = {"zero": 0, "half": period >> 1, "below": period - 150, "after": 3}[start]
+    off = ticks_diff(at, ticks_ms())
+
+    def clock():
+        return ticks_add(ticks_ms(), off)
+
+    hf.ticks_ms = hc.ticks_ms = ha.ticks_ms = clock
+    return clock
+
+
+async def no_connack(S, host, port, start):
+    # Issue 30, B5: a broker that never answers CONNECT, the clock started
+    # anywhere in its period: the engine's CONNACK watchdog ends connect()
+    # (the session's error is the watchdog's) and the link is closed.
+    clock_from(start)
+    cl = S("dev", host, port, timeout_ms=300, backoff_ms=(60000, 60000))
+    try:
+        await cl.connect()
+        r = {"error": None}
+    except Exception as e:
+        r = {"error": type(e).__name__, "words": str(e)}
+    c = cl.c
+    r.update(open=c.sock is not None, watchdog=repr(c.session.error), state=c.session.state,
+             links=c.links, raised=cl.raised)
+    return r
+
+
+async def burst(S, host, port, keepalive):
+    # Issue 30, D11: 100 QoS 1 messages in one write, more than the send
+    # buffer holds acknowledgements for at once; the broker sends nothing
+    # else (with keepalive=0 not even a PINGRESP).
+    got = []
+    cl = S("dev", host, port, keepalive=int(keepalive), timeout_ms=5000)
+    cl.c.set_callback(lambda t, m: got.append(int(m)))
+    await cl.connect()
+    await cl.subscribe("t", 1)
+    await cl.run(10000, lambda: len(got) >= 100)
+    r = counters(cl)
+    r.update(got=got)
+    await cl.disconnect()
+    return r
+
+
+async def unsubscribe_in_flight(S, host, port):
+    # Issue 30 (suspected, real): asyncio only: unsubscribe() while the same
+    # filter's SUBSCRIBE awaits its SUBACK left the subscribe() waiter
+    # hanging until timeout_ms (a minute here), then MQTTTimeout.
+    cl = S("dev", host, port, timeout_ms=60000)
+    await cl.connect()
+    sub = asyncio.create_task(cl.subscribe("cmd/a", 1))
+    await cl.run(5000, lambda: cl.c.session.subs is not None)
+    await cl.unsubscribe("cmd/a")
+    try:
+        ret = await asyncio.wait_for(sub, 10)
+        err = None
+    except Exception as e:
+        ret, err = None, type(e).__name__
+    r = counters(cl)
+    r.update(ret=ret, error=err, filters=len(cl.c.session.subs.list))
+    await cl.disconnect()
+    return r
+
+
 def main():
     shell, name, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     S = Blocking if shell == "blocking" else Async
-    result = asyncio.run(globals()[name](S, host, port))
+    result = asyncio.run(globals()[name](S, host, port, *sys.argv[5:]))
     result["runtime"] = RT
     print("RESULT " + json.dumps(result))
 

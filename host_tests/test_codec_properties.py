@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from holdfast import codec as c
 from holdfast.broker import feed
 import consts as mq
-from holdfast.errors import MQTTProtocolError, PacketTooLarge
+from holdfast.errors import MQTTProtocolError
 from packets import current, encode, decode_all
 
 pid = st.integers(1, 65535)
@@ -160,18 +160,18 @@ def hostile_events(stream, size, cuts, by_tail):
         while True:
             try:
                 t = r.next()
-            except PacketTooLarge as e:
-                assert e.type == mq.PUBLISH and e.length > size and (e.pid > 0) == (e.qos > 0), e
-                out.append(("too large", e.length, e.pid, e.qos))
-                continue
+                if t == mq.SKIPPED:
+                    q = (r.flags >> 1) & 3
+                    assert r.type == mq.PUBLISH and r.length > size and (r.pid > 0) == (q > 0), r.length
+                    out.append(("too large", r.length, r.pid, q))
+                    continue
             except MQTTProtocolError as e:
                 out.append(("error", str(e)))
                 return out
             finally:
                 assert 0 <= r.start <= r.end <= size, (r.start, r.end, size)
-                # _pid_at is subsmore.big()'s, set with the first oversize PUBLISH
-                pid_at = getattr(r, "_pid_at", -1)
-                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and pid_at >= -1, (r.skip, pid_at)
+                pid_at = getattr(r, "_pid_at", -2)  # inbound.big()'s, set with the first oversize PUBLISH
+                assert 0 <= r.skip <= mq.MAX_REMAINING + 5 and pid_at >= -2, (r.skip, pid_at)
             if not t:
                 break
             p = current(r)
@@ -196,12 +196,12 @@ def roomy_events(stream, size):
         s = r.start
         try:
             t = r.next()
-        except PacketTooLarge as e:  # longer than the whole stream
-            out.append(("too large", e.length, e.pid, e.qos))
-            return out, None
         except MQTTProtocolError as e:
             return out, ("error", str(e))
         if not t:
+            return out, None
+        if t == mq.SKIPPED:  # longer than the whole stream
+            out.append(("too large", r.length, r.pid, (r.flags >> 1) & 3))
             return out, None
         p = current(r)
         if r.start - s > size:

@@ -140,20 +140,23 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
            ('{"d":"dev-bad","b":1,"s":"7","q":1}', 1, "s is not an integer")]
     for payload, q, _ in bad:
         infos.append(pub.publish("holdfast/dev-bad/telemetry", payload, qos=q))
+    # Larger than the collector's receive buffer: skipped unread (the
+    # Reader's SKIPPED), quarantined with the reason, acknowledged.
+    infos.append(pub.publish("holdfast/dev-big/telemetry", "x" * (300 * 1024), qos=1))
     # Not ours: another prefix and another sub-topic are not subscribed.
     infos.append(pub.publish("other/dev-x/telemetry", reading("x", 1, 1), 1))
     infos.append(pub.publish("holdfast/dev-x/status", "up", qos=1))
     for i in infos:
         i.wait_for_publish(5)
     wait_for(lambda: col.stats()["written"] + col.stats()["quarantined"]
-             >= 93, 20, "93 messages landed")
+             >= 94, 20, "94 messages landed")
     col.stop()
     pub.loop_stop()
     pub.disconnect()
     t1 = int(time.time() * 1000)
     st = col.stats()
-    assert (st["received"], st["written"], st["quarantined"]) == (93, 90, 3)
-    assert st["acked"] == 60 + 3          # QoS 0 needs no ack
+    assert (st["received"], st["written"], st["quarantined"]) == (94, 90, 4)
+    assert st["acked"] == 60 + 4          # QoS 0 needs no ack
 
     # Files: published (renamed) at stop, named as the contract says.
     assert not glob.glob(landing + "/**/.part-*", recursive=True)
@@ -181,7 +184,10 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
     assert len(qfiles) == 1
     with open(qfiles[0]) as f:
         qrecs = [json.loads(line) for line in f]
-    assert len(qrecs) == 3
+    assert len(qrecs) == 4
+    big = [r for r in qrecs if r["reason"].startswith("a PUBLISH of 30")]
+    assert len(big) == 1 and "more than the collector's receive buffer" in big[0]["reason"], qrecs
+    assert big[0]["qos"] == 1 and big[0]["payload"] == "", big
     by_payload = {r["payload"]: r for r in qrecs}
     for payload, q, reason in bad:
         r = by_payload[payload]

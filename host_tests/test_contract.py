@@ -22,14 +22,14 @@ both = pytest.mark.parametrize("runtime,shell", [(r, s) for r in sorted(RUNTIMES
                                                  for s in ("blocking", "async")])
 
 
-def play(runtime, shell, name, *scripts, raised=()):
+def play(runtime, shell, name, *scripts, raised=(), args=()):
     """Runs scenario name against a broker playing scripts; returns (the
     client's result, the broker). raised: the exceptions (type names) the
     blocking client's wait_msg() must have raised, none unless given (or a
-    test of that list)."""
+    test of that list). args: the scenario's own, after host and port."""
     b = ScriptedBroker(*scripts)
     try:
-        p = subprocess.run([RUNTIMES[runtime], SCEN, shell, name, "127.0.0.1", str(b.port)],
+        p = subprocess.run([RUNTIMES[runtime], SCEN, shell, name, "127.0.0.1", str(b.port)] + list(args),
                            capture_output=True, text=True, timeout=120)
     finally:
         b.close()
@@ -455,3 +455,63 @@ def test_without_reconnect_the_client_stays_offline_until_connect(runtime, shell
     assert r["before"] == {"links": 1, "attempts": 1, "connected": False}, r
     assert r["pid"] and r["flushed"] and r["links"] == 2 and r["attempts"] == 2, r
     assert b.accepts == 2
+
+
+# -- issue 30: timers and the shells' waits ---------------------------------------
+
+
+@both
+def test_the_connack_watchdog_runs_wherever_the_clock_starts(runtime, shell):
+    # B5: the blocking client ran no timers before its first packet with the
+    # clock in the upper half of its period; connect() then ended at its
+    # backstop and left the link open.
+    for start in ("zero", "half", "below", "after"):
+        closed = []
+
+        def silent(conn):
+            conn.expect(mq.CONNECT)
+            for _ in range(100):  # up to 10 s for the client to close the link
+                if not conn._read(0.1):
+                    closed.append(start)
+                    break
+
+        r, b = play(runtime, shell, "no_connack", silent, args=(start,))
+        assert r["error"] == "MQTTTimeout" and "CONNACK" in r["words"], (start, r)
+        assert "MQTTTimeout" in r["watchdog"], (start, r)  # the engine's watchdog, not the backstop
+        # Blocking: OFFLINE, a reconnect follows; asyncio: CLOSED, connect() failing stops its task.
+        assert not r["open"] and r["state"] == (1 if shell == "blocking" else 0) and r["links"] == 1, (start, r)
+        assert closed, (start, "the client never closed the link")
+
+
+@both
+def test_a_burst_of_qos1_messages_is_delivered_whole(runtime, shell):
+    # D11: the asyncio client left packets unread in its receive buffer once
+    # its send buffer filled with acknowledgements (61 of 100 delivered).
+    def script(conn):
+        connack(conn)
+        p = conn.expect(mq.SUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (1,)))
+        conn.send(*[(mq.PUBLISH, b"t", b"%02d" % i, 1, False, False, i + 1) for i in range(100)])
+        for _ in range(100):
+            conn.expect(mq.PUBACK)
+        conn.serve()
+
+    for keepalive in ("0", "60"):
+        r, b = play(runtime, shell, "burst", script, args=(keepalive,))
+        assert r["got"] == list(range(100)), (keepalive, len(r["got"]), r["got"][-3:])
+        assert sorted(acks(b.conns[0], mq.PUBACK)) == list(range(1, 101)), keepalive
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_unsubscribe_while_the_subscribe_is_in_flight_answers_the_subscribe(runtime):
+    # Suspected in issue 30, and real: the subscribe() waiter hung until its timeout.
+    def script(conn):
+        connack(conn)
+        p = conn.expect(mq.SUBSCRIBE)
+        u = conn.expect(mq.UNSUBSCRIBE)
+        conn.send((mq.SUBACK, p[1], (1,)), (mq.UNSUBACK, u[1]))
+        conn.serve()
+
+    r, b = play(runtime, "async", "unsubscribe_in_flight", script)
+    assert r["error"] is None and r["ret"] is None and r["filters"] == 0, r
+    assert r["connected"] and r["last_error"] == "None", r

@@ -33,8 +33,10 @@ import traceback
 import pytest
 
 from holdfast.client import MQTTClient
+from holdfast import codec
 from holdfast.store import MemoryStore
 from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
+from holdfast.held import Held
 import modelbroker as mb
 
 CID = b"fuzz-1"
@@ -58,6 +60,59 @@ def outbox(flows):
     if flows <= 20:
         return MemoryStore(size=16384, slots=2 * flows)
     return MemoryStore(size=16384, slots=2 * flows, held=flows)
+
+
+def clock_start(rng):
+    """Where a run's clock starts (issue 30, B5: the blocking client ran no
+    timer before its first packet with the clock in the upper half of its
+    period): near 0, anywhere in the lower half, anywhere in the upper half,
+    or within an hour before the wrap at 2**30 (the run then crosses it)."""
+    k = rng.randrange(4)
+    if k == 0:
+        return rng.randint(0, 1000)
+    if k == 1:
+        return rng.randrange(1 << 29)
+    if k == 2:
+        return rng.randrange(1 << 29, 1 << 30)
+    return (1 << 30) - rng.randint(1, 3600000)
+
+
+class FullAtRandom:
+    """Issue 30: the outbox's flash full at random moments, for the records
+    of a QoS 2 step too (release(): PUBREC reached; the held id's end:
+    PUBREL answered), while the broker makes faults. Its own random numbers
+    (from the seed), so the run's other draws stay as they were."""
+
+    def __init__(self, run):
+        self.run = run
+        self.rng = random.Random(run.seed * 7919 + 30)
+        self.rate = self.rng.choice((0, 0, 0.05, 0.2))
+        self.refused = 0
+
+    def wrap(self, st):
+        if not self.rate:
+            return st
+        release = st.release
+        full = self
+
+        def refusing_release(key):
+            full.check("release")
+            release(key)
+
+        class RefusingHeld(Held):
+            def unhold(self, pid):
+                full.check("unhold")
+                Held.unhold(self, pid)
+
+        st.release = refusing_release
+        st.held_table = lambda: RefusingHeld(st)
+        return st
+
+    def check(self, what):
+        if self.run.broker.faults and self.rng.random() < self.rate:
+            self.refused += 1
+            self.run.log("the outbox refuses %s: flash full" % what)
+            raise OutboxFull("flash full (the test's): %s" % what)
 
 
 class Patched:
@@ -108,6 +163,10 @@ class Run:
         self.steps = steps
         self.faults = faults
         self.rng = rng = random.Random(seed)
+        # The payloads' own draws (sizes, text): apart, so the fixed seeds'
+        # runs take the steps they were chosen for.
+        self.prng = random.Random(seed * 7919 + 1)
+        self.expect = {}  # seq -> the bytes its payload must arrive as
         self.trace = []
         self.step = 0
         self.failures = []
@@ -123,8 +182,10 @@ class Run:
                                      p["on_pubrel"], p["broker_wrap"])
         self.broker.silent_ok = bool(p["keepalive"])
         self.broker.faults = faults
-        # The clock starts just before its wrap at 2**30 in half of the runs.
-        now = rng.choice((1000, (1 << 30) - rng.randint(1, 3600000)))
+        # Drawn as before issue 30, so that each seed's later draws stay as
+        # they were; where the clock starts is clock_start()'s.
+        rng.choice((1000, (1 << 30) - rng.randint(1, 3600000)))
+        now = clock_start(random.Random("clock-%d" % seed))
         self.net = mb.Net(random.Random(rng.random()), self.broker, self.log, now)
         # Client bookkeeping.
         self.seq = 0
@@ -146,6 +207,7 @@ class Run:
         self.subs_failed = None
         self.ending = False  # the final checks: their failures are listed, not traced
         self.healed = False
+        self.resub_rng = random.Random(seed * 7919 + 13)
 
     # -- reporting -----------------------------------------------------------
 
@@ -177,8 +239,9 @@ class Run:
 
     def make_client(self):
         p = self.profile
+        self.full = FullAtRandom(self)
         c = MQTTClient(CID, "broker.test", keepalive=p["keepalive"], size=p["size"],
-                       window=p["flows"], outbox=outbox(p["flows"]), timeout_ms=3000,
+                       window=p["flows"], outbox=self.full.wrap(outbox(p["flows"])), timeout_ms=3000,
                        backoff_ms=(200, 4000))
         c.set_callback(self.on_message)
         c.set_delivered(self.on_delivered)
@@ -240,13 +303,26 @@ class Run:
         self.publishing += 1
         if not self.publishing > 1:
             self.net.ops = 0  # the watchdog counts per call
+        payload = self.payload(seq, topic, qos)
+        data = codec.to_bytes(payload)
+        room = self.profile["size"] - 16  # the send room: size= less what is kept for acks
+        over = codec.publish_size(topic, len(data), qos) > room
         try:
-            pid = self.c.publish(topic, b"o%d" % seq, False, qos)
+            pid = self.c.publish(topic, payload, False, qos)
+        except ValueError as e:  # too large for the send buffer, documented at any QoS
+            if not over:
+                self.fail("sizes", "o%d: publish() of %d bytes refused, the send room is %d: %s"
+                          % (seq, codec.publish_size(topic, len(data), qos), room, e))
+            return False
         except RAISES["publish"] as e:
             self.note("publish", e)
             return False
         finally:
             self.publishing -= 1
+        if over:
+            self.fail("sizes", "o%d: publish() took %d bytes, over the send room of %d"
+                      % (seq, codec.publish_size(topic, len(data), qos), room))
+        self.expect[seq] = data
         if qos == 0:
             self.qos0.append(seq)
             return
@@ -261,6 +337,26 @@ class Run:
         if pid in self.early:
             self.early.remove(pid)
             self.on_delivered(pid)
+
+    def payload(self, seq, topic, qos):
+        """Most payloads are o<seq>; some a str with non-ASCII text after
+        o<seq>|, some sized to within 2 bytes of the send room (either
+        side), as bytes or as a str of 2-byte characters, counted in UTF-8."""
+        r = self.prng
+        x = r.random()
+        if x < 0.7:
+            return b"o%d" % seq
+        head = "o%d|" % seq
+        if x < 0.85:
+            return head + "".join(r.choice("h\u00e9\u2603\u20ac\U0001f600") for _ in range(r.randint(1, 40)))
+        want = self.profile["size"] - 16 + r.randint(-2, 2)
+        n = want - codec.publish_size(topic, 0, qos)
+        while n > 0 and codec.publish_size(topic, n, qos) > want:  # the length field grows with it
+            n -= 1
+        n -= len(head)
+        wide = r.randint(0, n // 2)  # 2-byte characters
+        body = "\u00e9" * wide + "a" * (n - 2 * wide)
+        return head + body if r.random() < 0.7 else (head + body).encode()
 
     def subscribe(self):
         k = self.nfilters
@@ -284,6 +380,36 @@ class Run:
             self.fail("subscribe() returns on its own SUBACK",
                       "subscribe(%r, %d) returned %r, the broker grants what is asked" % (flt, qos, g))
         self.subs[flt] = (qos, self.step)
+
+    def resubscribe(self):
+        """Issue 30: the application subscribes again to a filter it holds
+        right after a reconnect (as a umqtt.robust program does), most
+        often while the restore's SUBSCRIBE awaits its SUBACK; at another
+        QoS, so that a SUBACK code paired with the wrong filter shows in
+        check_granted(). Its own random numbers, as FullAtRandom's."""
+        if not self.subs:
+            return
+        flt = self.resub_rng.choice(sorted(self.subs))
+        qos = self.resub_rng.choice((0, 1, 2))
+        self.log("subscribe(%r, %d) again, after the reconnect" % (flt[:20], qos))
+        self.subs[flt] = (qos, self.step)  # the request stays queued if the call fails
+        try:
+            self.c.subscribe(flt, qos, self.on_handler)
+        except RAISES["subscribe"] as e:
+            self.note("subscribe", e)
+
+    def check_granted(self, when):
+        # The QoS the client holds as granted for each filter is the one the
+        # broker granted it (a code paired with the wrong filter is not).
+        s = self.broker.session(CID)
+        subs = self.c.session.subs
+        if s is None or s.hidden or subs is None:
+            return
+        for e in subs.list:
+            if e[3] == -1 and e[0] in s.subs and e[4] != s.subs[e[0]]:
+                self.fail("SUBACK codes paired with their filters",
+                          "%s: the client holds %r as granted QoS %d, the broker granted %d"
+                          % (when, e[0][:20], e[4], s.subs[e[0]]))
 
     def note(self, call, e):
         k = "%s: %s" % (call, type(e).__name__)
@@ -334,6 +460,7 @@ class Run:
             return False
         self.settled += 1
         self.check_subs("after a reconnect, once the link settled (%s, link %d)" % (why, link.n))
+        self.check_granted("after a reconnect, once the link settled (%s, link %d)" % (why, link.n))
         return True
 
     def _moved(self):
@@ -399,6 +526,14 @@ class Run:
                 self.log("client: %s, %d links (last error: %r)"
                          % ("connected" if self.c.isconnected() else "offline", self.c.links,
                             self.c.last_error))
+                if self.c.isconnected() and self.resub_rng.random() < 0.3:
+                    try:
+                        self.resubscribe()
+                    except Exception as e:
+                        self.escaped("subscribe again", e)
+                    except mb.Hung as e:
+                        self.fail("every call returns", "subscribe again never returned: %s" % e)
+                        return
                 if self.c.isconnected() and rng.random() < 0.3:
                     try:
                         self.settle("a reconnect at step %d" % self.step)
@@ -589,6 +724,11 @@ class Run:
                     self.fail("QoS 2 to the broker exactly once",
                               "o%d (QoS 2, id %d) reached the broker %d times with no session "
                               "lost in between (links %s)" % (seq, pid, len(got), [g[2] for g in got]))
+        for seq, seen in sorted(b.payloads.items()):
+            if seq in self.expect and seen != {self.expect[seq]}:
+                self.fail("messages arrive as sent",
+                          "o%d: sent as %r, reached the broker as %r"
+                          % (seq, self.expect[seq][:40], [p[:40] for p in seen]))
         for seq in self.qos0:
             if len(b.received.get(seq, [])) > 1:
                 self.fail("QoS 0 at most once",
@@ -624,6 +764,8 @@ class Run:
                           "i%d: the callback had it %d times, the handler of %r %d times"
                           % (seq, n, flt[0][:12], self.handled.get(seq, 0)))
         self.check_subs("at the end")
+        self.check_granted("at the end")
+        self.log("the outbox refused %d QoS 2 steps (flash full)" % self.full.refused)
         for v in b.violations:
             self.fail("MQTT 3.1.1 conformance", "MQTT violation by the client: " + v)
         if self.c.links != len(self.net.links):
@@ -655,10 +797,11 @@ def run_seed(seed, steps=STEPS, faults=True):
     return r
 
 
-def _seeds():
+def _seeds(fixed=FIXED_SEEDS):
+    """The seeds to run: fixed, or as SEED says (random: RUNS of them; n: that one)."""
     s = os.environ.get("SEED")
     if not s:
-        return list(FIXED_SEEDS)
+        return list(fixed)
     if s == "random":
         n = int(os.environ.get("RUNS", "20"))
         first = random.SystemRandom().randrange(1 << 31)
@@ -684,3 +827,130 @@ def test_engine_survives_random_faults(seed):
     print(r.trace[-1])
     if r.failures:
         pytest.fail(r.report(), pytrace=False)
+
+
+# -- MQTT 5: brokers with a small Maximum Packet Size, long properties --------
+
+def v5_run(seed, steps=120):
+    """One seeded run of the level-5 engine (v5.Session5, no socket) against a
+    broker played here: its CONNACK says a Maximum Packet Size from 1 byte to
+    2 KB (or none) and carries long properties, its PUBACKs and PUBRECs
+    refuse at random with long reason strings; messages are published
+    offline (stored before the limit is known) and online, bytes and str
+    with non-ASCII text, sized near the send room and near the broker's
+    limit. Checks: nothing larger than the broker's limit goes out; publish()
+    refuses exactly what can never go out, with ValueError; every accepted
+    QoS 1/2 message ends delivered, refused (REJECTED) or dropped unsent
+    (unsendable), once; nothing else is raised. Returns the failures."""
+    from holdfast import v5more as v5
+    from holdfast.v5 import Reader5, Session5
+    from fakebroker import reads
+
+    rng = random.Random(seed)
+    size = rng.choice((256, 512, 1024))
+    mps = rng.choice((0, rng.randint(1, 9), rng.randint(10, 80), rng.randint(80, 2048)))
+    s = Session5(b"fuzz5", True, 0, 5, size, 8)
+    out = Reader5(8192, 5)  # the broker's reader of what the client sends
+    fails = []
+    ends = {}  # pid -> how its flow ended: "delivered", "rejected"
+    accepted = []
+
+    def publish(online):
+        qos = rng.choice((0, 1, 2))
+        topic = b"t/%d" % rng.randint(0, 3)
+        room = rng.choice((size - 16, mps - 9 if mps else size - 16, rng.randint(4, 80)))
+        n = max(0, room - codec.publish_size(topic, 0, qos) + rng.randint(-3, 3))
+        text = rng.random() < 0.5
+        payload = "\u00e9" * (n // 2) + "a" * (n % 2) if text else b"b" * n
+        m = codec.publish_size(topic, len(codec.to_bytes(payload)), qos) + 1
+        never = m > size - 16 or online and mps and m > mps - 9
+        try:
+            pid = s.publish(topic, payload, qos, False, 0)
+        except OutboxFull:  # documented: the RAM outbox holds 2 KB
+            return
+        except ValueError:
+            if not never:
+                fails.append("a %d-byte message refused (size %d, broker limit %d)" % (m, size, mps))
+            return
+        if never:
+            fails.append("a %d-byte message taken (size %d, broker limit %d, online %s)"
+                         % (m, size, mps, online))
+        if qos:
+            accepted.append(pid)
+
+    def props(room):
+        # Long CONNACK / ack properties, within what the client offered (size).
+        k = rng.randint(0, max(0, room))
+        return ((v5.REASON_STRING, "r" * k),) if rng.random() < 0.5 else ((v5.USER_PROPERTY, ("k", "\u00fc" * (k // 2))),)
+
+    def ended(e):
+        if e in (2, 4):  # DELIVERED, REJECTED
+            if s.done_pid in ends:
+                fails.append("id %d ended twice" % s.done_pid)
+            ends[s.done_pid] = "delivered" if e == 2 else "rejected"
+
+    def to_client(data):
+        reads(s, data, 0, ended)
+
+    def broker():
+        # What the client wrote: each packet checked against the limit, and
+        # answered. First its timers, as a shell runs them: they also send
+        # what waited for room.
+        s.tick(0)
+        data = bytes(s.tx[s.tx_start:s.tx_end])
+        s.sent(len(data), 0)
+        out.tail()[:len(data)] = data
+        out.end += len(data)
+        buf = bytearray(size)
+        while True:
+            start = out.start
+            t = out.next()
+            if not t:
+                return
+            if mps and out.start - start > mps:
+                fails.append("a %d-byte packet sent, the broker's limit is %d" % (out.start - start, mps))
+            if t == mb.PUBLISH and out.flags & 6:
+                typ = mb.PUBACK if out.flags & 6 == 2 else mb.PUBREC
+                code = rng.choice((0, 0, 0x80, 0x97))
+                p = props(size - 40) if code and rng.random() < 0.7 else ()
+                to_client(bytes(buf[:v5.ack(buf, typ, out.pid, code, p)]))
+            elif t == mb.PUBREL:
+                to_client(bytes(buf[:v5.ack(buf, mb.PUBCOMP, out.pid)]))
+
+    try:
+        for _ in range(rng.randint(0, 6)):  # stored offline, the broker's limit unknown
+            publish(False)
+        s.start(0)
+        s.sent(s.tx_end, 0)
+        cp = ((v5.ASSIGNED_CLIENT_ID, "c" * rng.randint(1, 60)),) + props(size - 110)
+        if mps:
+            cp = ((v5.MAXIMUM_PACKET_SIZE, mps),) + cp
+        buf = bytearray(size)
+        body = b"\x00\x00" + bytes(buf[:v5.props(buf, cp, mb.CONNACK)])
+        head = bytearray(5)
+        to_client(b"\x20" + bytes(head[:codec.put_length(head, 0, len(body))]) + body)
+        if s.state != 3:
+            return ["not connected after CONNACK (size %d)" % size]
+        for _ in range(steps):
+            if rng.random() < 0.6:
+                publish(True)
+            else:
+                broker()
+        for _ in range(20):
+            broker()
+    except Exception as e:  # nothing but publish()'s ValueError may come out
+        return fails + ["raised %s: %s" % (type(e).__name__, e)]
+    left = [p for p in accepted if p not in ends]
+    if len(left) != s.unsendable or len(s.store):
+        fails.append("%d accepted messages neither delivered nor refused, %d counted unsendable, %d pending"
+                     " (state %d, %d in flight of %d, %d bytes unsent)"
+                     % (len(left), s.unsendable, len(s.store), s.state, s.inflight, s.window,
+                        s.tx_end - s.tx_start))
+    return fails
+
+
+@pytest.mark.parametrize("seed", range(40) if os.environ.get("SEED") != "random"
+                         else [random.randrange(1 << 30) for _ in range(int(os.environ.get("RUNS", "40")))])
+def test_level5_engine_with_small_maximum_packet_sizes_and_long_properties(seed):
+    fails = v5_run(seed)
+    assert not fails, "seed %d (rerun: SEED=%d): %s" % (seed, seed, fails[:6])

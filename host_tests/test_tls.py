@@ -573,3 +573,78 @@ def test_secrets_never_appear_in_reprs_errors_or_tracebacks(runtime, pki, auth_b
     assert "Traceback" in text, "no traceback was collected"
     for frag in secret_fragments(pki):
         assert frag not in text, "secret fragment %r leaked:\n%s" % (frag, text)
+
+
+def test_decrypted_bytes_are_read_without_waiting_on_the_socket():
+    # Issue 30 (suspected; real on CPython only): bytes CPython's ssl has
+    # already decrypted are not seen by a poll on the socket, so the
+    # blocking client waited up to its poll timeout (1 s in wait_msg()) per
+    # buffer-full of them. MicroPython's TLS socket reports them to poll
+    # (checked by hand: readable with 7.9 KB decrypted and the raw socket
+    # empty), so this runs on CPython. Counted, not timed: every wait on
+    # the socket while decrypted bytes were pending must end at once.
+    import ssl as pyssl
+    import consts as mq
+    from packets import encode
+    from holdfast.client import MQTTClient
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    sctx = pyssl.create_default_context(pyssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(sctx)
+    srv = socket.socket()
+    srv.bind((HOST, 0))
+    srv.listen(1)
+    buf = bytearray(8192)
+    done = threading.Event()
+
+    def pkt(p):
+        return bytes(buf[:encode(buf, p)])
+
+    def broker():
+        conn, _ = srv.accept()
+        t = sctx.wrap_socket(conn, server_side=True)
+        t.recv(4096)  # CONNECT
+        t.sendall(pkt((mq.CONNACK, False, 0)))
+        t.recv(4096)  # SUBSCRIBE, id 1
+        t.sendall(pkt((mq.SUBACK, 1, (0,))))
+        # One TLS record: a message too large for the 1 KB buffer (skipped
+        # in buffer-fulls), then one that fits.
+        t.sendall(pkt((mq.PUBLISH, b"t", b"x" * 6000, 0, False, False, 0))
+                  + pkt((mq.PUBLISH, b"t", b"small", 0, False, False, 0)))
+        done.wait(30)
+        t.close()
+
+    th = threading.Thread(target=broker, daemon=True)
+    th.start()
+    cctx = pyssl.SSLContext(pyssl.PROTOCOL_TLS_CLIENT)
+    ca.configure_trust(cctx)
+    c = MQTTClient("tls-pending", HOST, srv.getsockname()[1], ssl=cctx, size=1024)
+    got = []
+    c.set_callback(lambda t, m: got.append(bytes(m)))
+    waits = []
+    orig = MQTTClient._io_wait
+
+    def io_wait(self, ms):
+        pending = self.sock.pending()
+        ready = orig(self, ms)
+        waits.append((pending, ready))
+        return ready
+
+    try:
+        c.connect()
+        c.subscribe("t")
+        MQTTClient._io_wait = io_wait
+        for _ in range(30):
+            if got:
+                break
+            c.wait_msg(2000)
+    finally:
+        MQTTClient._io_wait = orig
+        done.set()
+        c.disconnect()
+        srv.close()
+    assert got == [b"small"], got
+    late = [w for w in waits if w[0] and not w[1]]
+    assert not late, "waited on the socket with decrypted bytes pending: %r" % waits
+    assert any(w[0] for w in waits), waits  # the case arose: a wait with bytes pending

@@ -15,6 +15,7 @@ _ROOM = const(1)
 _WINDOW = const(2)
 _REPLIED = const(3)
 _EMPTY = const(4)
+_ACK_ROOM = const(16)  # tx bytes Session.receive() needs free to take a packet (session.py)
 
 _MP = hasattr(asyncio, "core")
 
@@ -95,10 +96,10 @@ class AsyncClient(Front):
                 await self._until(_WINDOW, 0, self.timeout_ms)
             pid = self._publish(topic, msg, retain, qos, expiry, latest, props, True)
         else:
-            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            n = self._publish(topic, msg, retain, 0, expiry, False, props, self._busy)
             if n:
                 await self._until(_ROOM, n, self.timeout_ms)
-                self._publish(topic, msg, retain, 0, 0, False, props, True)
+                self._publish(topic, msg, retain, 0, expiry, False, props, True)
         self._write()
         return pid
 
@@ -126,9 +127,18 @@ class AsyncClient(Front):
         self._write()
 
     async def disconnect(self):
+        """Queues DISCONNECT and waits (up to timeout_ms) until the socket
+        has taken it and what was queued before it, as MQTTClient does: a
+        link closed without it makes the broker publish the will. Then
+        closes the link and stops the task."""
+        s = self.session
         if self.sock is not None:
-            self.session.disconnect()
+            s.disconnect()
+            deadline = ticks_add(ticks_ms(), self.timeout_ms)
             self._write()
+            while s.tx_end > s.tx_start and self.sock is not None and ticks_diff(deadline, ticks_ms()) > 0:
+                await _sleep_ms(20)  # a full socket buffer: it takes more once the peer reads
+                self._write()
         self._stop()
 
     # -- internals -----------------------------------------------------------
@@ -215,14 +225,23 @@ class AsyncClient(Front):
                 await _sleep_ms(20)
             return
         s = self.session
-        await _readable(self, sock)
+        # What rx holds that the engine left for want of room to acknowledge
+        # it is taken before the socket is waited on: the broker may send
+        # nothing more (keepalive=0), and its packets would wait for good.
+        if s.rx.end == s.rx.start or s.make_room() >= _ACK_ROOM:
+            await _readable(self, sock)
+        else:
+            await _sleep_ms(10)  # the socket took none of the acks: let it drain
         if sock is not self.sock:
             return
         # Nothing read into a full rx: it holds packets the engine cannot
         # take until tx drains (acknowledgements need room).
         full = not read_into(sock, s) and s.rx.end == len(s.rx.buf)
-        if self._events(ticks_ms(), False):
+        while self._events(ticks_ms(), False):
+            short = s.make_room() < _ACK_ROOM  # receive() stopped for room, not for want of packets
             self._write()
+            if not short or s.make_room() < _ACK_ROOM:
+                break  # all taken; or the socket took nothing: the next turn goes on
         self.progress.set()
         if full:
             await _sleep_ms(10)  # let the ticker write

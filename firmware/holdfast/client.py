@@ -36,7 +36,7 @@ class MQTTClient(Front):
     # What only the blocking shell keeps, as class attributes: no
     # __init__ of its own (Front's takes the arguments above).
     _poll = None  # select.poll() on the link's socket, made by its first _io_wait(), dropped by _close()
-    _ticked = 0
+    _ticked = 0  # when _pump() last ran the timers: any tick will do at first (_pump says why)
 
     # -- umqtt.simple API --------------------------------------------------------
 
@@ -90,7 +90,8 @@ class MQTTClient(Front):
         returns None. QoS 1/2: stored in the outbox first, sent when the
         window has room (waiting up to timeout_ms for it), and the message id
         returned. ValueError if it can never fit the send buffer.
-        expiry: seconds after which it is dropped if still unsent (0: never).
+        expiry: seconds after which it is dropped if still unsent (0: never);
+        at MQTT 5 (any QoS) the Message Expiry Interval it carries.
         latest: drop the unsent older messages of this topic (state topics).
         From inside a callback it only queues: it never waits or reads."""
         now = ticks_ms()
@@ -105,10 +106,10 @@ class MQTTClient(Front):
         elif s.state == _CONNECTED and not (s.v5 or props) and not s.publish(topic, msg, 0, retain, now):
             pass  # the common case, without a call more
         else:
-            n = self._publish(topic, msg, retain, 0, 0, False, props, self._busy)
+            n = self._publish(topic, msg, retain, 0, expiry, False, props, self._busy)
             if n:
                 self._wait(_ROOM, n, None)
-                self._publish(topic, msg, retain, 0, 0, False, props, True)
+                self._publish(topic, msg, retain, 0, expiry, False, props, True)
         if self.sock is not None:
             self._pump(now, s.ping_at >= 0)
         return pid
@@ -135,7 +136,9 @@ class MQTTClient(Front):
     def wait_msg(self, timeout_ms=None):
         """Waits until a packet arrives (or timeout_ms, if given) and handles
         it. LinkDown if no link can come: after disconnect(), or with
-        reconnect=False once the link is lost."""
+        reconnect=False once the link is lost. MQTTError from a callback:
+        nothing is read while one runs, so the wait could never end."""
+        self._idle()
         deadline = ticks_add(ticks_ms(), timeout_ms) if timeout_ms is not None else None
         while True:
             self._service()
@@ -148,7 +151,7 @@ class MQTTClient(Front):
             left = 1000 if deadline is None else min(1000, ticks_diff(deadline, now))
             if left <= 0:
                 return
-            if self.sock:
+            if self.sock or self._dialing is not None:
                 self._io_wait(left)
             else:
                 sleep_ms(max(1, min(left, self._housekeep(now))))  # until the next attempt
@@ -200,7 +203,12 @@ class MQTTClient(Front):
             return s.packets - n
         try:
             # Timers are coarse: run them at most every few ms, not per message.
-            if s.packets != n or ticks_diff(now, self._ticked) >= _TICK_MS:
+            # No tick means "never": one less than _TICK_MS ago (0 <= diff)
+            # skips them, any other runs them, so a _ticked half a period
+            # old (ticks_diff() then negative), the first one included, cannot
+            # hold them back.
+            d = ticks_diff(now, self._ticked)
+            if s.packets != n or not 0 <= d < _TICK_MS:
                 self._ticked = now
                 self._housekeep(now)
                 s.tick(now)
@@ -231,7 +239,7 @@ class MQTTClient(Front):
             left = ticks_diff(deadline, ticks_ms())
             if left <= 0:
                 return False
-            if self.sock is not None:
+            if self.sock is not None or self._dialing is not None:
                 self._io_wait(min(left, 100))
             else:
                 sleep_ms(min(left, 50))
@@ -240,12 +248,22 @@ class MQTTClient(Front):
         # Waits up to timeout_ms for the link's socket to be readable (or writable,
         # while the session has bytes queued): True once it is. One poll
         # object per link; registering the socket again only sets what it
-        # waits for: no allocation per wait on MicroPython.
-        p = self._poll
-        if p is None:
-            p = self._poll = select.poll()
-        s = self.session
-        p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
+        # waits for: no allocation per wait on MicroPython. Without a link,
+        # on a reconnect's pending TCP connect: dial()'s own poll, which
+        # reports it writable once the connect succeeded or failed.
+        if self.sock is None:
+            p = self._dialing[2]
+        elif self.tls and not MP and self.sock.pending():
+            # CPython's TLS: bytes already decrypted, which a poll on the
+            # socket does not see. (MicroPython's TLS socket reports them
+            # to poll itself.)
+            return True
+        else:
+            p = self._poll
+            if p is None:
+                p = self._poll = select.poll()
+            s = self.session
+            p.register(self.sock, select.POLLIN | (select.POLLOUT if s.tx_end > s.tx_start else 0))
         if MP:
             for _ in p.ipoll(timeout_ms):
                 return True

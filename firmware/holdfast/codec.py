@@ -1,8 +1,8 @@
 # MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
 # at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
 # The subscription side (SUBSCRIBE, UNSUBSCRIBE, filters) is in filters.py,
-# inbound PUBLISH and SUBACK parsing in inbound.py, an oversize PUBLISH in
-# subsmore.py: all load on first use.
+# inbound PUBLISH and SUBACK parsing (and an oversize PUBLISH's skip) in
+# inbound.py: both load on first use, inbound.py once messages can arrive.
 # Nothing here allocates per packet except the memoryviews a decoded packet
 # hands out (topic, payload, ...), which stay valid until the next call.
 
@@ -62,7 +62,7 @@ def why(code, *args):
 
 
 # The parts a publish-only client never needs load on first use: inbound.py
-# (inbound PUBLISH and SUBACK) and subsmore.py (an oversize PUBLISH), by a
+# (inbound PUBLISH and SUBACK), by a
 # function-local `import holdfast.x as m`:
 # once loaded it allocates nothing (a relative `from . import x` would
 # allocate on MicroPython with every call), so no loader or cache is needed.
@@ -162,7 +162,8 @@ def check_topic(topic):
 
 def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, password=None, level=4, off=0):
     """CONNECT; will: None, or (topic, message, qos, retain) as the
-    client's set_last_will() keeps it."""
+    client's set_last_will() keeps it. buf None: only checks, and returns
+    the remaining length (Session.check_connect)."""
     # The protocol name as str, encoded here: a bytes constant would stay on
     # the heap as an object (from .mpy), a short str is an interned name.
     if level == 4:
@@ -195,6 +196,8 @@ def connect(buf, client_id, clean=True, keepalive=0, will=None, user=None, passw
         password = to_bytes(password)
         flags |= 0x40
         rl += 2 + len(password)
+    if buf is None:
+        return rl
     i = _header(buf, _CONNECT << 4, rl, off)
     i = _str(buf, i, name.encode())
     buf[i] = level
@@ -268,8 +271,13 @@ class Reader:
     which returns the packet type, or 0 when the next packet is not complete
     yet. The fields of the packet
     just returned (pid, flags, topic, payload, ...) are attributes, valid until
-    the next call. A PUBLISH bigger than the buffer raises PacketTooLarge and is
-    skipped whole, so the stream stays in step; any other MQTTProtocolError
+    the next call. A PUBLISH bigger than the buffer is skipped whole, so the
+    stream stays in step: next() returns 16 (SKIPPED) once its packet id is
+    read (pid; 0 at QoS 0; flags, and length: its bytes), and passes over
+    the rest as it arrives (inbound.big(), skip(): loaded, and the skip's
+    state made, by the session once messages can arrive, so that nothing is
+    loaded or allocated when a message is too large for the heap it would
+    take). Any MQTTProtocolError
     (a length that runs past its packet, any other packet type bigger than the
     buffer or than its type allows, ...) means the stream cannot be trusted
     any more: the link must go, and reset() before the next one.
@@ -297,7 +305,7 @@ class Reader:
     def reset(self):
         """Forgets the stream, a packet half skipped too: a new connection."""
         # skip: bytes of an oversize PUBLISH still to pass over (0: none);
-        # subsmore.big() says the rest.
+        # inbound.big() says the rest.
         self.start = self.end = self.skip = 0
 
     def tail(self):
@@ -318,9 +326,10 @@ class Reader:
 
     def next(self):
         if self.skip:
-            import holdfast.subsmore as m  # the rest of an oversize PUBLISH
-            if m.skip(self):
-                return 0
+            import holdfast.inbound as m  # the rest of an oversize PUBLISH
+            t = m.skip(self)
+            if t or self.skip:
+                return t
         b = self.buf
         s = self.start
         end = self.end
@@ -373,9 +382,8 @@ class Reader:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            import holdfast.subsmore as m
-            m.big(self, flags, i, total)  # PacketTooLarge once its packet id is in
-            return 0
+            import holdfast.inbound as m
+            return m.big(self, flags, i, total)
         if end - s < total:
             return 0
         end = s + total

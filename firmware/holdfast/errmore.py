@@ -8,17 +8,6 @@ class MQTTProtocolError(MQTTError):
     """The peer sent bytes that are not valid MQTT; the connection is dropped."""
 
 
-class PacketTooLarge(MQTTProtocolError):
-    """An inbound PUBLISH is larger than the receive buffer; it was skipped whole."""
-
-    def __init__(self, msg, type, length, pid, qos=0):
-        super().__init__(msg)
-        self.type = type
-        self.length = length
-        self.pid = pid
-        self.qos = qos
-
-
 class V5Error(MQTTProtocolError):
     """An MQTT 5 packet broke the protocol (v5.py). .code: the reason code
     that says how (0x81 malformed packet, 0x82 protocol error, ...)."""

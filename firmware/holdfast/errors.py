@@ -16,8 +16,7 @@
 # - errcommon.py: what a running client meets when the link or the broker
 #   fails (ConnectError, OutboxFull, MQTTTimeout, LinkDown, Unreachable);
 # - errmore.py: what a broken peer, a refused subscription or TLS set-up
-#   raise (MQTTProtocolError, PacketTooLarge, V5Error, SubscribeError,
-#   TLSError); looked for only after errcommon.py, which it loads too (a
+#   raise (MQTTProtocolError, V5Error, SubscribeError, TLSError); looked for only after errcommon.py, which it loads too (a
 #   list of which name is where would be a string on the heap for good).
 # An exception class costs about 230 bytes of heap on a board, more with
 # an __init__: a client that connects and publishes without a failure

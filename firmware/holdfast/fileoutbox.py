@@ -50,8 +50,9 @@ class FileStore(Log):
     filesystem is full, it is deleted so release(), done(), hold() and
     unhold() can still be written, and put() raises OutboxFull until it can
     be made again. Only if even that room is gone does release() or unhold()
-    raise OutboxFull (the broker then repeats the flow), and done() or
-    hold() hold in RAM only (counted in unsaved).
+    raise OutboxFull (the session then fails the link: the broker repeats
+    the flow on the next), and done() or hold() hold in RAM only (counted
+    in unsaved).
 
     slots: most messages pending at once (OutboxFull beyond), as MemoryStore.
     held: inbound QoS 2 ids kept (32; held.Held says why). fs: an object

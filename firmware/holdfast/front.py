@@ -61,6 +61,9 @@ _E_NO_ROUTE = const(68)
 
 
 class Front:
+    # A counter set only at MQTT 5, read as 0 until then, as every counter.
+    rejected = 0  # outgoing messages the broker refused (v5more.rejected counts them)
+
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
@@ -87,6 +90,7 @@ class Front:
                          drop, timeout_ms)
         self.session.user = user
         self.session.password = password
+        self.session.check_connect()  # a user or password too large for size, before any link
         self.sock = None
         self._dialing = None  # dial()'s connect under way (begun at retry_at), while _dial() steps it
         self.timeout_ms = timeout_ms
@@ -127,8 +131,11 @@ class Front:
         # expired, replaced, republished: what the outbox dropped or sent
         # again. Read from the session; one method costs less heap than
         # seven properties.
-        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished"):
+        if name in ("retained", "qos", "dup", "overflowed", "expired", "replaced", "republished",
+                    "unsendable"):
             return getattr(self.session, name)
+        if name == "oversized":  # inbound messages too large for the receive buffer: skipped, acknowledged
+            return self.session.dropped
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
             import holdfast.policy as m
             return m.next_pid(self.session)
@@ -139,7 +146,16 @@ class Front:
         raise AttributeError(name)
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self.session.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
+        """ValueError if the will is wrong or the CONNECT carrying it cannot
+        fit the send buffer: the will is then left as it was."""
+        s = self.session
+        old = s.will
+        s.will = (topic, msg, qos, retain)  # str or bytes: the CONNECT encoder takes both
+        try:
+            s.check_connect()
+        except ValueError:
+            s.will = old
+            raise
 
     def isconnected(self):
         return self.session.state == _CONNECTED
@@ -166,6 +182,7 @@ class Front:
         if not s.client_id and not clean and not s.v5:  # MQTT 5 allows it
             raise ValueError(why(_E_EMPTY_ID_CLEAN))
         s.clean = clean
+        s.check_connect()  # before a link is opened, so no reconnect can fail on it
         s.connack_ms = timeout_ms or self.timeout_ms
         self._close(_OFFLINE)  # a reconnect is wanted from here on, if this one fails
 
@@ -174,6 +191,10 @@ class Front:
         # present flag if link (or a later one) got CONNACK, even if it was
         # lost since; else the named error the link ended with.
         if self.session.acked < link:
+            if self.session.state == _CONNECTING:
+                # The backstop ran out before the engine's watchdog: the link
+                # is given up as the watchdog would, and reconnects follow.
+                self._link_failed(errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms)))
             err = self.last_error
             if err is None:
                 err = errors.MQTTTimeout(why(_E_NO_CONNACK, self.session.connack_ms))
@@ -214,8 +235,9 @@ class Front:
         if qos:
             return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
         # The session's checks, online or offline (too big, properties and
-        # all, raises); offline it queues nothing.
-        n = s.publish(topic, msg, 0, retain, ticks_ms())
+        # all, raises); offline it queues nothing. MQTT 5 sends the expiry
+        # at QoS 0 too.
+        n = s.publish(topic, msg, 0, retain, ticks_ms(), wall() + expiry if expiry else 0)
         if not n:
             return 0
         if s.state == _CONNECTED:

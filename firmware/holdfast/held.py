@@ -87,6 +87,7 @@ class Held:
 
     def _end_hold(self, i, strict):
         """Entry i's id goes (a persistent store records that). strict (an
-        unhold): OutboxFull if that cannot be recorded, the id still held,
-        so that the broker repeats its PUBREL."""
+        unhold): OutboxFull if that cannot be recorded, the id still held:
+        the session fails the link, and the broker repeats its PUBREL on
+        the next."""
         self._hpid[i] = 0

@@ -1,11 +1,11 @@
 # What the broker sends a subscriber: inbound PUBLISH packets (parsed, handed
 # to the application, acknowledged; QoS 2 held until PUBREL), and the SUBACK
-# that answers a subscribe (parsed). Those too large for the receive buffer
-# (big(), skip(), too_large()) are subsmore.py's, which codec.py and
-# session.py call themselves. Loaded when the first such packet arrives: a
-# sensor that only publishes never carries it.
+# that answers a subscribe (parsed); and those too large for the receive
+# buffer (big(), skip(): skipped, counted, acknowledged). Loaded by the
+# session as soon as messages can arrive (ready()), before the first: what
+# runs when a message is too large for the heap must find its code and its
+# state in place. A sensor that only publishes never carries it.
 from . import codec, filters
-from . import errors  # errors.X where raised or caught: the class loads with the first failure
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -14,8 +14,10 @@ _PUBREL = const(6)
 _PUBCOMP = const(7)
 _SUBACK = const(9)
 _SUBACK_FAILURE = const(0x80)
+_SKIPPED = const(16)  # what codec.Reader.next() returns for an oversize PUBLISH passed over
 
 # Error reasons (reasons.py has the words).
+_E_STR_PAST = const(19)
 _E_PUB_EMPTY = const(26)
 _E_PUB_UTF8 = const(27)
 _E_PUB_WILD = const(28)
@@ -59,21 +61,86 @@ def parse(r, type, flags, i, end):
     r.payload = r.mv[j:end]
 
 
+def ready(r):
+    """Reader r may get messages from now on: the state of its oversize
+    skip, made now rather than with the first message too large for it.
+    _pid_at: bytes of the message before its packet id, still to be read
+    (-1: none awaited, SKIPPED not returned yet; -2: returned); length: its
+    bytes."""
+    r.length = 0
+    r._pid_at = -2
+
+
+def big(r, flags, i, total):
+    """Reader r's PUBLISH starting at buf[r.start], body at i, is total
+    bytes, more than the buffer: passed over whole (skip()). Its topic
+    length must leave room for the topic and the packet id inside it, or
+    the skip would run past it."""
+    b = r.buf
+    n = b[i] << 8 | b[i + 1]
+    j = i + 2 + n
+    if j > r.start + total:
+        raise codec.protocol_error(_E_STR_PAST, "PUBLISH topic", n)
+    if not n:
+        raise codec.protocol_error(_E_PUB_EMPTY)
+    r.type = _PUBLISH
+    r.flags = flags
+    r.pid = 0
+    r._pid_at = -1
+    if flags & 6:
+        if j + 2 > r.start + total:
+            raise codec.protocol_error(_E_PUB_PID_PAST)
+        r._pid_at = j - r.start
+    r.length = r.skip = total
+    return skip(r)
+
+
+def skip(r):
+    """Passes over reader r's oversize PUBLISH as its bytes arrive, whatever
+    the read sizes: up to its packet id, which it reads, then the rest.
+    SKIPPED once (when the id is in), else 0. Allocates nothing."""
+    a = r._pid_at
+    if a >= 0:
+        k = min(a, r.end - r.start)
+        r.start += k
+        r.skip -= k
+        r._pid_at = a = a - k
+        if a or r.end - r.start < 2:
+            return 0
+        r.pid = r._pid(r.start)
+        r._pid_at = -1
+    k = min(r.skip, r.end - r.start)
+    r.start += k
+    r.skip -= k
+    if r._pid_at == -1:
+        r._pid_at = -2  # reported
+        return _SKIPPED
+    return 0
+
+
 # -- the session's part: session s -------------------------------------------
 
 def receive(s, t):
-    """The broker's PUBLISH (t 3) or PUBREL (t 6) in s.rx: 1 (session.MESSAGE)
-    for a message receive() returns, else 0 (a PUBREL, acknowledged; a re-sent
-    copy of a QoS 2 message already delivered)."""
+    """The broker's PUBLISH (t 3) or PUBREL (t 6) in s.rx, or one it passed
+    over (t 16, SKIPPED): 1 (session.MESSAGE) for a message receive()
+    returns, else 0 (a PUBREL, acknowledged; a re-sent copy of a QoS 2
+    message already delivered; a skipped one, counted and acknowledged)."""
     r = s.rx
     pid = r.pid
+    if t == _SKIPPED:
+        # Too large for the receive buffer, passed over: counted, and
+        # acknowledged so the broker does not send it again forever (QoS 2
+        # with PUBREC: its PUBREL then gets PUBCOMP).
+        s.dropped += 1
+        if pid:
+            s._ack(_PUBREC if r.flags & 6 == 4 else _PUBACK, pid)
+        return 0
     h = s.store.held_ids
     if t == _PUBREL:  # the broker released an inbound QoS 2 message: forget its id, PUBCOMP
-        try:
-            if h is not None:
-                h.unhold(pid)
-        except errors.OutboxFull:
-            return 0  # flash full: no PUBCOMP yet; the broker repeats PUBREL
+        # The store full even for this (OutboxFull): the link fails, and the
+        # broker sends PUBREL again on the next (docs/engine.md).
+        if h is not None:
+            h.unhold(pid)
         s._ack(_PUBCOMP, pid)
         return 0
     f = r.flags

@@ -34,6 +34,7 @@ _F_EXP = const(8)  # the body ends with a 4-byte deadline (wall-clock seconds)
 _S_PEND = const(16)  # pending (0: a free entry)
 _S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
 # Error reasons (reasons.py has the words).
+_E_NEVER_FITS = const(49)
 _E_TOO_LARGE = const(69)
 _E_FULL_LIMIT = const(70)
 _E_FULL_INDEX = const(71)
@@ -218,9 +219,12 @@ class Log:
         h = m[3]
         rl = 2 + len(topic) + len(payload) + (2 if qos else 0)
         j = codec.put_length(h, 17, rl)
-        blen = j - 16 + rl + (4 if deadline else 0)
+        p = j - 16 + rl  # the PUBLISH packet's bytes
+        blen = p + (4 if deadline else 0)
         if blen > 65535:
             raise errors.OutboxFull(codec.why(_E_TOO_LARGE, blen))
+        if p > self.most:  # the record limit: one number, deadline or not (outscan.init)
+            raise errors.OutboxFull(codec.why(_E_NEVER_FITS, p, self.most))
         n = _aligned(blen)
         # Room in the index, made by closing the gaps done() left when it is full.
         if self.limit and self.bytes + n > self.limit:

@@ -52,6 +52,15 @@ def init(log, slots, held, limit, size, units):
     log._count = 0  # pending
     log._ci = 0  # the entry found last
     log.limit = limit  # most bytes of pending records; 0: no limit
+    # The record limit (store.MemoryStore.most): the largest PUBLISH whose
+    # record, with a deadline's 4 bytes, is within 64 KB, the limit and a
+    # flash block (units: a FlashStore's).
+    m = 65531
+    if limit:
+        m = min(m, (limit & ~3) - _REC - 4)
+    if units:
+        m = min(m, ((size - _UNIT) & ~3) - _REC - 4)
+    log.most = m
     log.bytes = 0  # bytes of pending records
     log.tail = 0  # key of the next put
     # What put() fills: the record header + PUBLISH fixed header + topic
@@ -86,40 +95,29 @@ def _vote(b):
     return n < 4
 
 
-def _rec_at(log, unit, pos, end, blank, body):
-    # The record at pos: its aligned length, 0 for an erased header (only
-    # when blank, i.e. on flash), -1 if it is not a whole valid record. The
-    # header is left in log.buf[0:16], state bytes included. body: the rest
-    # of log.buf, so no slice is made per full chunk.
-    b = v = log.buf
-    h = log._buf16
-    if log._rd(unit, pos, h) < _REC:
-        return -1
+def _claim(b, pos, end):
+    # The bytes a record with the header in b[0:16] at pos takes: 0 if no
+    # record of ours has that type and length, or it would pass end.
     t = b[0]
-    if t == 255 and blank:
-        for i in range(1, _REC):
-            if b[i] != 255:
-                return -1
-        return 0
     blen = b[2] | b[3] << 8
     if t == _T_MSG:
         if blen < 4:
-            return -1
-    elif t == _T_DONE or t == _T_REL or t == _T_HOLD or t == _T_UNHOLD:
-        if blen:
-            return -1
-    else:
-        return -1
+            return 0
+    elif t != _T_DONE and t != _T_REL and t != _T_HOLD and t != _T_UNHOLD or blen:
+        return 0
     if pos + _REC + blen > end:
-        return -1
-    rel = b[10]
-    done = b[11]
-    crc = u32(b, 12)
-    b[10] = b[11] = 255
-    b[12] = b[13] = b[14] = b[15] = 0
-    c = crc32(h)
+        return 0
+    return _aligned(blen)
+
+
+def _crc(log, unit, pos, body):
+    # The CRC of the record at pos as its header in log.buf[0:16] (state
+    # bytes and CRC as written for it) describes it; -1 if it cannot be read.
+    # body: the rest of log.buf, so no slice is made per full chunk.
+    v = log.buf
+    c = crc32(log._buf16)
     q = pos + _REC
-    left = blen
+    left = v[2] | v[3] << 8
     room = len(body)
     while left:
         n = left if left < room else room
@@ -129,23 +127,67 @@ def _rec_at(log, unit, pos, end, blank, body):
         c = crc32(w, c)
         q += n
         left -= n
-    if c != crc:
+    return c
+
+
+def _rec_at(log, unit, pos, end, blank, body):
+    # The record at pos: its aligned length; 0 for an erased header (only
+    # when blank, i.e. on flash); if it is not a whole valid record, minus
+    # the length its header claims (where the next record can start), or -1
+    # when the header claims none a record could have. A record whose one
+    # damage is a flipped bit of its type or length is mended (its CRC,
+    # taken over the length the mended header gives, says so): the rest of
+    # the unit is not lost with it. The header is left in log.buf[0:16],
+    # state bytes included.
+    b = log.buf
+    if log._rd(unit, pos, log._buf16) < _REC:
         return -1
+    if b[0] == 255 and blank:
+        for i in range(1, _REC):
+            if b[i] != 255:
+                return -1
+        return 0
+    rel = b[10]
+    done = b[11]
+    crc = u32(b, 12)
+    b[10] = b[11] = 255
+    b[12] = b[13] = b[14] = b[15] = 0
+    n = _claim(b, pos, end)
+    if not n or _crc(log, unit, pos, body) != crc:
+        claimed = -n or -1
+        n = 0
+        for i in range(32):  # one bit of bytes 0..3: type, flags (no use: not in the length), length
+            if i >> 3 == 1:
+                continue
+            b[i >> 3] ^= 1 << (i & 7)
+            m = _claim(b, pos, end)
+            if m and _crc(log, unit, pos, body) == crc:
+                n = m
+                log.corrupt += 1  # mended: counted as damage found
+                break
+            b[i >> 3] ^= 1 << (i & 7)
+        if not n:
+            return claimed
     b[10] = rel
     b[11] = done
-    return _aligned(blen)
+    return n
 
 
 def scan(log, unit, start, end, blank, on):
     """Calls on(log, unit, pos, type, flags, blen, seq, pid, rel, done) for
     each valid record in [start, end), in order. A torn or damaged record is
-    skipped and counted (log.corrupt) once per damaged stretch: the scan
-    resynchronises on the next valid record at a 4-byte boundary. blank: the
-    medium is flash, where an erased (0xFF) stretch running to end means no
-    more data. Returns, on flash, where the next record may be programmed:
-    end if the unit holds any damage, because a torn record's header may
-    claim bytes that are still erased, and a record programmed there could
-    complete it; on files, the end of the last valid record."""
+    skipped and counted (log.corrupt) once per damaged stretch, by the
+    length its own header claims: the next record can start only there, so
+    record-shaped bytes inside its body (a payload that embeds a record) are
+    never taken for one. A header whose type or length no record can have,
+    or whose length runs past end (a torn put: on files the last thing in
+    its segment, as writing goes on in a new one after a failed write or a
+    reboot), ends the unit's scan. blank: the medium is flash, where an
+    erased (0xFF) stretch running to end means no more data. Returns, on
+    flash, where the next record may be programmed: end if the unit holds
+    any damage, because a torn record's header may claim bytes that are
+    still erased, and a record programmed there could complete it; on
+    files, the end of the last valid record."""
     p = start
     good = start
     bad = False
@@ -166,11 +208,13 @@ def scan(log, unit, start, end, blank, on):
             if q >= end:
                 return end if damaged else p
             p = q & ~3
-        else:
-            p += 4
         if not bad:
             log.corrupt += 1
             bad = damaged = True
+        if n < -1:
+            p -= n
+        elif n:
+            return end if blank else good
     if p < end and not bad and (not blank or log._nonff(unit, p, end) < end):
         log.corrupt += 1  # a torn tail too short for a record header
         damaged = True
@@ -222,6 +266,8 @@ def found(log, unit, pos, t, flags, size, key, pid, rel, done):
         if t == _T_HOLD and not done:
             holds.append([key, pid, unit, pos])
     else:
+        if key >= log.tail:  # its message was put, in a segment gone since
+            log.tail = key + 1
         i = log._find(key)
         if i >= 0:
             if t == _T_DONE:
@@ -354,10 +400,14 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             log.fs.remove(log._path(n))
             continue
         u = unit_check(log.buf, kind)
-        if u is None:
-            log.corrupt += 1  # unreadable header: left alone
-            log._close_reader()
-            continue
+        whole = u is not None
+        if not whole:
+            # A damaged header (a flipped bit): its records carry their own
+            # CRCs, its name its number, and the keys give tail. Salvaged as
+            # FlashStore salvages a block; a file with no valid record is
+            # left alone. Never written to again: writing goes on in a new one.
+            log.corrupt += 1
+            u = (_VERSION, n, 0)
         if u[0] > _VERSION:
             log.foreign += 1  # a newer format: left alone for it
             log._close_reader()
@@ -367,7 +417,10 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
         log._segs.append(n)
         log._live[n] = 0
         end = scan(log, n, _UNIT, size, False, found)
-        clean = end == size
+        clean = end == size and whole
+        if end == _UNIT and not whole:
+            log._segs.pop()
+            del log._live[n]
         log._close_reader()
     opened(log)
     if log._segs and clean and end < log.segment_bytes and log._segs[-1] == nums[-1]:

@@ -55,7 +55,7 @@ TEXT = (
     'no CONNACK within %d ms',  # NO_CONNACK
     'a %d-byte QoS 0 PUBLISH found no room in the send buffer within %d ms',  # NO_ROOM
     'no UNSUBACK within %d ms',  # NO_UNSUBACK
-    None,  # 49: unused (numbers are kept, so the others keep theirs)
+    'a %d-byte message can never fit this outbox: its records hold messages of up to %d bytes',  # 49 session: NEVER_FITS
     'this call waits for the broker: not from inside a callback',  # 50 IN_CALLBACK
     "when_full=%r: use 'refuse' or 'drop_oldest'",  # front: WHEN_FULL
     'not connected to the broker (%s)',  # OFFLINE

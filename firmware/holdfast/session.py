@@ -74,9 +74,11 @@ _MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then 
 _DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 _REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused (Subs.acked returns it)
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
+_SKIPPED = const(16)  # codec.Reader's: an inbound PUBLISH too large for rx, passed over (rx.pid, rx.flags)
 
 # Error reasons (reasons.py has the words).
 _E_CLOSED = const(38)
+_E_NEVER_FITS = const(49)
 _E_TX_FIT = const(40)
 _E_EARLY = const(41)
 _E_UNEXPECTED = const(42)
@@ -125,6 +127,9 @@ class Session:
     # QoS 2 messages past PUBREC whose broker session was lost: they go out
     # again as PUBLISH, not PUBREL, until a PUBREC comes back (a list).
     _republish = None
+    # Outbox messages dropped unsent because they can never go out on the
+    # link (_fill): counted from the first.
+    unsendable = 0
 
     def __init__(self, client_id, clean=True, keepalive=0, level=4, size=1024, window=16,
                  store=None, retry_ms=0, views=False, drop_oldest=False, connack_ms=10000):
@@ -136,6 +141,10 @@ class Session:
         # does; _rx_full() makes it size bytes.
         self.size = size
         self.rx = codec.Reader(_RX_ACKS, level)
+        # The largest PUBLISH (its 3.1.1 bytes) that may go out: the send
+        # buffer's room; at MQTT 5 also the broker's Maximum Packet Size
+        # (v5.Session5). fits() says why a larger one cannot.
+        self.limit = size - _ACK_ROOM
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to. It
         # holds _TX_FIRST bytes until a larger packet goes out (make_room()).
@@ -157,7 +166,10 @@ class Session:
         self._pid = array("H", [0] * window)
         self._state = bytearray(window)
         # When each went out, for the retry (retry_ms) alone: None without one.
-        self._sent = array("i", [0] * window) if retry_ms else None
+        # A list, not an int array: ticks keep the width the port gives them
+        # (62 bits on the 64-bit unix port, where array("i") cut them at
+        # 2**31); a tick is a small int, so storing one allocates nothing.
+        self._sent = [0] * window if retry_ms else None
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
@@ -209,9 +221,23 @@ class Session:
         return len(self.tx) - self.tx_end
 
     def fits(self, n):
-        """Raises ValueError if an n-byte packet can never be queued."""
+        """Raises ValueError if an n-byte packet can never be queued: the
+        send room, the one check of it (publish(); _fill() drops a stored
+        message over self.limit)."""
         if n > self.size - _ACK_ROOM:
             raise ValueError(codec.why(_E_TX_FIT, n, self.size, self.size - _ACK_ROOM, _ACK_ROOM))
+
+    def check_connect(self):
+        """ValueError, in words, if the CONNECT this session sends (client id,
+        will, user name, password) is wrong or can never fit the send
+        buffer: the clients check it when they are given and before
+        connect() opens a link, so that no reconnect can fail on it."""
+        v5 = self.v5  # MQTT 5 allows an empty client id with a kept session: v5.start checks as for a clean one
+        rl = codec.connect(None, self.client_id, True if v5 else self.clean, self.keepalive, self.will, self.user,
+                           self.password, 4 if v5 else self.rx.level)
+        if v5:  # its properties (v5.start): 12 bytes, 5 more to keep the session, 1 for the will's
+            rl += 12 + (0 if self.clean else 5) + (1 if self.will else 0)
+        self.fits(rl + 1 + codec._length_size(rl))
 
     def sent(self, n, now):
         """The shell wrote n bytes of tx[tx_start:tx_end]."""
@@ -256,13 +282,20 @@ class Session:
                     raise
 
     def _rx_full(self):
-        # What is buffered moves along (a subscribe() can come mid-stream).
+        # Messages can arrive from now on (a subscription, a kept session):
+        # the receive buffer becomes size bytes, what is buffered moving
+        # along (a subscribe() can come mid-stream), and inbound.py, which
+        # takes them, loads now with the state of the oversize skip: nothing
+        # is loaded or made when the first message too large for the heap
+        # comes.
         r = self.rx
         if len(r.buf) < self.size:
-            x = type(r)(self.size, r.level)  # an MQTT 5 one stays one
-            x.end = n = r.end - r.start
-            x.mv[:n] = r.mv[r.start:r.end]
-            self.rx = x
+            r = type(r)(self.size, r.level)  # an MQTT 5 one stays one
+            r.end = n = self.rx.end - self.rx.start
+            r.mv[:n] = self.rx.mv[self.rx.start:self.rx.end]
+            self.rx = r
+        import holdfast.inbound as m
+        m.ready(r)
 
     def lost(self, state=-1):
         """The connection is gone: keep the outbox and the requests, forget
@@ -330,10 +363,12 @@ class Session:
         waits for, online).
         QoS 1/2 goes to the outbox first and returns its message id.
         ValueError if it can never fit the send buffer, at any QoS.
-        deadline: wall-clock seconds after which it is dropped unsent (0: never).
+        deadline: wall-clock seconds after which it is dropped unsent (0: never);
+        at MQTT 5 also its Message Expiry Interval, at every QoS.
         latest: once it is stored, drop the unsent older messages of the topic."""
+        payload = codec.to_bytes(payload)  # a str is sized, stored and sent as its UTF-8 bytes
         n = codec.publish_size(topic, len(payload), qos)
-        if n > self.size - _ACK_ROOM:
+        if n > self.limit:
             self.fits(n)  # raises, with the words
         pid = 0
         if qos:
@@ -345,6 +380,10 @@ class Session:
                     key = st.put(topic, payload, qos, retain, pid, deadline)
                     break
                 except errors.OutboxFull:
+                    # The store's record limit: what can never fit it is
+                    # refused before anything is dropped for room.
+                    if n > st.most:
+                        raise errors.OutboxFull(codec.why(_E_NEVER_FITS, n, st.most))
                     if not self.drop_oldest:
                         raise
                     import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
@@ -406,6 +445,14 @@ class Session:
                 q = _WAIT_PUBCOMP
             else:
                 n = st.size(k)
+                if n > self.limit:
+                    # Stored before this link's limits were known (offline,
+                    # another broker, a larger size=): it can never go out on
+                    # it, and at the head of the outbox it would hold up the
+                    # rest. Dropped unsent, counted.
+                    st.done(k)
+                    self.unsendable += 1
+                    continue
                 if self.make_room(n) - _ACK_ROOM < n:
                     return
                 if again:
@@ -440,10 +487,6 @@ class Session:
                     raise codec.protocol_error(_E_EARLY, t)
                 ev = self._handle(t, now)
             except errors.MQTTError as e:
-                if isinstance(e, errors.PacketTooLarge):
-                    import holdfast.subsmore as m  # subsmore.py: loaded on first use
-                    m.too_large(self, e)
-                    continue
                 self._fail(e)
             if ev:
                 return ev
@@ -451,7 +494,7 @@ class Session:
 
     def _handle(self, t, now):
         r = self.rx
-        if t == _PUBLISH or t == _PUBREL:
+        if t == _PUBLISH or t == _PUBREL or t == _SKIPPED:
             import holdfast.inbound as m
             return m.receive(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
@@ -475,10 +518,10 @@ class Session:
                 if w == t:
                     k = self._key[i]
                     if self.store.qos(k) != _RELEASED:
-                        try:
-                            self.store.release(k)
-                        except errors.OutboxFull:
-                            return 0  # flash full: no PUBREL yet; the broker repeats PUBREC
+                        # The store full even for this (OutboxFull): the link
+                        # fails (receive()), as a broker repeats PUBREC only
+                        # for the DUP PUBLISH of the next link (docs/engine.md).
+                        self.store.release(k)
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
                     self._state[i] = _WAIT_PUBCOMP
@@ -489,6 +532,7 @@ class Session:
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs:
                 return self.subs.acked(self, t, now)
+
         elif t == _CONNACK:
             # The one reconciliation with the broker's session: what happens to
             # every ledger entry once the broker says whether it kept our session.

@@ -38,6 +38,9 @@ class MemoryStore:
         find_topic(topic, after) -> key   first pending key > after with this
                             topic, or -1
         uses(pid) -> bool   pid belongs to a pending message
+        most                the largest PUBLISH (its bytes) put() can ever
+                            take: the store's record limit, which the
+                            session checks before it drops anything for room
         tail                one more than the highest key ever stored (0 if
                             none): the next put() gets tail or a higher key
         held_ids            the inbound QoS 2 ids awaiting PUBREL: a held.Held
@@ -68,6 +71,7 @@ class MemoryStore:
         # The ring, kept only as a view: get() copies out of it without a
         # slice allocated, and one attribute less is one name less on a board.
         self.mv = memoryview(bytearray(size))
+        self.most = size
         self.slots = slots
         # Per slot: where its record starts in the ring (start: a name built
         # into MicroPython costs no heap, _off would), its message id, key, state.
@@ -88,6 +92,7 @@ class MemoryStore:
         return n
 
     def put(self, topic, payload, qos, retain, pid, deadline=0):
+        payload = codec.to_bytes(payload)  # sized as the bytes the ring holds
         n = codec.publish_size(topic, len(payload), qos)
         k = self.tail
         while self._state[k % self.slots]:
@@ -104,7 +109,7 @@ class MemoryStore:
                     newest = s
                 if oldest < 0 or x < self._key[oldest]:
                     oldest = s
-        size = len(self.mv)
+        size = self.most
         o = -1
         if newest < 0:
             if n <= size:

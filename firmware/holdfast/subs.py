@@ -72,6 +72,9 @@ def request(s, topic, qos, handler=None):
     if qos is None:
         if e:
             lst.remove(e)
+            if e[_GRANTED] < 0:  # a subscribe() still waits on it: answered, with None
+                e[1] = -1
+                e[_GRANTED] = 0
         e = [topic, -1, None, 0, -1]
         subs.gone.append(e)
     else:
@@ -108,7 +111,7 @@ def answer(c, e, acked):
     there is none (subsmore.answer)."""
     g = e[_GRANTED]
     if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
-        return g
+        return None if e[1] < 0 else g  # None: an UNSUBSCRIBE's, or a subscribe() unsubscribed meanwhile
     import holdfast.subsmore as m  # the rare paths: loaded on first use
     m.answer(c, e, acked)
 
@@ -130,6 +133,9 @@ class Subs:
         self.list = []
         self.gone = []  # UNSUBSCRIBEs awaiting UNSUBACK
         self.out = [0] * _OUT  # ids of the packets awaiting their ack (0: a free place)
+        # The entries each SUBSCRIBE in out listed, in its order: the SUBACK's
+        # codes answer them by position, whatever was asked since.
+        self.listed = [None] * _OUT
         self.refused = None
         self.nrefused = 0
 
@@ -149,6 +155,7 @@ class Subs:
         # Requests in flight went with the link: send them again.
         for i in range(_OUT):
             self.out[i] = 0
+            self.listed[i] = None
         for e in self.list:
             if e[_PID] > 0:
                 e[_PID] = 0
@@ -192,6 +199,7 @@ class Subs:
             # As many filters still to send as fit one packet; at MQTT 5
             # those with the same Subscription Identifier (e[1] >> 8).
             pid = 0
+            listed = []
             n = 12 if s.v5 else 7  # fixed header (type, up to 3 length bytes), packet id, MQTT 5's properties
             room = s.make_room(n + 3 + len(lst[i][0])) - _ACK_ROOM
             batch = []
@@ -211,6 +219,7 @@ class Subs:
                     pid = s.new_pid()
                 n += 3 + len(e[0])
                 e[_PID] = pid
+                listed.append(e)
                 batch.append((e[0], e[1] & 0xFF))
             if not batch:
                 return  # no room now: the rest once tx drains
@@ -218,7 +227,9 @@ class Subs:
                 s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
                 s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
-            out[out.index(0)] = pid
+            k = out.index(0)
+            out[k] = pid
+            self.listed[k] = listed
 
     def acked(self, s, t, now):
         """Session s's SUBACK or UNSUBACK (t, in s.rx): what s.receive()
@@ -229,7 +240,10 @@ class Subs:
         out = self.out
         if pid not in out:
             return 0  # none of our requests
-        out[out.index(pid)] = 0
+        k = out.index(pid)
+        out[k] = 0
+        listed = self.listed[k]
+        self.listed[k] = None
         for g in self.gone:
             if g[_PID] == pid:
                 break
@@ -243,29 +257,29 @@ class Subs:
             g[_GRANTED] = 0
             self.gone.remove(g)
         else:
+            # Code j answers the j-th filter the request listed: one asked
+            # again since (a new pid) or unsubscribed awaits its own answer.
             codes = r.payload
-            j = 0
-            i = 0
+            if len(codes) < len(listed):
+                raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
             lst = self.list
-            while i < len(lst):
-                e = lst[i]
-                if e[_PID] != pid:
-                    i += 1
+            for j in range(len(listed)):
+                e = listed[j]
+                for i in range(len(lst) if e[_PID] == pid else 0):
+                    if lst[i] is e:
+                        break
+                else:
                     continue
-                if j >= len(codes):
-                    raise codec.protocol_error(_E_SUBACK_COUNT, pid, len(codes))
                 code = codes[j]
-                j += 1
-                if code >= _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above
-                    if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
-                        self.refused = e[0]
-                        self.nrefused += 1
+                if code < _SUBACK_FAILURE:  # MQTT 5: 0x80 and every code above refuse
                     e[_GRANTED] = code
-                    lst.pop(i)
+                    e[_PID] = -1
                     continue
+                if e[_GRANTED] >= 0:  # a restore: nobody waits for this answer
+                    self.refused = e[0]
+                    self.nrefused += 1
                 e[_GRANTED] = code
-                e[_PID] = -1
-                i += 1
+                lst.pop(i)
         s._fill(now)
         return _REFUSED if self.nrefused else 0
 

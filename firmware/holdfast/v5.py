@@ -456,8 +456,10 @@ class Session5(Session):
         Session.__init__(self, *args)
         from . import v5
         self.v5 = v5  # what Session's own MQTT 5 branches call
-        self.rx = Reader5(len(self.rx.buf), 5)
-        self.limit = self.size - _ACK_ROOM  # the largest packet that may go out
+        # CONNACK and the acks may carry properties (a reason string, user
+        # properties) up to the Maximum Packet Size CONNECT offers, size:
+        # at level 5 the receive buffer holds size bytes from the start.
+        self.rx = Reader5(self.size, 5)
         self.expiry = 4294967295
         # Topics sent with an alias on this link (alias k + 1: topics[k]),
         # as many as the broker's Topic Alias Maximum (alias_max) allows.
@@ -470,11 +472,14 @@ class Session5(Session):
         self.store.five = True  # outlog.Log.five
 
     def fits(self, n):
+        # The broker's Maximum Packet Size, the one check of it (publish(),
+        # session_publish(); _fill() drops a stored message over self.limit).
         Session.fits(self, n)
         if n > self.limit:
             raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
+        payload = codec.to_bytes(payload)  # sized as its UTF-8 bytes
         if qos > self.max_qos or retain and not self.retain or self.props:
             return more().session_publish(self, topic, payload, qos, retain, now, deadline, latest)
         n = codec.publish_size(topic, len(payload), qos) + 1  # the property length
@@ -517,10 +522,13 @@ class Session5(Session):
                     self.topics = [None] * _OUT
                 for k in range(_OUT):
                     self.topics[k] = None
+            # A PUBLISH of ours grows by _MORE bytes at most: the limit is
+            # what leaves room for them. A Maximum Packet Size of 9 or less
+            # leaves none: every message is refused (fits(), _fill()).
             self.limit = self.size - _ACK_ROOM
-            most = get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1) - _MORE
-            if 0 < most < self.limit:
-                self.limit = most
+            most = get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1)
+            if most and most - _MORE < self.limit:
+                self.limit = most - _MORE
         if t == _DISCONNECT:
             self._fail(errors.LinkDown(_words(_E_SERVER_GONE, (words(r.code, _DISCONNECT), _said(r)))))
         return Session._handle(self, t, now)

@@ -580,7 +580,7 @@ def rejected(f):
     code) if the application set one."""
     s = f.session
     r = s.rx
-    f.rejected = getattr(f, "rejected", 0) + 1
+    f.rejected += 1
     f.last_error = MQTTError(_words(_E_REJECTED, (s.done_pid, words(r.code), _said(r))))
     cb = getattr(f, "on_rejected", None)
     if cb:
@@ -608,7 +608,7 @@ def session_publish(s, topic, payload, qos, retain, now, deadline=0, latest=Fals
         # alias is 3 bytes), its properties. Checked and waited for alike, so
         # what passes fits tx once it drains. Not n + v5._MORE in the check:
         # that counts an expiry QoS 0 never has, refusing messages that fit.
-        n = publish_size(topic, len(payload), 0, None, s.alias_max, p)
+        n = publish_size(topic, len(payload), 0, left(deadline), s.alias_max, p)
     if n > s.limit:
         s.fits(n)
     if not qos:

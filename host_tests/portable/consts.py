@@ -22,6 +22,7 @@ CONNECT = 1
 CONNACK = 2
 PUBLISH = 3
 PUBACK = 4
+SKIPPED = 16  # codec.Reader.next(): an oversize PUBLISH passed over
 PUBREC = 5
 PUBREL = 6
 PUBCOMP = 7

@@ -48,6 +48,28 @@ def feed(s, *packets, now=0):
     return drain(s, now)
 
 
+def reads(s, data, now=0, on=None):
+    """data into the session's receive buffer as socket reads would put it
+    (as much as fits each time), receive() after each; returns the events,
+    each also given to on(event) as it comes (the session's fields then
+    describe it)."""
+    got = []
+    i = 0
+    while i < len(data):
+        room = s.rx.tail()
+        n = min(len(room), len(data) - i)
+        room[:n] = data[i:i + n]
+        s.rx.end += n
+        i += n
+        e = s.receive(now)
+        while e:
+            got.append(e)
+            if on:
+                on(e)
+            e = s.receive(now)
+    return got
+
+
 def grant(s, out=None, limit=100):
     """Plays a broker that grants every SUBSCRIBE the session sends (out:
     packets already taken from it), until it sends none; returns the

@@ -99,7 +99,7 @@ class Model:
                 n = len(self.keys)
                 k = st.tail
                 self.keys.append(None)
-                p = payload(n, op[3])
+                p = self.payload(n, op[3], TOPICS[op[2]], k)
                 self.unsure = ("p", k, n, TOPICS[op[2]], p, op[1])
                 got = st.put(TOPICS[op[2]], p, op[1], False, n % 65535 + 1)
                 assert got == k, (got, k)
@@ -135,6 +135,9 @@ class Model:
             else:
                 self.soft = []
                 self.hard_top = self.top
+
+    def payload(self, n, size, topic, key):
+        return payload(n, size)
 
     def settle(self, st):
         """After a check passed: take the unsure call as the recovered store
@@ -369,3 +372,76 @@ def check_backlog(st, keep, tag, every=5):
     assert [st.deadline(k) for k in keep] == [_deadline(k, every) for k in keep], tag
     assert st.slots >= len(keep), (tag, st.slots)
     after(st, tag)
+
+
+def record(t, key, pid, body=b""):
+    """The bytes of a record of type t (0x4D M, 0x44 D, ...) as the outbox
+    writes it (docs/outbox.md), valid CRC: what a payload may carry, as a
+    forwarded outbox record would."""
+    import struct
+    from holdfast.outlog import crc32
+    h = bytearray(struct.pack("<BBHIHBBI", t, 1 if t == 0x4D else 0, len(body), key, pid, 255, 255, 0))
+    c = crc32(body, crc32(h))
+    struct.pack_into("<I", h, 12, c)
+    return bytes(h) + body + b"\xff" * (-len(body) % 4)
+
+
+def forging(topic, forged, tail=8):
+    """A QoS 1 payload for topic whose bytes hold `forged` (record bytes) at
+    a 4-byte boundary of its record, where a scan stepping through a torn
+    record's body would meet it; then tail bytes (a cut there leaves it
+    whole). The record starts at a multiple of 4: its body (the PUBLISH) at
+    +16, whose fixed header takes 2 bytes for a short message, then the
+    topic's length and bytes, the packet id."""
+    at = 16 + 2 + 2 + len(topic) + 2
+    return b"\x00" * (-at % 4) + forged + b"\x01" * tail
+
+
+def forged_records(key, conjured):
+    """A D record for key and an M record for key conjured: what, taken
+    for real, would forget a pending message and conjure another."""
+    return record(0x44, key, 1) + record(0x4D, conjured, 9, packet(b"ghost", b"boo", 1, 9))
+
+
+class Forging(Model):
+    """The model with payloads that carry outbox records (valid CRC, at a
+    4-byte boundary of their record), every other put: a D record for the
+    oldest message pending and an M record of a key never put. A scan that
+    took them for real would forget the one or conjure the other."""
+
+    def payload(self, n, size, topic, key):
+        if n % 2:
+            return payload(n, size)
+        old = [k for k in self.msgs if self.msgs[k][4] != 2]
+        return forging(topic, forged_records(min(old) if old else 0, 100000 + key), size % 9)
+
+
+def random_cuts(make, reopen, seed, runs, nops=40):
+    """runs power cuts, each at a random write of the workload (seeded),
+    tearing it at a random byte, with payloads that carry records
+    (Forging); recovers and checks each time, then goes on with the rest
+    of the workload and checks again. make() -> (store, device with
+    cut(k, keep)); reopen(device) -> store. Returns the cuts that struck."""
+    r = Rand(seed)
+    ops = script(nops, seed=seed, span=8)
+    struck = 0
+    for run in range(runs):
+        st, dev = make()
+        dev.cut(1 + r.next(3 * nops), r.next(120))
+        m = Forging()
+        try:
+            m.run(st, ops)
+            dev.cut(0)  # the workload ended first
+        except OSError:
+            struck += 1
+            _down(st, dev)
+            st = reopen(dev)
+            t = "seed %d run %d" % (seed, run)
+            check(st, m, t)
+            m.settle(st)
+            m.run(st, ops, m.i + 1)
+            check(st, m, t + ", the rest of the workload")
+        after(st, "seed %d run %d" % (seed, run))
+        if hasattr(st, "close"):
+            st.close()
+    return struck

@@ -72,8 +72,8 @@ def decode_all(data, size=None, step=None, level=4):
             chunk = data[i:i + step] if step else data[i:]
             i += feed(r, chunk)
         t = r.next()
-        while t:
-            out.append(current(r))
+        while t:  # an oversize PUBLISH passed over: (SKIPPED, its length, its id)
+            out.append(current(r) if t != mq.SKIPPED else (t, r.length, r.pid))
             t = r.next()
         if i >= len(data):
             return out

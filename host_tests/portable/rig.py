@@ -2,6 +2,7 @@
 # the client tests patch in (test_client_mock, test_client_edges).
 from holdfast import client as hc
 from holdfast import front
+from time import ticks_add  # CPython: holdfast puts it there
 import consts as mq
 from fakebroker import ScriptedSocket, no_wait, wire
 
@@ -39,7 +40,8 @@ def connected(d, host, port, ms):
 
 class Rig:
     """Patches the client's TCP connect (each made by opener()), its wait on
-    the socket and the clock for one test."""
+    the socket and the clock for one test. The clock (now) wraps as the
+    port's ticks do."""
 
     def __init__(self, *scripts, write_limit=None):
         self.scripts = list(scripts)
@@ -58,7 +60,7 @@ class Rig:
         return s
 
     def clock(self):
-        self.now += 1  # every look at the clock moves it, so waits end
+        self.now = ticks_add(self.now, 1)  # every look at the clock moves it, so waits end
         return self.now
 
     def __enter__(self):
@@ -72,7 +74,7 @@ class Rig:
         return self
 
     def sleep(self, ms):
-        self.now += ms
+        self.now = ticks_add(self.now, ms)
 
     def __exit__(self, *a):
         (front.dial, front.connected, hc.MQTTClient._io_wait, hc.ticks_ms,

@@ -134,3 +134,22 @@ def test_the_last_will_goes_out_in_connect_as_given_str_or_bytes():
             cl.connect()
             p = rig.socks[0].take()[0]
             assert p[0] == mq.CONNECT and p[5:9] == (b"dev/status", b"gone", 1, True), p
+
+
+def test_a_connect_too_large_for_size_is_refused_before_any_link():
+    # Issue 30 (suspected, real): a will, user or password too large for size
+    # made connect() raise ValueError with the socket left open, and every
+    # automatic reconnect after it raised ValueError out of check_msg().
+    # (MQTT 5's CONNECT: test_client_props.py.)
+    with Rig([CONNACK]) as rig:
+        for kw in ({"user": "u" * 1100}, {"user": "u", "password": b"p" * 1100}):
+            e = raises(ValueError, rig.client, **kw)
+            assert "send buffer" in str(e), str(e)
+        cl = rig.client()
+        e = raises(ValueError, cl.set_last_will, "t/will", "w" * 1100)
+        assert "send buffer" in str(e), str(e)
+        raises(ValueError, cl.set_last_will, "t/#", "w")  # a wrong will topic, named now too
+        assert cl.session.will is None and rig.socks == []  # kept as it was; nothing opened
+        cl.set_last_will("t/will", "w" * 900)  # fits 1024 bytes, less the 16 kept for acks
+        cl.connect()
+        assert rig.socks[0].take()[0][0] == mq.CONNECT

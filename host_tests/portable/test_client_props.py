@@ -153,3 +153,53 @@ def test_properties_at_level_4_are_a_named_error_and_nothing_goes_out():
             assert str(e) == "publish(props=...) is MQTT 5: make the client with level=5", str(e)
         cl.check_msg()
         assert rig.socks[0].take() == [] and cl.pending() == 0 and cl.dropped_qos0 == 0
+
+
+def test_an_mqtt5_connect_too_large_for_size_is_refused_before_any_link():
+    # Issue 30 (suspected, real), at level 5: the CONNECT's properties count.
+    with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
+        e = raises(ValueError, rig.client, level=5, user="u" * 1100)
+        assert "send buffer" in str(e), str(e)
+        cl = rig.client(level=5)
+        e = raises(ValueError, cl.set_last_will, "t/will", "w" * 980)  # fits at level 4, not with properties
+        assert "send buffer" in str(e), str(e)
+        assert cl.session.will is None and rig.socks == []
+        cl.set_last_will("t/will", "w" * 900)
+        cl.connect()
+        assert rig.socks[0].written[0] >> 4 == mq.CONNECT
+
+
+def test_level5_expiry_goes_with_a_qos0_message_too():
+    # At MQTT 5 expiry= is the message's Message Expiry Interval at every
+    # QoS, as paho and mqtt_as send it (QoS 0 went without one).
+    with Rig([b"\x20\x03\x00\x00\x00"]) as rig:
+        cl = rig.client(level=5)
+        cl.connect()
+        cl.publish(b"t/e", b"m", False, 0, expiry=60)
+        cl.publish(b"t/n", b"m", False, 0)
+        got = dict(_publishes(rig.socks[0].written))
+        p = got[b"t/e"]
+        at = 2 + 2 + 3  # fixed header, topic length, topic: the property length, then the properties
+        assert p[at] == 5 and p[at + 1] == 2, p  # Message Expiry Interval (0x02), 4 bytes
+        left = p[at + 2] << 24 | p[at + 3] << 16 | p[at + 4] << 8 | p[at + 5]
+        assert 58 <= left <= 60, (left, p)
+        assert got[b"t/n"][at] == 0 or got[b"t/n"][at + 1] != 2, got[b"t/n"]
+
+
+def test_level5_counters_of_what_the_link_cannot_carry():
+    # oversized and unsendable read 0 first; a message stored offline that
+    # the broker's Maximum Packet Size (100) then rules out is dropped
+    # unsent and counted, the next one goes; a PUBLISH larger than size
+    # from the broker is skipped, acknowledged and counted.
+    connack5 = b"\x20\x08\x00\x00\x05\x27\x00\x00\x00\x64"
+    big_in = b"\x32\x82\x03\x00\x01b\x00\x07" + b"z" * 381  # 386 bytes, QoS 1, id 7
+    with Rig([connack5 + big_in]) as rig:
+        cl = rig.client(level=5, size=256, backoff_ms=(100000, 100000))
+        assert cl.oversized == 0 and cl.unsendable == 0
+        cl.publish(b"t/big", b"x" * 200, False, 1)  # offline: stored
+        cl.publish(b"t/ok", b"y", False, 1)
+        cl.connect()
+        cl.check_msg()
+        got = dict(_publishes(rig.socks[0].written))
+        assert set(got) == {b"t/ok"} and cl.unsendable == 1 and cl.pending() == 1, (got, cl.unsendable)
+        assert cl.oversized == 1 and b"\x40\x02\x00\x07" in rig.socks[0].written, cl.oversized

@@ -241,9 +241,14 @@ def test_a_full_outbox_says_which_room_ran_out():
     # The stored PUBLISH: 1 + 3 bytes of fixed header, 2 + 1 of topic, the payload.
     assert "a 70007-byte message is too large for the outbox (most 65535)" in str(e), e
     st.put(b"t", b"x" * 40, 1, False, 1)
+    e = raises(OutboxFull, st.put, b"t", b"x" * 120, 1, False, 2)
+    # Records of 16 + 47 and 16 + 127 bytes, 4-aligned.
+    assert "64 bytes pending, limit 200, the next record needs 144" in str(e), e
+    # A record over the limit itself never fits, whatever is pending: the
+    # largest message is the limit less a record header and a deadline.
     e = raises(OutboxFull, st.put, b"t", b"x" * 200, 1, False, 2)
-    # Records of 16 + 47 and 16 + 208 bytes, 4-aligned.
-    assert "64 bytes pending, limit 200, the next record needs 224" in str(e), e
+    assert "a 208-byte message can never fit this outbox: its records hold messages of up to 180 bytes" \
+        in str(e), e
     st.put(b"t", b"x" * 40, 1, False, 2)
     e = raises(OutboxFull, st.put, b"t", b"x", 1, False, 3)
     assert "outbox full: 2 messages pending (slots=2)" in str(e), e
@@ -299,4 +304,100 @@ def test_put_and_done_between_rotations_allocate_nothing():
                 micropython.heap_unlock()
         assert n == 40 and len(st) == 0 and st._wunit == seg, (sync_done, group, n, len(st), st._wunit, seg)
         st.close()
+    rmtree(top)
+
+
+def _segment(d):
+    return d + "/" + [n for n in os.listdir(d) if n.endswith(".hfo")][0]
+
+
+def _rewrite(path, data):
+    f = open(path, "wb")
+    f.write(data)
+    f.close()
+
+
+def test_a_torn_put_whose_payload_holds_records_neither_forgets_nor_conjures():
+    # Issue 30, C9: the scan resynchronised inside a torn record's body at
+    # 4-byte steps, so records a payload carries (a D for a pending message,
+    # an M) were taken for real: one accepted message forgotten, one conjured.
+    top, d = _new()
+    st = FileStore(d)
+    a = st.put(b"t/a", b"keep me", 1, False, 1)
+    p = w.forging(b"t/x", w.forged_records(a, 7))
+    b = st.put(b"t/x", p, 1, False, 2)
+    st.close()
+    seg = _segment(d)
+    f = open(seg, "rb")
+    data = f.read()
+    f.close()
+    _rewrite(seg, data[:len(data) - 3 - (-len(p) % 4)])  # the put torn in its payload's last bytes
+    st = FileStore(d)
+    assert w.pending(st) == [a] and st.corrupt == 1, (w.pending(st), st.corrupt)
+    assert st.tail == b, st.tail  # the torn put's key is free again
+    st.close()
+    rmtree(top)
+
+
+def test_a_damaged_segment_header_loses_none_of_its_records():
+    # Issue 30, C10: one flipped bit in a segment's header skipped the whole
+    # segment, though each record carries its own CRC.
+    top, d = _new()
+    st = FileStore(d)
+    for i in range(4):
+        st.put(b"t/x", bytes([i]) * 20, 1, False, i + 1)
+    st.done(1)
+    st.close()
+    seg = _segment(d)
+    f = open(seg, "rb")
+    data = f.read()
+    f.close()
+    for at in (0, 5, 9, 13, 17):  # magic, kind, number, base, CRC
+        bad = bytearray(data)
+        bad[at] ^= 4
+        _rewrite(seg, bad)
+        st = FileStore(d)
+        assert w.pending(st) == [0, 2, 3] and st.corrupt == 1, (at, w.pending(st), st.corrupt)
+        w.same(st, 2, 2, b"t/x", bytes([2]) * 20, 1)
+        assert st.tail == 4, (at, st.tail)
+        k = st.put(b"t/x", b"new", 1, False, 9)  # into a new segment: that one's header is not trusted
+        st.close()
+        st = FileStore(d)
+        assert k == 4 and w.pending(st) == [0, 2, 3, 4], (at, k, w.pending(st))
+        for key in (0, 2, 3, 4):
+            st.done(key)
+        st.close()
+        assert sorted(os.listdir(d)) == ["%08x.hfo" % 2, "reserve"], (at, os.listdir(d))  # the damaged one went
+        for name in os.listdir(d):
+            os.remove(d + "/" + name)
+        _rewrite(seg, data)
+    rmtree(top)
+
+
+def test_a_flipped_bit_in_a_records_type_or_length_is_mended_by_its_crc():
+    # Issue 30, C9: with no 4-byte stepping through a damaged record, its
+    # own length is where the scan goes on; one flipped bit there (or in its
+    # type) would lose the rest of the segment, so the scan mends it when
+    # the CRC, over the length the mended header gives, checks out.
+    top, d = _new()
+    st = FileStore(d)
+    for i in range(4):
+        st.put(b"t/x", bytes([i]) * (20 + 60 * (i == 1)), 1, False, i + 1)
+    st.close()
+    seg = _segment(d)
+    f = open(seg, "rb")
+    data = f.read()
+    f.close()
+    second = 20 + 48  # the unit header, the first record
+    for at in (0, 2, 3):  # type, length (low, high)
+        for bit in range(8):
+            bad = bytearray(data)
+            bad[second + at] ^= 1 << bit
+            _rewrite(seg, bad)
+            st = FileStore(d)
+            assert w.pending(st) == [0, 1, 2, 3] and st.corrupt == 1, (at, bit, w.pending(st), st.corrupt)
+            w.same(st, 1, 1, b"t/x", bytes([1]) * 80, 1)
+            w.same(st, 3, 3, b"t/x", bytes([3]) * 20, 1)
+            st.close()
+    _rewrite(seg, data)
     rmtree(top)

@@ -5,7 +5,7 @@
 # 32 KB heap together with the store tests.
 from holdfast.session import Session
 from holdfast.broker import feed
-from consts import CONNECTED
+from consts import CONNECTED, FAILED
 from drain import drain
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
@@ -90,3 +90,40 @@ def test_deadlines_are_kept_in_whole_seconds_of_the_wall_clock():
     w = wall()
     after = int(time.time())
     assert type(w) is int and before <= w <= after, (before, w, after)
+
+
+def test_a_pubrec_a_full_filesystem_cannot_record_fails_the_link_and_the_next_finishes_the_flow():
+    # Issue 30, C8: release() failed on the full filesystem (reserve spent),
+    # the PUBREC was dropped and nothing retried it: brokers repeat PUBREC
+    # only for the DUP PUBLISH of a new link.
+    from cutfs import CutFS
+    from holdfast.errors import OutboxFull
+    from support import raises
+    top = tmpdir()
+    fs = CutFS()
+    st = FileStore(top + "/ob", fs=fs, reserve=0)
+    s = Session(b"dev", store=st, clean=False, window=1)
+    s.start(0)
+    feed(s.rx, b"\x20\x02\x00\x00")
+    drain(s)
+    s.tx_start = s.tx_end = 0
+    pid = s.publish(b"a/b", b"twice", 2, False, 0)
+    s.tx_start = s.tx_end = 0
+    fs.quota = fs.used  # the filesystem is full
+    feed(s.rx, bytes((0x50, 2, pid >> 8, pid & 255)))
+    raises(OutboxFull, drain, s)
+    assert s.state == FAILED and s.tx_end == s.tx_start  # no PUBREL
+    fs.quota = 0  # room came
+    s.lost()
+    s.start(0)
+    s.tx_start = s.tx_end = 0
+    feed(s.rx, b"\x20\x02\x01\x00")  # session present
+    drain(s)
+    assert s.tx[s.tx_start] == 0x3C, s.tx[s.tx_start]  # the PUBLISH again, QoS 2 with DUP
+    s.tx_start = s.tx_end = 0
+    feed(s.rx, bytes((0x50, 2, pid >> 8, pid & 255)))
+    drain(s)
+    assert bytes(s.tx[s.tx_start:s.tx_end]) == bytes((0x62, 2, pid >> 8, pid & 255))  # PUBREL
+    assert st.qos(st.next(-1)) == 3
+    st.close()
+    rmtree(top)

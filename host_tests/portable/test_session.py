@@ -396,31 +396,61 @@ def test_ping_with_keepalive_off_waits_for_its_answer():
 
 
 class _FullOnAck(MemoryStore):
-    """A store whose flash is full for the acknowledgement records."""
+    """A store whose flash is full for the acknowledgement records while full."""
+    full = True
 
     def release(self, key):
-        raise OutboxFull("flash full")
+        if self.full:
+            raise OutboxFull("flash full")
+        MemoryStore.release(self, key)
 
 
 class _FullOnUnhold(Held):
-    """Its held ids: the record that an id's hold ended finds no room."""
+    """Its held ids: the record that an id's hold ended finds no room while full."""
 
     def unhold(self, pid):
-        raise OutboxFull("flash full")
+        if self.store.full:
+            raise OutboxFull("flash full")
+        Held.unhold(self, pid)
 
 
-def test_full_flash_on_pubrec_or_pubrel_withholds_the_answer_and_keeps_state():
-    s = session(store=_FullOnAck())
+def _relink(s):
+    # The shell's reconnect: the link is gone, a new one gets CONNACK (session kept).
+    s.lost()
+    s.start(0)
+    assert sent(s)[0][0] == mq.CONNECT
+    return feed(s, (mq.CONNACK, True, 0))
+
+
+def test_full_flash_on_pubrec_or_pubrel_drops_the_link_and_the_next_one_finishes_the_flow():
+    # Brokers repeat PUBREC / PUBREL only on the next link: an answer the
+    # store cannot record must end this one, not wait for a repeat that
+    # never comes within it (with window=1 the whole outbox would be stuck).
+    s = session(store=_FullOnAck(), clean=False, window=1)
     pid = s.publish(b"t", b"x", 2, False, 0)
     sent(s)
+    e = raises(OutboxFull, feed, s, (mq.PUBREC, pid))
+    assert "flash full" in str(e) and s.state == mq.FAILED and s.error is e
+    assert sent(s) == []  # no PUBREL: nothing recorded
+    assert s.store.qos(s.store.next(-1)) == 2  # not released
+    s.store.full = False  # room came: the reconnect the shell makes finishes the flow
+    _relink(s)
+    assert sent(s) == [(PUB, b"t", b"x", 2, False, True, pid)]  # DUP: the broker answers PUBREC again
     feed(s, (mq.PUBREC, pid))
-    assert sent(s) == []  # no PUBREL: the broker will repeat PUBREC
-    assert s.inflight == 1 and s.store.qos(s.store.next(-1)) == 2  # not released
+    assert sent(s) == [(mq.PUBREL, pid)] and s.store.qos(s.store.next(-1)) == 3
+    feed(s, (mq.PUBCOMP, pid))
+    assert len(s.store) == 0 and s.inflight == 0
+    # Inbound: the PUBREL whose end of hold cannot be recorded.
+    s.store.full = True
     h = s.store.held_ids = _FullOnUnhold(s.store)
     h.hold(5)
-    feed(s, (mq.PUBREL, 5))
-    assert sent(s) == []  # no PUBCOMP: the broker will repeat PUBREL
+    raises(OutboxFull, feed, s, (mq.PUBREL, 5))
+    assert sent(s) == [] and h.held(5) and s.state == mq.FAILED  # no PUBCOMP, id still held
+    s.store.full = False
+    _relink(s)  # session kept: the id is still held, the broker sends PUBREL again
     assert h.held(5)
+    feed(s, (mq.PUBREL, 5))
+    assert sent(s) == [(mq.PUBCOMP, 5)] and not h.held(5)
 
 
 def test_a_qos1_message_with_no_room_in_tx_yet_is_stored_and_goes_out_later():

@@ -183,3 +183,29 @@ def test_next_packet_id_can_be_set_for_wraparound_tests():
     raises(ValueError, set_next_pid, 0)
     raises(ValueError, set_next_pid, 65536)
     assert s.publish(b"t", b"c", 1, False, 0) == 2  # a refused id changes nothing
+
+
+def test_a_filter_subscribed_again_during_its_restore_leaves_the_restores_codes_to_the_others():
+    # Issue 30, D13: the application (a umqtt.robust program, after every
+    # reconnect) subscribes again to a restored filter before the restore's
+    # SUBACK came. That SUBACK's codes answer the filters its SUBSCRIBE
+    # listed, in that order: paired with the entries still carrying its id,
+    # a refusal went to the wrong filter (one granted dropped with its
+    # handler, one refused kept and not counted).
+    for codes, kept, refused in (((0x80, 1), [b"a", b"b"], 0), ((0, 0x80), [b"a"], 1)):
+        s = session(clean=False)
+        request(s, b"a", 1)
+        request(s, b"b", 1)
+        grant(s)
+        out = relink(s, False)  # a new session on the broker: both are restored
+        assert out == [(mq.SUBSCRIBE, out[0][1], ((b"a", 1), (b"b", 1)))], out
+        again = request(s, b"a", 0)  # asked again before the restore's SUBACK
+        out2 = sent(s)
+        assert out2 == [(mq.SUBSCRIBE, again[3], ((b"a", 0),))], out2
+        feed(s, (mq.SUBACK, out[0][1], codes))
+        assert [e[0] for e in s.subs.list] == kept, (codes, s.subs.list)
+        assert s.subs.nrefused == refused, (codes, s.subs.nrefused)
+        assert again[4] == -1  # its own request's answer is still to come
+        feed(s, (mq.SUBACK, again[3], (0,)))
+        assert again[4] == 0 and again[3] == -1
+        assert [e[0] for e in s.subs.list] == kept

@@ -51,12 +51,13 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
         os.path.abspath(__file__)))), "firmware"))
     from holdfast import codec
 from holdfast import filters, subsmore
-from holdfast.errors import MQTTProtocolError, PacketTooLarge
+from holdfast.errors import MQTTProtocolError
 from holdfast.reasons import refused
 
 # MQTT's packet types (the codec keeps them as private consts, to spare a
 # board's heap).
 CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 2, 3, 4, 5, 6, 7
+SKIPPED = 16  # codec.Reader.next(): a PUBLISH larger than its buffer, passed over
 SUBACK, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 9, 11, 12, 13, 14
 SUBACK_FAILURE = 0x80
 
@@ -565,12 +566,10 @@ class Collector:
         stopped at a full batch (packets may be left)."""
         r = self._link.rx
         while self._pending < self.batch_max:
-            try:
-                t = r.next()
-            except PacketTooLarge as e:
-                self._too_large(e)
-                continue
-            if t == PUBLISH:
+            t = r.next()
+            if t == SKIPPED:
+                self._too_large(r)
+            elif t == PUBLISH:
                 self._publish(r)
             elif t == PUBREL:
                 self._landed_q2.discard(r.pid)
@@ -651,15 +650,17 @@ class Collector:
         self._n["q2_redelivered"] += 1
         self._acks.append((PUBREC, pid))
 
-    def _too_large(self, e):
+    def _too_large(self, r):
+        # Reader r passed over a PUBLISH larger than its buffer (SKIPPED).
         if self._fence_pid:
             return
         self._n["received"] += 1
-        self._land(QUARANTINE, "", e.qos, 0, False, int(time.time() * 1000), "",
+        qos = (r.flags >> 1) & 3
+        self._land(QUARANTINE, "", qos, 0, False, int(time.time() * 1000), "",
                    "a PUBLISH of %d bytes, more than the collector's receive "
-                   "buffer (%d bytes): skipped unread" % (e.length, RX_SIZE))
-        if e.pid:
-            self._acks.append((PUBACK if e.qos == 1 else PUBREC, e.pid))
+                   "buffer (%d bytes): skipped unread" % (r.length, RX_SIZE))
+        if r.pid:
+            self._acks.append((PUBACK if qos == 1 else PUBREC, r.pid))
 
     def _lost(self, why):
         self._link.close()
