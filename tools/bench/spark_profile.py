@@ -24,10 +24,9 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
-from bench.pipeline_timing import du, jvm_pid
+from bench.pipeline_timing import Peaks, du, jvm_pid
 from pipeline import gen_landing
 from pipeline.batch import run_batch
 from pipeline.session import Step, spark_session
@@ -145,37 +144,6 @@ def markdown(rows, total_s):
         sum(r["run_s"] for r in rows), sum(r["cpu_s"] for r in rows),
         sum(r["gc_s"] for r in rows)))
     return "\n".join(md)
-
-
-class Peaks:
-    """Samples the JVM's resident memory (VmHWM, its own peak) and the disk
-    under a directory every second."""
-
-    def __init__(self, pid, root):
-        self.pid, self.root = pid, root
-        self.disk = 0
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self):
-        while not self._stop.wait(1.0):
-            self.disk = max(self.disk, du(self.root))
-
-    def rss_peak_mb(self):
-        try:
-            with open("/proc/%d/status" % self.pid) as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) / 1024.0
-        except (OSError, TypeError, ValueError):
-            pass
-        return None
-
-    def stop(self):
-        self._stop.set()
-        self._t.join()
-        self.disk = max(self.disk, du(self.root))
 
 
 def profile(landing, workdir, master="local[2]", runs=("cold", "warm"), driver_memory="3g"):
