@@ -1,8 +1,8 @@
 """The pipeline's command line (see __init__.py and docs/pipeline.md).
 
     PYTHONPATH=tools python -m pipeline --input LANDING_URI --output OUT_URI \\
-        [--master local[*]] [--mode batch|stream] [--checkpoint URI] \\
-        [--report report.md]
+        [--master local[*]] [--mode batch|stream] [--stream-source bytes|files] \\
+        [--checkpoint URI] [--report report.md]
 """
 
 import argparse
@@ -36,8 +36,7 @@ def main(argv=None):
                          "(default: process what is there, then stop)")
     ap.add_argument("--interval", default="0.5 seconds",
                     help="stream mode with --follow: the trigger (default "
-                         "0.5 seconds; with the collector's --roll-s 1 a "
-                         "reading reaches readings/ in about 2 s)")
+                         "0.5 seconds; docs/pipeline.md gives the lag it makes)")
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--stream-source", choices=SOURCES, default=None,
                     help="stream mode: bytes (the landing read by file and offset, "
