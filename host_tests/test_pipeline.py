@@ -532,7 +532,12 @@ def test_stream_follows_a_landing_being_written(spark, tmp_path, source):
     got = rows(readings)
     assert len(got) == truth["readings"]
     assert got == rows(os.path.join(batch_out, "readings"))
-    assert len(glob_batches(out)) == len(files)   # it followed, file by file
+    # It followed, file by file (the bytes source also seals the closed hour
+    # once it has taken its files: a micro-batch that reads nothing).
+    if source == "files":
+        assert len(glob_batches(out)) == len(files)
+    else:
+        assert len(glob_batches(out)) >= len(files)
 
 
 def glob_batches(out):
@@ -569,8 +574,17 @@ def test_bytes_stream_takes_lines_in_progress_and_matches_batch(batch, spark, tm
     # Its micro-batch read nothing: every hour closed and taken whole, so
     # sealed (never listed again).
     assert last["numInputRows"] == 0
-    assert json.loads(last["sources"][0]["endOffset"]) == {"v": 1, "files": {}, "sealed": [
-        "date=2026-01-01/hour=00", "date=2026-01-01/hour=02", "date=2026-01-02/hour=01"]}
+    end = json.loads(last["sources"][0]["endOffset"])
+    assert end["files"] == {} and sorted(end["sealed"]) == [
+        "date=2026-01-01/hour=00", "date=2026-01-01/hour=02", "date=2026-01-02/hour=01"]
+    # A file copied into a sealed hour (by hand: a collector writes only the
+    # current hour) is streamed: the hour is read again, and what was taken
+    # from it before is dropped as duplicates.
+    late = rec("dev-a", 1, 105, 1, H0 + 2 * HOUR + 999, w=H0 + 105000)
+    write_files(landing, {"date=2026-01-01/hour=02/part-9-0.jsonl": [json.dumps(late)]})
+    run_stream(spark, landing, out, source="bytes", source_options=opts)
+    got = reading_rows(spark, os.path.join(out, "readings"))
+    assert len(got) == N_READINGS + 2
     published = str(tmp_path / "batch")
     run_batch(spark, landing, published, plots=False, compaction=False)
     assert got == reading_rows(spark, os.path.join(published, "readings"))
@@ -657,7 +671,7 @@ def test_bytes_stream_lands_each_reading_once_across_stream_and_collector_restar
     # Every file of the closed hour taken whole, the hour sealed: the offset
     # holds no file of it any more.
     end = json.loads(last["sources"][0]["endOffset"])
-    assert end == {"v": 1, "files": {}, "sealed": ["date=2026-01-01/hour=00"]}
+    assert end["files"] == {} and list(end["sealed"]) == ["date=2026-01-01/hour=00"]
 
 
 def test_standalone_cluster_gives_the_local_results(spark, tmp_path):

@@ -9,7 +9,8 @@ stream once its batch is fsync'ed and acknowledged, not when its file rolls.
 The offset Spark checkpoints is, per landing file, how many bytes of it the
 stream has taken, always at a line's end:
 
-    {"v": 1, "files": {"date=D/hour=H/part-P-N.jsonl": bytes}, "sealed": ["date=D/hour=H"]}
+    {"v": 1, "files": {"date=D/hour=H/part-P-N.jsonl": bytes},
+     "sealed": {"date=D/hour=H": the hour directory's mtime in ns}}
 
 A file is named by its final name, so the collector's rename of
 `.part-P-N.jsonl.inprogress` to `part-P-N.jsonl` (a roll, or recovery at its
@@ -23,10 +24,13 @@ A torn last line (a collector killed mid-write) is never taken: an offset
 ends at a newline, and the collector's recovery cuts only after its last
 one.
 
-An hour is sealed, and then never listed again, when it ended more than
-compact.GRACE_MS ago, holds no hidden file, and every file in it was taken
-whole by an earlier micro-batch; its files then leave the offset, which so
-stays the size of the open hours.
+An hour is sealed when it ended more than compact.GRACE_MS ago, holds no
+hidden file, and every file in it was taken whole by an earlier
+micro-batch: its files leave the offset, which so stays the size of the open
+hours, and it is not listed again while its directory's mtime stays the one
+the offset records (one stat a trigger). A file copied into a sealed hour
+changes that mtime: the hour is then read again from the start, and the
+stream's de-duplication drops what it had already taken.
 
 What the collector has written but not yet fsync'ed can be taken too (it
 is in the page cache). The collector has not acknowledged it, so if the
@@ -60,6 +64,8 @@ _HOUR = re.compile(r"^date=(\d{4}-\d\d-\d\d)$"), re.compile(r"^hour=(\d\d)$")
 _HIDDEN = re.compile(r"^\.(part-.*\.jsonl)\.inprogress$")
 # The default most bytes a task reads (a backlog after a restart is split).
 SPLIT_BYTES = 64 << 20
+# How long an hour's directory must be unchanged before the hour is sealed.
+SETTLED_NS = 1000 * 1000 * 1000
 # How far back from a file's end latestOffset looks for its last newline at
 # a time (a landing line is ~200 bytes).
 _TAIL = 64 << 10
@@ -185,7 +191,7 @@ class LandedBytesReader(DataSourceStreamReader):
         self.now_ms = options.get("nowMs")
 
     def initialOffset(self):
-        return {"v": 1, "files": {}, "sealed": []}
+        return {"v": 1, "files": {}, "sealed": {}}
 
     def _now_ms(self):
         return int(self.now_ms) if self.now_ms is not None else int(time.time() * 1000)
@@ -194,19 +200,33 @@ class LandedBytesReader(DataSourceStreamReader):
         """Every file of the open hours up to its last complete line."""
         start = start or self.initialOffset()
         taken = start["files"]
-        sealed = set(start["sealed"])
         now = self._now_ms()
-        files = {}
+        files, sealed = {}, {}
         for hour in hour_dirs(self.root):
-            if hour in sealed:
-                continue
+            path = os.path.join(self.root, hour)
+            # Before the listing: a file renamed in after it changes this.
+            mtime = os.stat(path).st_mtime_ns
+            if hour in start["sealed"]:
+                if start["sealed"][hour] == mtime:
+                    sealed[hour] = mtime
+                    continue
+                # A file came into a sealed hour (copied in by hand: a
+                # collector only writes the current hour, and its hidden
+                # file keeps an hour open). Its files are read again from
+                # the start; the stream's de-duplication state drops
+                # every line it had already taken.
+                log("holdfast_landing: %s changed after it was sealed: reading it again "
+                    "(what was streamed from it before is dropped as duplicates)" % hour)
             listed, hidden = listing(self.root, hour)
             names = set(listed) | {r for r in taken if r.startswith(hour + "/")}
             whole = all(r in listed and not listed[r][1] and taken.get(r) == listed[r][0]
                         for r in names)
-            if (names and whole and not hidden
-                    and now >= hour_end_ms(_hour_key(hour)) + self.grace_ms):
-                sealed.add(hour)    # every byte taken before this batch: nothing to read
+            # Sealed only once its directory has not changed for a second: a
+            # later change then has a later mtime (timestamps tick in ms).
+            if (names and whole and not hidden and hour not in start["sealed"]
+                    and now >= hour_end_ms(_hour_key(hour)) + self.grace_ms
+                    and time.time_ns() - mtime > SETTLED_NS):
+                sealed[hour] = mtime    # every byte taken before this batch: nothing to read
                 continue
             for rel in sorted(names):
                 off = taken.get(rel, 0)
@@ -216,7 +236,7 @@ class LandedBytesReader(DataSourceStreamReader):
                         "taken (lost unsynced bytes in a machine crash?): left as it is"
                         % (rel, size, off))
                 files[rel] = off if size <= off else last_line_end(self.root, rel, off, size)
-        return {"v": 1, "files": files, "sealed": sorted(sealed)}
+        return {"v": 1, "files": files, "sealed": sealed}
 
     def partitions(self, start, end):
         """A Range per file with new bytes, large ones split."""
