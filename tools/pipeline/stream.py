@@ -155,7 +155,7 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
 
 
 # How many times run_stream starts a query whose Python worker was late.
-START_ATTEMPTS = 5
+START_ATTEMPTS = 20
 
 
 def _python_late(err):
