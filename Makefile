@@ -6,9 +6,9 @@ PY     := $(VENV)/bin/python
 TOOL   := PYTHONPATH=tools $(PY) -m
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto java wasm demo
+.PHONY: setup test bench clean mosquitto java wasm wsbrokers demo
 
-setup: $(STAMP) mosquitto java wasm
+setup: $(STAMP) mosquitto java wasm wsbrokers
 
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
@@ -75,6 +75,18 @@ $(WASM_STAMP):
 	npm install --prefix $(WASM_DIR) --no-save --no-audit --no-fund $(WASM_PKG)@$(WASM_VERSION)
 	touch $@
 
+# MQTT over WebSockets: Debian's mosquitto has no WebSocket listener, so the
+# tests and the bench run aedes (npm) through tools/fleet/wsbroker.mjs.
+WSB_DIR   := build/wsbrokers
+WSB_PKGS  := aedes@1.2.0 aedes-server-factory@0.2.1
+WSB_STAMP := $(WSB_DIR)/.installed-aedes-1.2.0-factory-0.2.1
+wsbrokers: $(WSB_STAMP)
+$(WSB_STAMP): | $(WASM_STAMP)
+	@echo "installing $(WSB_PKGS) (MQTT over WebSockets broker for the tests) into $(WSB_DIR)"
+	mkdir -p $(WSB_DIR)
+	npm install --prefix $(WSB_DIR) --no-save --no-audit --no-fund $(WSB_PKGS)
+	touch $@
+
 test: setup
 	$(PY) -m pytest host_tests -q
 
@@ -87,7 +99,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck firmware firmware32
+.PHONY: deploy emulate typecheck firmware firmware32 board-test
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
@@ -99,6 +111,15 @@ deploy: $(STAMP)
 	  "PORT=/dev/ttyUSB0|/dev/ttyACM0|socket://127.0.0.1:NNNN [CONFIG=config file] [ROMFS=1]" >&2; exit 2; }
 	$(TOOL) board.deploy --board $(BOARD) --port $(PORT) $(if $(CONFIG),--config $(CONFIG)) \
 	  $(if $(MPY_OPT),-O $(MPY_OPT)) $(if $(filter 1 yes,$(ROMFS)),--romfs)
+
+# make board-test PORT=/dev/ttyACM0|socket://127.0.0.1:NNNN [BROKER=host:port] [K=substring]
+#   [TIMEOUT=s]: the portable tests on the board, through mpremote, with a
+#   mosquitto on this host for those that need a broker (docs/boards.md)
+board-test: $(STAMP)
+	@test -n "$(PORT)" || { echo "usage: make board-test PORT=/dev/ttyACM0|socket://127.0.0.1:NNNN" \
+	  "[BROKER=host:port] [K=substring] [TIMEOUT=seconds per test]" >&2; exit 2; }
+	$(TOOL) board.boardtest --port $(PORT) $(if $(BROKER),--broker $(BROKER)) \
+	  $(if $(K),-k $(K)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]: an emulated board
 # in the foreground, its REPL on socket://127.0.0.1:REPL_PORT and on a pty
@@ -205,10 +226,12 @@ help:
 	@echo "make deploy BOARD=esp32|rp2040|unix PORT=... [ROMFS=1]   compile to .mpy and copy to a board with mpremote (ROMFS=1: as a ROMFS image)"
 	@echo "make firmware MPY_DIR=path/to/micropython   a unix port with holdfast frozen in (the bench's frozen column)"
 	@echo "make firmware32 MPY_DIR=path/to/micropython   the unix port built 32-bit, nothing frozen (the bench's 32-bit unix column, smallest heap too)"
+	@echo "make board-test PORT=... [BROKER=host:port] [K=substring] [TIMEOUT=s]   the portable tests on a board over mpremote, a broker on this host (docs/boards.md)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
 	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"
 	@echo "make clean       remove build/ and the caches"
 	@echo "make mosquitto   install the mosquitto broker if missing (part of setup)"
 	@echo "make java        install a Java runtime if missing (part of setup)"
 	@echo "make wasm        install Node/npm if missing and the 32-bit MicroPython port (part of setup)"
+	@echo "make wsbrokers   install aedes (npm), the MQTT-over-WebSockets broker of the tests (part of setup)"
 	@echo "make help        this list"

@@ -87,7 +87,7 @@ def test_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("m, interval", [
-    (b'{"interval_ms": 10}', 10),
+    (b'{"interval_ms": 1000}', 1000),
     (b'{"interval_ms": 518400000}', 518400000),
     (b' {"interval_ms" : 60000}\n', 60000),
 ])
@@ -110,8 +110,9 @@ def test_commands(m, interval):
     (b'{"interval_ms": 10.0}', "'interval_ms' must be an int"),
     (b'{"interval_ms": true}', "'interval_ms' must be an int"),
     (b'{"interval_ms": null}', "'interval_ms' must be an int"),
-    (b'{"interval_ms": 9}', "of at least 10"),
-    (b'{"interval_ms": -100}', "of at least 10"),
+    (b'{"interval_ms": 999}', "of at least 1000"),
+    (b'{"interval_ms": 10}', "of at least 1000"),   # config.json may; a command may not
+    (b'{"interval_ms": -100}', "of at least 1000"),
     (b'{"interval_ms": 518400001}', "at most 518400000"),
 ])
 def test_bad_commands_are_named(m, words):
@@ -219,21 +220,56 @@ def test_commands_are_noted_then_applied_in_order(capsys):
     """The callback only notes (4 at most, then says some were ignored);
     the loop applies them in order, each named on the console."""
     del app._cmds[:]
-    for m in (b'{"interval_ms": 50}', b"oops", b'{"interval_ms": 70}', b'{"interval_ms": 90}',
-              b'{"interval_ms": 110}', b"{}"):
+    app._own[:] = [b"holdfast/d/cmd", Delivered(False)]
+    for m in (b'{"interval_ms": 5000}', b"oops", b'{"interval_ms": 7000}', b'{"interval_ms": 9000}',
+              b'{"interval_ms": 11000}', b"{}"):
         app.on_cmd(b"holdfast/d/cmd", m)
     assert len(app._cmds) == 4
-    assert appcmd.take_commands(app._cmds, 1000) == 70
+    assert appcmd.take_commands(app._cmds, 1000) == 7000
     assert capsys.readouterr().out.splitlines() == [
-        "holdfast: command: interval_ms 50 from the next reading on",
+        "holdfast: command: interval_ms 5000 from the next reading on",
         "holdfast: command: not JSON",
-        "holdfast: command: interval_ms 70 from the next reading on",
+        "holdfast: command: interval_ms 7000 from the next reading on",
         "holdfast: command: too many at once, some ignored",
     ]
     assert app._cmds == [] and appcmd.take_commands(app._cmds, 1000) == 1000
-    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 5}')
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 10}')
     assert appcmd.take_commands(app._cmds, 1000) == 1000  # a bad one changes nothing
-    assert "'interval_ms' must be an int of at least 10" in capsys.readouterr().out
+    assert "'interval_ms' must be an int of at least 1000" in capsys.readouterr().out
+
+
+class Delivered:
+    """What the client says of the message a callback is given."""
+
+    def __init__(self, retained):
+        self.retained = retained
+
+
+def test_a_command_counts_only_on_the_devices_own_topic_and_not_retained(capsys):
+    del app._cmds[:]
+    app._own[:] = [b"holdfast/d/cmd", Delivered(False)]
+    app.on_cmd(b"holdfast/other/cmd", b'{"interval_ms": 2000}')
+    app.on_cmd(b"holdfast/d/telemetry", b'{"interval_ms": 2000}')
+    app._own[1] = Delivered(True)
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 2000}')
+    assert appcmd.take_commands(app._cmds, 60000) == 60000
+    assert capsys.readouterr().out.splitlines() == [
+        "holdfast: command: not on this device's command topic, or retained: ignored"] * 3
+    app._own[1] = Delivered(False)
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 2000}')
+    assert appcmd.take_commands(app._cmds, 60000) == 2000
+    # config.json's command_min_ms sets the bound
+    app.on_cmd(b"holdfast/d/cmd", b'{"interval_ms": 50}')
+    assert appcmd.take_commands(app._cmds, 60000, 10) == 50
+
+
+def test_credentials_without_tls_are_refused_unless_the_config_says_so(tmp_path):
+    with pytest.raises(appconfig.ConfigError) as e:
+        appconfig.load(_write(tmp_path, {"broker": "h", "user": "u", "password": "hunter2"}))
+    assert "go over the network in clear" in str(e.value) and "hunter2" not in str(e.value)
+    cfg = appconfig.load(_write(tmp_path, {"broker": "h", "user": "u", "password": "hunter2",
+                                           "credentials_in_clear": True}))
+    assert cfg["user"] == "u"
 
 
 _MP_CHECK = r"""
@@ -268,7 +304,7 @@ try:
     appconfig.load(%(bad)r)
 except appconfig.ConfigError as e:
     print('config:', e)
-assert appcmd.command(b'{"interval_ms": 10}') == 10
+assert appcmd.command(b'{"interval_ms": 1000}') == 1000
 for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
                  (b'[10]', 'not a JSON object'), (b'{"x": 1}', "unknown key 'x'"),
                  (b'{"interval_ms": true}', 'must be an int'), (b'{"interval_ms": 1.5e3}', 'must be an int'),
@@ -278,10 +314,15 @@ for m, words in ((b'{"interval_ms": 10', 'not JSON'), (b'"\xff"', 'not JSON'),
         raise AssertionError(m)
     except ValueError as e:
         assert words in str(e), (m, e)
-for m in (b'{"interval_ms": 50}', b'[', b'{"interval_ms": 70}', b'{"interval_ms": 90}', b'{}'):
+class Delivered:
+    retained = False
+app._own[0] = b'holdfast/d/cmd'
+app._own[1] = Delivered()
+for m in (b'{"interval_ms": 5000}', b'[', b'{"interval_ms": 7000}', b'{"interval_ms": 9000}', b'{}'):
     app.on_cmd(b'holdfast/d/cmd', m)
+app.on_cmd(b'holdfast/x/cmd', b'{"interval_ms": 2000}')
 assert len(app._cmds) == 4 and app._cmds[-1] is None, app._cmds
-assert appcmd.take_commands(app._cmds, 1000) == 70 and not app._cmds
+assert appcmd.take_commands(app._cmds, 1000) == 7000 and not app._cmds
 # An I2C driver's sensor function reads on after appboot, which made it, is unloaded.
 sys.path.insert(0, %(drivers)r)
 class Board:

@@ -11,6 +11,8 @@
   fsync but before its acks loses nothing (the broker redelivers).
 """
 
+import errno
+import fcntl
 import glob
 import json
 import os
@@ -25,7 +27,9 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from pipeline.cluster import terminate
-from pipeline.collector import Collector, CollectorError, recover_inprogress, validate_payload
+import door_cases
+from pipeline import contract
+from pipeline.collector import QUARANTINE, Collector, CollectorError, recover_inprogress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
@@ -80,44 +84,143 @@ def wait_for(cond, timeout, what):
         time.sleep(0.05)
 
 
-def test_validate_payload_reasons():
-    ok = reading("dev-1", 3, 1)
-    assert validate_payload(ok) is None
-    cases = {
-        "not json": "payload is not JSON",
-        "[1, 2]": "payload is not a JSON object (got list)",
-        '{"b":1,"s":2,"q":1}': "missing key d",
-        '{"d":7,"b":1,"s":2,"q":1}': "d is not a string",
-        '{"d":"","b":1,"s":2,"q":1}': "d is empty",
-        '{"d":"x","s":2,"q":1}': "missing key b",
-        '{"d":"x","b":1,"q":1}': "missing key s",
-        '{"d":"x","b":1.5,"s":"2","q":1}': "b is not an integer; s is not an "
-                                           "integer",
-        '{"d":"x","b":true,"s":2,"q":1}': "b is not an integer",
-        '{"d":"x","b":1,"s":-2,"q":1}': "s is negative",
-        '{"d":"x","b":1,"s":2}': "missing key q",
-        '{"d":"x","b":1,"s":2,"q":3}': "q is not 0, 1 or 2",
-    }
-    for payload, reason in cases.items():
-        got = validate_payload(payload)
-        assert got is not None and got.startswith(reason), (payload, got)
+def test_the_contract_cases_on_the_collectors_side():
+    # The same cases test_pipeline.py checks on Spark's side (door_cases):
+    # with the shortcut for the board's own form and without it.
+    for payload, topic, want in door_cases.CASES:
+        for fast in (True, False):
+            assert contract.problems(payload, topic, fast) == want, (payload[:80], topic, fast)
+    assert contract.problems(reading("dev-1", 3, 1), "holdfast/dev-1/telemetry") == []
+
+
+DEAD = 2 ** 22 + 12345          # above pid_max: never alive
+
+
+def _dead_file(tmp_path, data, n=0, pid=DEAD):
+    d = tmp_path / "date=2026-01-01" / "hour=00"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / (".part-%d-%d.jsonl.inprogress" % (pid, n))
+    path.write_bytes(data)
+    return d, path
 
 
 def test_recover_inprogress_cuts_torn_line(tmp_path):
-    d = tmp_path / "date=2026-01-01" / "hour=00"
-    d.mkdir(parents=True)
-    dead_pid = 2 ** 22 + 12345          # above pid_max: never alive
     good = b'{"a":1}\n{"a":2}\n'
-    (d / (".part-%d-0.jsonl.inprogress" % dead_pid)).write_bytes(
-        good + b'{"a":3,"tor')
-    (d / (".part-%d-1.jsonl.inprogress" % dead_pid)).write_bytes(b'{"tor')
-    mine = d / (".part-%d-7.jsonl.inprogress" % os.getppid())  # alive
+    d, _ = _dead_file(tmp_path, good + b'{"a":3,"tor')
+    _dead_file(tmp_path, b'{"tor', n=1)
+    # A live collector's file: it holds the lock (whatever its name says).
+    mine = d / (".part-%d-7.jsonl.inprogress" % os.getpid())
     mine.write_bytes(good)
-    renamed, dropped = recover_inprogress(str(tmp_path))
+    with open(mine, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        renamed, dropped = recover_inprogress(str(tmp_path))
     assert (renamed, dropped) == (1, len(b'{"a":3,"tor') + len(b'{"tor'))
-    assert (d / ("part-%d-0.jsonl" % dead_pid)).read_bytes() == good
-    assert not (d / (".part-%d-1.jsonl.inprogress" % dead_pid)).exists()
+    assert (d / ("part-%d-0.jsonl" % DEAD)).read_bytes() == good
+    assert not (d / (".part-%d-1.jsonl.inprogress" % DEAD)).exists()
     assert mine.exists()          # a live process's file is left alone
+
+
+def test_a_dead_collectors_pid_reused_by_a_live_process_is_recovered(tmp_path):
+    # The pid in the name is alive (this test's parent), but nobody holds
+    # the file's lock: its writer is dead, the file is published.
+    d, path = _dead_file(tmp_path, b'{"a":1}\n', pid=os.getppid())
+    assert recover_inprogress(str(tmp_path)) == (1, 0)
+    assert not path.exists()
+    assert (d / ("part-%d-0.jsonl" % os.getppid())).read_bytes() == b'{"a":1}\n'
+
+
+def test_recovery_fsyncs_what_it_publishes_before_anything_is_answered(tmp_path, monkeypatch):
+    # A dead collector's file without a torn line (killed after its write,
+    # before its fsync): recovery still fsyncs it before it is published
+    # (and before a resent QoS 2 message is answered from it).
+    d, path = _dead_file(tmp_path, b'{"qos":2,"topic":"t","payload":"p"}\n')
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink("/proc/self/fd/%d" % fd))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    q2 = set()
+    assert recover_inprogress(str(tmp_path), q2=q2) == (1, 0)
+    assert q2 == {("t", "p")}
+    assert any(".part-%d-0.jsonl.inprogress" % DEAD in p for p in synced), synced
+
+
+def test_two_collectors_recovering_one_file_take_it_once(tmp_path, monkeypatch):
+    # The second collector lists the dead file, and the first claims and
+    # publishes it before the second opens it: the second leaves it (it
+    # used to stop on FileNotFoundError before it connected).
+    d, path = _dead_file(tmp_path, b'{"a":1}\n')
+    real_walk = os.walk
+
+    def walk(top):
+        listed = list(real_walk(top))
+        monkeypatch.setattr(os, "walk", real_walk)
+        assert recover_inprogress(str(tmp_path)) == (1, 0)   # the first collector
+        return iter(listed)
+
+    monkeypatch.setattr(os, "walk", walk)
+    assert recover_inprogress(str(tmp_path)) == (0, 0)
+    assert (d / ("part-%d-0.jsonl" % DEAD)).read_bytes() == b'{"a":1}\n'
+    assert sorted(os.listdir(d)) == ["part-%d-0.jsonl" % DEAD]
+
+
+def test_a_recovered_file_carries_the_time_of_its_recovery(tmp_path):
+    # A stream skips a file older than the newest it saw by maxFileAge (7
+    # days): a dead collector's file recovered a month later is new.
+    d, path = _dead_file(tmp_path, b'{"a":1}\n')
+    month_ago = time.time() - 30 * 86400
+    os.utime(path, (month_ago, month_ago))
+    before = time.time() - 1
+    recover_inprogress(str(tmp_path))
+    assert os.stat(d / ("part-%d-0.jsonl" % DEAD)).st_mtime >= before
+
+
+def test_a_write_cut_short_leaves_no_torn_line_in_the_file(tmp_path):
+    # A disk full for a moment: the write is cut short, the collector writes
+    # the batch again; the file holds whole lines only.
+    col = Collector(landing=str(tmp_path), log=lambda line: None)
+    w = col._writer(QUARANTINE)
+    w.write(b'{"a":1}\n')
+    real = w.f
+
+    class Full:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def write(self, data):
+            real.write(bytes(data[:5]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    w.f = Full()
+    with pytest.raises(OSError):
+        w.write(b'{"a":2}\n{"a":3}\n')
+    w.f = real
+    w.write(b'{"a":2}\n{"a":3}\n')
+    w.close()
+    assert open(w.final, "rb").read() == b'{"a":1}\n{"a":2}\n{"a":3}\n'
+
+
+def test_a_failed_rename_at_roll_keeps_the_collector_and_the_file(tmp_path, monkeypatch):
+    logged = []
+    col = Collector(landing=str(tmp_path), log=logged.append)
+    w = col._writer(QUARANTINE)
+    w.write(b'{"a":1}\n')
+    real = os.rename
+
+    def rename(a, b):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "rename", rename)
+    col._roll(time.monotonic() + 3600)           # raised out of the loop before
+    assert QUARANTINE in col._writers and os.path.exists(w.tmp)
+    assert any("could not publish" in line for line in logged), logged
+    monkeypatch.setattr(os, "rename", real)
+    col._roll(time.monotonic() + 3600)
+    assert QUARANTINE not in col._writers
+    assert open(w.final, "rb").read() == b'{"a":1}\n'
 
 
 def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
@@ -135,7 +238,7 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
         sent[(d, s)] = q
         infos.append(pub.publish("holdfast/%s/telemetry" % d,
                                  reading(d, s, q), qos=q))
-    bad = [("not json at all", 1, "payload is not JSON"),
+    bad = [("not json at all", 1, "payload is not a flat JSON object"),
            ('{"d":"dev-bad","b":1,"q":2}', 2, "missing key s"),
            ('{"d":"dev-bad","b":1,"s":"7","q":1}', 1, "s is not an integer")]
     for payload, q, _ in bad:
@@ -158,8 +261,12 @@ def test_collector_lands_everything_and_quarantines(mosquitto, tmp_path):
     assert (st["received"], st["written"], st["quarantined"]) == (94, 90, 4)
     assert st["acked"] == 60 + 4          # QoS 0 needs no ack
 
-    # Files: published (renamed) at stop, named as the contract says.
+    # Files: published (renamed) at stop, named as the contract says, and
+    # the owner's only (what every device sent).
     assert not glob.glob(landing + "/**/.part-*", recursive=True)
+    for path in glob.glob(landing + "/**", recursive=True):
+        mode = os.stat(path).st_mode & 0o777
+        assert mode == (0o700 if os.path.isdir(path) else 0o600), (path, oct(mode))
     files = glob.glob(landing + "/date=*/hour=*/*")
     assert files
     for path in files:

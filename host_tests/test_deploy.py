@@ -119,8 +119,8 @@ def test_mpy_opt_3_makes_smaller_bytecode(tmp_path):
 
 def test_check_config_masks_and_names(tmp_path):
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"broker": "b", "user": "u", "password": "pw1",
-                                "wifi": {"ssid": "s", "password": "pw2"}}))
+    good.write_text(json.dumps({"broker": "b", "user": "u", "password": "pw1", "tls": True,
+                                "ca": "/certs/ca.der", "wifi": {"ssid": "s", "password": "pw2"}}))
     cfg = deploy.check_config(str(good))
     assert sorted(deploy.secrets_of(cfg)) == ["pw1", "pw2"]
     b = deploy.Board("socket://127.0.0.1:1", deploy.secrets_of(cfg))

@@ -134,7 +134,7 @@ def _follow(readings, tmp_path):
 
 def _config(tmp_path, broker, **kw):
     cfg = {"broker": broker.host, "port": broker.port, "interval_ms": 100, "qos": 1,
-           "user": "board", "password": SECRET}
+           "user": "board", "password": SECRET, "credentials_in_clear": True}
     cfg.update(kw)
     path = str(tmp_path / "config.json")
     with open(path, "w") as f:
@@ -300,7 +300,7 @@ def test_app_in_small_heap(board, readings, mosquitto, tmp_path):
     commands subscribed (a command sets the interval that makes them)."""
     board.start()
     uid = _follow(readings, tmp_path)
-    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000, command_min_ms=10))
     board.kill()
     board.heap = SMALL_HEAP
     board.start(run=True)
@@ -329,7 +329,7 @@ def _hourly_board_taking_commands(board, readings, mosquitto, tmp_path):
     command topic; its unique id."""
     board.start()
     uid = _follow(readings, tmp_path)
-    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000))
+    deploy(board, _config(tmp_path, mosquitto, interval_ms=3600000, command_min_ms=10))
     board.kill()
     board.start(run=True)
     board.wait_console(r"commands on holdfast/unix-%s/cmd" % uid, timeout=30)

@@ -108,3 +108,35 @@ def test_mpremote_exec_and_fs_on_the_serial_pty(board, tmp_path):
                            timeout=BOUND)
         assert p.returncode == 0 and expect in p.stdout, (args, p.stdout, p.stderr)
     assert os.path.exists(os.path.join(board.flash, "hello.py"))
+
+
+def test_repl_lines_end_as_on_a_board(board):
+    # A board's REPL ends each line CR LF; with LF alone, a terminal in raw
+    # mode (mpremote's) draws each line where the last one ended.
+    t = Terminal("connect", board.tty, "repl")
+    t.read_until(b"Use Ctrl-] or Ctrl-x to exit this shell")
+    t.wait_console_mode()
+    t.type(b"print('one\\ntwo')\r")
+    t.read_until(b"two")
+    t.type(b"for i in range(3): print('row', i)\r\r")
+    t.read_until(b"row 2")
+    t.type(b"\x1d")
+    assert t.wait() == 0, t.screen
+    assert b"one\r\ntwo\r\n" in t.screen, t.screen
+    assert b"row 0\r\nrow 1\r\nrow 2\r\n" in t.screen, t.screen
+    assert b"\r\r\n" not in t.screen, t.screen
+
+
+def test_fs_ls_gives_each_files_size(board, tmp_path):
+    src = tmp_path / "data.bin"
+    src.write_bytes(b"x" * 1234)
+    p = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.url, "resume",
+                        "fs", "cp", str(src), ":data.bin", "+", "fs", "ls", ":"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=BOUND)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    sizes = dict(reversed(line.split()) for line in p.stdout.splitlines()
+                 if line.startswith(" ") and len(line.split()) == 2)
+    assert sizes.get("data.bin") == "1234", p.stdout
+    assert sizes.get("lib/") == "0", p.stdout  # a directory, as a board's LittleFS lists it
+    assert sizes.get("unique_id") == str((tmp_path / "flash" / "unique_id").stat().st_size), \
+        p.stdout

@@ -20,7 +20,8 @@ RUNTIMES = {"cpython": sys.executable,
 
 # Modules only a feature beyond publishing loads.
 LATER = {"errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
-         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker"}
+         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
+         "url", "ws", "wsopen", "wserrors"}
 
 SCRIPT = """\
 import sys, json
@@ -172,3 +173,50 @@ def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquit
     assert r["pid"] and r["pending"] == 0, r
     assert {"fileoutbox", "outlog", "session", "client"} <= set(r["mods"]), r["mods"]
     assert "store" not in r["mods"] and "outscan" not in r["mods"], r["mods"]
+
+
+WS = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+from holdfast import MQTTClient
+
+def loaded():
+    return sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+
+r = {}
+c = MQTTClient("lazy-url", "mqtt://127.0.0.1:%(tcp)d", keepalive=30)
+r["mqtt_url"] = loaded()  # url.py read the URL and left
+c.connect()
+for i in range(5):
+    c.publish(b"lazy/t", b"reading %%d" %% i, False, 1)
+c.flush()
+r["tcp"] = loaded()
+w = MQTTClient("lazy-ws", "ws://127.0.0.1:%(ws)d/", keepalive=30)
+r["ws_made"] = loaded()
+w.connect()
+for i in range(5):
+    w.publish(b"lazy/t", b"reading %%d" %% i, False, 1)
+w.flush()
+r["ws"] = loaded()  # the handshake's module left after it; the framing stays
+print("RESULT " + json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_websocket_code_loads_only_with_a_ws_url(runtime, mosquitto):
+    # A client of a plain host or an mqtt:// URL carries nothing of the
+    # WebSocket code; a ws:// client brings ws.py (its link) and keeps only
+    # that: url.py and the handshake (wsopen.py) are unloaded after use.
+    # The heap it adds is the bench's (docs/bench.md).
+    from fleet.wsbroker import Aedes
+    with Aedes() as b:
+        code = WS % {"fw": os.path.join(ROOT, "firmware"), "tcp": mosquitto.port, "ws": b.port}
+        p = subprocess.run([RUNTIMES[runtime], "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    r = json.loads(lines[-1][7:])
+    assert not {"url", "ws", "wsopen"} & set(r["mqtt_url"] + r["tcp"]), r
+    assert not LATER & set(r["tcp"]), r["tcp"]
+    assert not {"url", "ws", "wsopen"} & set(r["ws_made"]), r["ws_made"]
+    assert "ws" in r["ws"] and not {"url", "wsopen"} & set(r["ws"]), r["ws"]
+    assert set(r["ws"]) - set(r["tcp"]) == {"ws"}, r

@@ -7,11 +7,14 @@ out-of-order readings, mixed QoS, readings without w, malformed lines of
 every kind, a hidden in-progress file and a quarantine file.
 """
 
+import glob
 import json
 import math
 import os
 import random
+import re
 import shutil
+import time
 
 import pytest
 
@@ -56,16 +59,16 @@ def raw(payload, rx=H0 + 500):
 # Malformed lines and the reason the pipeline must give.
 MALFORMED = [
     ("this is not json", "landing line is not a landing record"),
-    (json.dumps(raw("hello")), "payload is not a JSON object"),
-    (json.dumps(raw("[1,2]")), "payload is not a JSON object"),
+    (json.dumps(raw("hello")), "payload is not a flat JSON object"),
+    (json.dumps(raw("[1,2]")), "payload is not a flat JSON object"),
     (json.dumps(raw('{"d":"dev-x","b":1,"q":1}')), "missing key s"),
     (json.dumps(raw('{"d":"dev-x","b":1.5,"s":"7","q":1}')),
-     "b is not an integer; s is not an integer"),
-    (json.dumps(raw('{"d":42,"b":1,"s":1,"q":1}')), "d is not a string"),
+     "b is not an integer from 0 to 999999999; s is not an integer from 0 to"),
+    (json.dumps(raw('{"d":42,"b":1,"s":1,"q":1}')), "d is not a device id"),
     (json.dumps(raw('{"d":"dev-x","b":1,"s":1,"q":5}')),
      "q is not 0, 1 or 2"),
     (json.dumps(raw('{"d":"dev-x","b":-1,"s":1}')),
-     "b is negative; missing key q"),
+     "b is not an integer from 0 to 999999999; missing key q"),
     ('{"topic":"holdfast/dev-x/telemetry","qos":1,"rx_ms":1}',
      "landing record has no payload"),
     ('{"topic":"t","qos":1,"rx_ms":"soon","payload":"{}"}',
@@ -172,7 +175,8 @@ EXPECTED = {
     "dev-b": ("0", 0, 9, 10, 6, 4, "3-5, 8", 0, 0, 0, 0),
     "dev-c": ("2", 5, 7, 3, 3, 0, "", 1, 0, 0, 3),
     "dev-d": ("1,2", 1, 4, 4, 3, 1, "3", 0, 0, 0, 3),
-    "dev-e": ("1", 1, 4, 4, 4, 0, "", 0, 1, 1, 0),
+    # b=2 re-uses s=3: 5 readings, counted per boot, none missing
+    "dev-e": ("1", 1, 4, 5, 5, 0, "", 0, 1, 1, 0),
 }
 N_VALID = 16 + 3 + 6 + 3 + 1 + 3 + 5        # kept + copies: a, a dups, b, c..
 N_READINGS = 16 + 6 + 3 + 3 + 5
@@ -206,7 +210,7 @@ def test_duckdb_reference_counts_what_spark_counts(batch):
     # readings per device.
     from pipeline import duckdb_ref
     ref, _ = duckdb_ref.readings_per_device(batch["landing"])
-    spark = {r["device"]: r["received"] + r["reused_seq"] for r in batch["summary"]["health"]}
+    spark = {r["device"]: r["received"] for r in batch["summary"]["health"]}
     assert ref == spark
     assert sum(ref.values()) == N_READINGS
 
@@ -241,7 +245,7 @@ def test_batch_qos_table(batch, spark):
     want = {  # qos: devices, readings, expected, missing, devices with loss,
               #      duplicates, latency samples
         "0": (1, 6, 10, 4, 1, 0, 0),              # dev-b
-        "1": (2, 16 + 5, 20 + 4, 4, 1, 3, 16),    # dev-a, dev-e
+        "1": (2, 16 + 5, 20 + 5, 4, 1, 3, 16),    # dev-a, dev-e
         "2": (1, 3, 3, 0, 0, 1, 3),               # dev-c
         "mixed": (1, 3, 4, 1, 1, 0, 3),           # dev-d
     }
@@ -300,7 +304,7 @@ def test_report(batch):
                    "## Rejected landing lines", "## Collector quarantine",
                    "105, 112-114", "3-5, 8",
                    "**QoS 1/2 delivery: 5 reading(s) lost on 2 device(s)**",
-                   "`dev-b`", "payload is not a JSON object",
+                   "`dev-b`", "payload is not a flat JSON object",
                    "report-latency.png", "report-delivery.png",
                    "## Over time", "report-timeline.png",
                    "Sequence numbers seen under more than one boot",
@@ -674,6 +678,26 @@ def test_bytes_stream_lands_each_reading_once_across_stream_and_collector_restar
     assert end["files"] == {} and list(end["sealed"]) == ["date=2026-01-01/hour=00"]
 
 
+def listening_ports(pid):
+    """The TCP ports process pid listens on (its sockets in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:      # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
     # A Spark standalone master and two workers (1 core each) on 127.0.0.1,
     # from the pyspark installation; the pipeline's command line with
@@ -690,6 +714,14 @@ def test_standalone_cluster_gives_the_local_results(spark, tmp_path):
     cluster_out = str(tmp_path / "cluster")
     tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
     with LocalCluster(workers=2, cores=1, memory="1g", workdir=str(tmp_path / "spark")) as c:
+        # The master listens on its RPC port and its web UI only: no REST
+        # submission server (which ran any driver an unauthenticated POST
+        # asked for), on 6066 or elsewhere.
+        master = c.procs[0][1].pid
+        ports = listening_ports(master)
+        assert c.port in ports and len(ports) == 2 and 6066 not in ports, ports
+        with open(c.procs[0][2]) as f:
+            assert "REST server" not in f.read()
         r = subprocess.run(
             [sys.executable, "-m", "pipeline", "--master", c.url, "--input", landing,
              "--output", cluster_out, "--no-plots", "--driver-memory", "1g",
@@ -855,3 +887,294 @@ def test_an_hour_is_compacted_once_it_is_over_and_has_no_file_in_progress(spark,
     s = compact.prepare(spark, landing, now_ms=H0 + 100 * HOUR).summary()
     assert s == {"hours_from_parquet": 2, "json_files_read": 2,     # hour 00's two files
                  "hours_compacted_now": ["2026-01-02 01"]}
+
+
+# -- the contract at the door, and what the data path no longer trusts -------
+
+def test_the_contract_cases_on_sparks_side(spark):
+    # The cases test_collector.py checks on the collector's side
+    # (door_cases): Spark's columns give the same verdict and the same words.
+    from pyspark.sql import functions as F
+    from pipeline import contract
+    import door_cases
+    df = spark.createDataFrame([(p, t) for p, t, _ in door_cases.CASES],
+                               "payload string, topic string")
+    got = df.select(contract.spark_ok(F.col("payload"), F.col("topic")).alias("ok"),
+                    F.concat_ws("; ", contract.spark_problems(F.col("payload"), F.col("topic")))
+                    .alias("why")).collect()
+    for (payload, topic, want), r in zip(door_cases.CASES, got):
+        assert (r["ok"], r["why"]) == (not want, "; ".join(want)), (payload[:80], topic)
+
+
+def _publish_all(pub, msgs):
+    infos = [pub.publish(topic, payload, qos=q) for topic, payload, q in msgs]
+    for i in infos:
+        i.wait_for_publish(10)
+
+
+def test_a_hostile_corpus_is_quarantined_and_the_proof_of_loss_stays_true(
+        mosquitto, spark, tmp_path, monkeypatch):
+    # Through a real broker and collector into the pipeline: every case of
+    # door_cases that a broker carries on a topic the collector subscribes,
+    # invalid UTF-8, a message the collector's own code fails on, next to
+    # good readings of devices whose one lost reading the report must name.
+    # Beside the collector's files, a landing file of the same cases as
+    # another writer could leave them: the pipeline rejects each with the
+    # collector's words.
+    import paho.mqtt.client as mqtt
+    import door_cases
+    from pipeline import collector as C
+    from pipeline import contract
+    landing = str(tmp_path / "landing")
+    real = contract.problems
+
+    def problems(text, topic, fast=True):
+        if text == "boom":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(text, topic, fast)
+
+    monkeypatch.setattr(contract, "problems", problems)
+    col = C.Collector(mosquitto.host, mosquitto.port, landing, client_id="test-hostile",
+                      progress_s=0, log=lambda line: None).start()
+    good, bad = [], []
+    sent = {}
+    for dev, q, n, lost in (("good-1", 1, 30, {7}), ("good-2", 2, 20, set()),
+                            ("good-0", 0, 10, set())):
+        for s in range(n):
+            if s in lost:
+                continue
+            p = '{"d":"%s","b":1,"s":%d,"q":%d,"t":21.5,"u":%d,"w":%d}' % (
+                dev, s, q, s, H0 + s)
+            good.append(("holdfast/%s/telemetry" % dev, p, q))
+            sent[(dev, s)] = q
+    subscribed = re.compile(r"^holdfast/[^/+#]+/telemetry$")
+    for payload, topic, want in door_cases.CASES:
+        if want and subscribed.match(topic):
+            bad.append((topic, payload, 1))
+    bad.append(("holdfast/dev-a/telemetry", b'{"d":"dev-\xff","b":1,"s":2,"q":1}', 2))
+    bad.append(("holdfast/dev-a/telemetry", "boom", 1))
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-pub-hostile")
+    pub.max_queued_messages_set(0)
+    pub.connect(mosquitto.host, mosquitto.port)
+    pub.loop_start()
+    try:
+        mixed = []
+        for i in range(max(len(good), len(bad))):
+            mixed += good[i:i + 1] + bad[i:i + 1]
+        _publish_all(pub, mixed)
+        deadline = time.monotonic() + 60
+        while col.stats()["written"] + col.stats()["quarantined"] < len(mixed):
+            assert time.monotonic() < deadline, col.stats()
+            assert col._thread.is_alive(), col._error
+            time.sleep(0.05)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+    col.stop()
+    st = col.stats()
+    assert (st["written"], st["quarantined"]) == (len(good), len(bad)), st
+    quarantined = {}
+    for path in glob.glob(os.path.join(landing, "quarantine", "*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                quarantined[(r["topic"], r["payload"])] = r["reason"]
+    for topic, payload, _ in bad:
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        reason = quarantined[(topic, text)]
+        want = [w for p, t, w in door_cases.CASES if (p, t) == (payload, topic)]
+        if want:
+            assert reason == "; ".join(want[0]), (payload[:60], reason)
+        elif text == "boom":
+            assert reason.startswith("the collector could not handle this message "
+                                     "(RecursionError"), reason
+        else:
+            assert reason == contract.R_NOT_UTF8
+    # The same cases as a landing file that did not come from the collector.
+    other = os.path.join(landing, "date=2026-01-01", "hour=00", "part-999-0.jsonl")
+    rejected_want = {}
+    os.makedirs(os.path.dirname(other))
+    with open(other, "w") as f:
+        for i, (payload, topic, want) in enumerate(door_cases.CASES):
+            if want:
+                f.write(json.dumps({"topic": topic, "qos": 1, "retain": False, "dup": False,
+                                    "rx_ms": H0 + i, "payload": payload}) + "\n")
+                rejected_want[(topic, payload)] = "; ".join(want)
+    monkeypatch.setattr(contract, "problems", real)
+    out = str(tmp_path / "out")
+    summary = run_batch(spark, landing, out)
+    assert summary["valid"] == len(good) == len(sent)
+    assert summary["quarantined"] == len(bad)
+    assert summary["rejected"] == len(rejected_want)
+    rej = {(r["topic"], r["payload"]): r["reason"]
+           for r in spark.read.parquet(os.path.join(out, "rejected")).collect()}
+    assert rej == rejected_want
+    health = {h["device"]: h for h in summary["health"]}
+    assert health["good-1"]["missing"] == 1 and health["good-1"]["gaps"] == "7"
+    assert health["good-2"]["missing"] == 0 and health["good-2"]["received"] == 20
+    assert sorted(health) == ["good-0", "good-1", "good-2"]
+    assert sum(h["received"] for h in health.values()) == len(sent)
+    with open(summary["report"]) as f:
+        report = f.read()
+    assert "**QoS 1/2 delivery: 1 reading(s) lost on 1 device(s)**" in report
+    assert "- `good-1` (QoS 1): 1 missing: 7" in report
+    lines = report.split("\n")
+    row = lines[lines.index("## Summary") + 4]
+    assert row.strip("| ").split(" | ")[-1] == str(len(bad))   # quarantined by collector
+    assert row.strip("| ").split(" | ")[2] == str(len(rejected_want))
+    q_rows = [ln for ln in report.split("## Collector quarantine")[1].split("## Tables")[0]
+              .splitlines() if ln.startswith("| ") and ln != "| reason | messages |"]
+    assert sum(int(ln.strip("| ").rsplit(" | ", 1)[1]) for ln in q_rows) == len(bad)
+
+
+def test_loss_is_counted_per_boot_and_a_key_collision_is_no_duplicate(spark, tmp_path):
+    # good-r: boot 1 s 0..19, then boot 2 starts s at 0 again and loses
+    # 5-9: 5 lost (counted over s across boots, they hid under boot 1's).
+    # wiped: its state file wiped, b and s start again; 10 different
+    # readings under the keys of 10 older ones: key collisions, not
+    # duplicates. cont: s goes on across a reboot, 2 lost between the boots.
+    lines = []
+    for s in range(20):
+        lines.append(rec("good-r", 1, s, 1, H0 + s))
+        if s not in range(5, 10):
+            lines.append(rec("good-r", 2, s, 1, H0 + 1000 + s))
+    for s in range(10):
+        lines.append(rec("wiped", 1, s, 1, H0 + s))
+        r = rec("wiped", 1, s, 1, H0 + 5000 + s)
+        r["payload"] = r["payload"].replace('"u":', '"u":9')
+        lines.append(r)
+    lines.append(rec("wiped", 1, 3, 1, H0 + 3, dup=True))     # a real copy
+    for b, s in ((1, 0), (1, 1), (1, 2), (2, 5), (2, 6)):
+        lines.append(rec("cont", b, s, 1, H0 + s))
+    landing = str(tmp_path / "landing")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl": [json.dumps(x) for x in lines]})
+    out = str(tmp_path / "out")
+    s = run_batch(spark, landing, out, plots=False)
+    h = {r["device"]: r for r in s["health"]}
+    assert (h["good-r"]["expected"], h["good-r"]["received"], h["good-r"]["missing"]) == (40, 35, 5)
+    assert h["good-r"]["gaps"] == "5-9"
+    assert (h["cont"]["missing"], h["cont"]["gaps"]) == (2, "3-4")
+    assert (h["wiped"]["key_collisions"], h["wiped"]["duplicates"]) == (10, 0)
+    assert (s["key_collisions"], s["collided_readings"], s["duplicates"]) == (10, 11, 0)
+    q1 = [r for r in s["qos"] if r["qos"] == "1"][0]
+    assert (q1["expected"], q1["missing"]) == (40 + 10 + 5 + 2, 7)
+    with open(s["report"]) as f:
+        report = f.read()
+    assert "**QoS 1/2 delivery: 7 reading(s) lost on 2 device(s)**" in report
+    assert "**Key collisions: 10 key(s) (d, b, s) carry different readings" in report
+
+
+def test_a_failed_table_write_leaves_the_last_good_table(batch, spark, tmp_path, monkeypatch):
+    # A run whose readings write fails in the middle of its job (as a
+    # partition value the file system refuses did): the last run's tables
+    # are still there (an overwrite used to delete them first).
+    from pyspark.sql import functions as F
+    from pipeline import batch as B
+    from pipeline.session import write_atomically
+    out = str(tmp_path / "out")
+    shutil.copytree(batch["out"], out)
+    boom = F.when(F.col("seq") >= 0, F.raise_error(F.lit("disk full"))).alias("boom")
+    monkeypatch.setattr(B, "READING_COLS", READING_COLS + [boom])
+    with pytest.raises(Exception) as e:
+        run_batch(spark, batch["landing"], out, plots=False)
+    assert "disk full" in str(e.value)
+    assert spark.read.parquet(os.path.join(out, "readings")).count() == N_READINGS
+    assert not [n for n in os.listdir(out) if n.startswith("_tmp-")]
+    # and a table is replaced when its write succeeds
+    uri = str(tmp_path / "t")
+    write_atomically(spark, uri, lambda u: spark.range(3).write.parquet(u))
+    write_atomically(spark, uri, lambda u: spark.range(4).write.parquet(u))
+    assert spark.read.parquet(uri).count() == 4
+
+
+def test_a_replayed_micro_batch_writes_its_readings_once(spark, tmp_path):
+    # Killed after a micro-batch's write and before its marker: the replay
+    # (same batch id, same rows) replaces what it wrote.
+    from pipeline.landing import parse_landing, read_landing
+    from pipeline.stream import make_batch_writer, streaming_readings
+    landing = str(tmp_path / "landing")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl":
+                          [json.dumps(rec("dev-s", 1, s, 1, H0 + s)) for s in range(50)]})
+    out = str(tmp_path / "out")
+    rows = streaming_readings(parse_landing(read_landing(spark, [landing + "/date=*/hour=*/*"])))
+    write = make_batch_writer(spark, out)
+    write(rows, 3)
+    os.remove(os.path.join(out, "_batches", "3"))   # the marker never written
+    write(rows, 3)
+    assert spark.read.parquet(os.path.join(out, "readings")).count() == 50
+
+
+def test_a_clock_years_off_bounds_the_timeline_by_the_data(spark):
+    from pipeline import plots
+    t0 = 1_700_000_000_000
+    month = 30 * 86400 * 1000
+    rows = [("dev-a", t0 - month, t0 + 100), ("dev-a", t0, t0 + 200), ("dev-b", t0, t0 + 300)]
+    df = spark.createDataFrame(rows, "device string, wall_ms long, rx_ms long")
+    data = plots.timeline_data(df)
+    taken, delivered = data["devices"]["dev-a"]
+    assert len(taken) <= 601 and taken[-1] == 2 and delivered[-1] == 2
+    assert data["step_s"] * len(taken) * 1000 >= month
+
+
+HOSTILE_NAMES = ["a`b", "x\n\n<script>alert(1)</script>", "[click](javascript:alert(1))",
+                 "$\\foo{$", "p|q", "<img src=x onerror=alert(1)>", "line\u2028break"]
+
+
+def test_device_text_is_text_in_the_report_and_the_plots(tmp_path):
+    from pipeline import plots
+    from pipeline.report import write_report
+    rows = [dict(device=d, qos="1", first_seq=0, last_seq=2, expected=3, received=2,
+                 missing=1, gap_count=1, gaps="1", gap_ranges=[{"lo": 1, "hi": 1}],
+                 duplicates=0, qos2_duplicates=0, reused_seq=1, key_collisions=1,
+                 reboots=0, latency_samples=0, latency_p50_ms=None, latency_p95_ms=None,
+                 latency_p99_ms=None, negative_latency=0, first_rx_ms=0, last_rx_ms=1)
+            for d in HOSTILE_NAMES]
+    summary = {"mode": "batch", "input": "in`put\n# x", "output": "out", "lines": 1,
+               "valid": 1, "rejected": 1, "duplicates": 0, "qos2_duplicates": 0,
+               "readings": 1, "devices": len(rows), "quarantined": 1, "no_w_readings": 1,
+               "negative_latency": 0, "collided_readings": 1}
+    examples = [{"reason": "why <b>", "payload": d, "line": d, "file": "f<i>.jsonl"}
+                for d in HOSTILE_NAMES]
+    path = str(tmp_path / "report.md")
+    write_report(path, summary, rows, [], [["why\n<b>", 1]], examples,
+                 [["q <script>", 1]], [r["device"] for r in rows], None, None)
+    with open(path) as f:
+        text = f.read()
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert not re.search(r"(?<!\\)\]\(javascript:", text) and "\u2028" not in text
+    assert "\n# x" not in text and "\n\n<" not in text
+    lines = text.split("\n")
+    for name in HOSTILE_NAMES:
+        # a name is never a line of its own, nor splits a table row
+        assert name not in lines
+    device_rows = [ln for ln in lines if " | 0-2 | " in ln]    # the per-device table
+    assert len(device_rows) == len(HOSTILE_NAMES)
+    assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in device_rows} == {12}
+    png = str(tmp_path / "d.png")
+    plots.plot_delivery(rows, png)             # math markup in a name raised
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_file_recovered_a_week_late_is_read_by_the_stream(spark, tmp_path):
+    # A dead collector's file, last written 8 days before a stream's newest
+    # file, recovered now: the stream reads it (Spark's file source skips
+    # what is older than the newest file it saw by maxFileAge, 7 days, and
+    # a rename keeps the old mtime).
+    from pipeline.collector import recover_inprogress
+    landing = str(tmp_path / "landing")
+    out = str(tmp_path / "out")
+    write_files(landing, {"date=2026-01-01/hour=00/part-1-0.jsonl":
+                          [json.dumps(rec("dev-n", 1, s, 1, H0 + s)) for s in range(5)]})
+    run_stream(spark, landing, out)
+    late = os.path.join(landing, "date=2026-01-01", "hour=00", ".part-%d-0.jsonl.inprogress"
+                        % (2 ** 22 + 7))
+    with open(late, "w") as f:
+        f.write("".join(json.dumps(rec("dev-o", 1, s, 1, H0 + s)) + "\n" for s in range(3)))
+    week_ago = time.time() - 8 * 86400
+    os.utime(late, (week_ago, week_ago))
+    assert recover_inprogress(landing) == (1, 0)
+    run_stream(spark, landing, out)
+    devices = sorted(r["device"] for r in spark.read.parquet(os.path.join(out, "readings"))
+                     .select("device").collect())
+    assert devices == ["dev-n"] * 5 + ["dev-o"] * 3

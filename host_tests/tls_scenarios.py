@@ -210,6 +210,14 @@ def burst(host, port, a, tag):
     return r
 
 
+def _ssl():
+    try:
+        import ssl
+    except ImportError:
+        import tls as ssl  # type: ignore
+    return ssl
+
+
 def defaults(host, port, a, tag):
     """Construction only (no broker): default ports, and the TLSError
     (reason config) for each unusable setting."""
@@ -225,6 +233,9 @@ def defaults(host, port, a, tag):
             ("params_without_ssl", {"ssl_params": {"cafile": a["ca"]}}),
             ("unknown_key", {"ssl": True, "ssl_params": {"cafile": a["ca"], "ca_certs": "x"}}),
             ("no_ca", {"ssl": True}),
+            ("cert_optional", {"ssl": True, "ssl_params": {"cafile": a["ca"],
+                                                           "cert_reqs": _ssl().CERT_OPTIONAL}}),
+            ("cert_reqs_unknown", {"ssl": True, "ssl_params": {"cafile": a["ca"], "cert_reqs": 7}}),
             ("missing_ca", {"ssl": True, "ssl_params": {"cafile": a["ca"] + ".missing"}}),
             ("garbage_ca", {"ssl": True, "ssl_params": {"cadata": b"not a certificate"}}),
             ("cert_without_key", {"ssl": True, "ssl_params": {"cafile": a["ca"],

@@ -104,13 +104,18 @@ class Seq:
 
 # -- commands ---------------------------------------------------------------------
 _cmds = []  # type: list  # commands received, not yet applied
+_own = [None, None]  # type: list  # this device's command topic (bytes) and the client, set by main
 
 
 def on_cmd(t, m):
     # The client's callback, run inside its calls: it only notes the
     # command. A callback, not a handler of the subscription: the broker's
     # kept session may deliver commands sent while the board was off before
-    # the app subscribes again.
+    # the app subscribes again. Only a command on the device's own topic
+    # counts (the broker's ACL says who may publish there), and never a
+    # retained one, which would come back at every boot: 0 marks the others.
+    if t != _own[0] or _own[1].retained:
+        m = 0
     if len(_cmds) < _CMDS:
         _cmds.append(m)
     else:
@@ -148,6 +153,8 @@ def main(board):
     # What appboot needs of this module comes as arguments: it imports
     # nothing from here, so the import goes one way.
     cfg, wdt, client, seq, read, dev, topic, cmd = appboot.start(board, Seq, unload, on_cmd, _BUF)
+    _own[0] = cmd and cmd.encode()
+    _own[1] = client
     unload(appboot)
     del appboot
     # Now, before the loop: what the boot left is freed before the subscribe
@@ -196,7 +203,7 @@ def main(board):
             gc.collect()  # room for its code: the path that received them left garbage
             import appcmd  # loaded for the commands, then unloaded
 
-            v = appcmd.take_commands(_cmds, interval)
+            v = appcmd.take_commands(_cmds, interval, cfg["command_min_ms"])
             unload(appcmd)
             del appcmd
             due = ticks_add(due, v - interval)  # the next reading v after the last

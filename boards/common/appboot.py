@@ -11,7 +11,7 @@ import sys
 STATE = "hfstate.json"  # boot counter and sequence bookkeeping
 # The config keys app.main's loop and board.network() (wifi.up) read: the
 # rest is dropped after the boot.
-LOOP_KEYS = ("qos", "expiry_s", "interval_ms", "clean_session", "wifi", "ntp")
+LOOP_KEYS = ("qos", "expiry_s", "interval_ms", "command_min_ms", "clean_session", "wifi", "ntp")
 
 
 def seq(Seq, store, qos, path=STATE):

@@ -15,20 +15,25 @@ except ImportError:  # CPython (host tests, tools/board/deploy.py)
 # The millisecond ticks wrap at 2**30 and are compared within half of that:
 # a longer interval would read as already due.
 _MAX_INTERVAL = const(518400000)  # 6 days
+# A command comes over the network: by default it may not make the board
+# take a reading more than once a second (at 10 ms a publisher filled the
+# flash outbox with 500 readings in 5 s); config.json's command_min_ms,
+# the owner's, says otherwise.
+_CMD_MIN = const(1000)
 
 
-def check_interval(v):
-    """v if it is a valid interval_ms (config.json's or a command's), else
-    ValueError naming the key."""
-    if not isinstance(v, int) or not 10 <= v <= _MAX_INTERVAL:  # true, false: below 10
-        raise ValueError("'interval_ms' must be an int of at least 10 and at most %d (6 days)"
-                         % _MAX_INTERVAL)
+def check_interval(v, lo=10):
+    """v if it is a valid interval_ms (config.json's, or a command's with
+    lo=_CMD_MIN), else ValueError naming the key."""
+    if not isinstance(v, int) or not lo <= v <= _MAX_INTERVAL:  # true, false: below 10
+        raise ValueError("'interval_ms' must be an int of at least %d and at most %d (6 days)"
+                         % (lo, _MAX_INTERVAL))
     return v
 
 
-def command(m):
-    """The reading interval command m (the message's bytes) sets, or
-    ValueError saying what is wrong with it."""
+def command(m, lo=_CMD_MIN):
+    """The reading interval command m (the message's bytes) sets, at least
+    lo, or ValueError saying what is wrong with it."""
     try:
         c = json.loads(m)
     except ValueError:  # UnicodeError too; MicroPython's own words say no more
@@ -40,19 +45,21 @@ def command(m):
             raise ValueError("unknown key %r" % k)
     if not c:
         raise ValueError("no 'interval_ms' in it")
-    return check_interval(c["interval_ms"])
+    return check_interval(c["interval_ms"], lo)
 
 
-def take_commands(_cmds, interval):
+def take_commands(_cmds, interval, lo=_CMD_MIN):
     """The reading interval after the commands received since the last
     call (_cmds: app._cmds, emptied), each applied or, if bad, named on the
-    console."""
+    console; lo: config.json's command_min_ms."""
     while _cmds:
         try:
             m = _cmds.pop(0)
             if m is None:
                 raise ValueError("too many at once, some ignored")
-            interval = command(m)
+            if m == 0:
+                raise ValueError("not on this device's command topic, or retained: ignored")
+            interval = command(m, lo)
             print("holdfast: command: interval_ms %d from the next reading on" % interval)
         except ValueError as e:
             print("holdfast: command:", e)

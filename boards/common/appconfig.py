@@ -31,9 +31,11 @@ _KEYS = {  # type: dict
     "ca": (str, ""),  # file on the board with the broker's CA (PEM or DER)
     "user": (str, ""),
     "password": (str, ""),
+    "credentials_in_clear": (bool, False),  # accept user/password without tls (docs/security.md)
     "prefix": (str, "holdfast"),
     "interval_ms": (int, 10000),  # a command may change it until the next boot (docs/boards.md)
     "commands": (bool, True),  # take commands on <prefix>/<device>/cmd
+    "command_min_ms": (int, 1000),  # the shortest interval_ms a command may set
     "qos": (int, 1),
     "keepalive": (int, 60),
     "clean_session": (bool, False),
@@ -91,6 +93,8 @@ def load(name=CONFIG):
         check_interval(cfg["interval_ms"])
     except ValueError as e:
         raise ConfigError("%s: %s" % (name, e))
+    if cfg["command_min_ms"] < 10:
+        raise ConfigError("%s: 'command_min_ms' must be at least 10" % name)
     # They make the topics: a wildcard would be refused by publish(), a "/"
     # in the device would add a topic level the collector does not expect.
     if "+" in cfg["prefix"] or "#" in cfg["prefix"]:
@@ -99,6 +103,11 @@ def load(name=CONFIG):
         raise ConfigError("%s: 'device' must not contain '+', '#' or '/' (it is one topic level)" % name)
     if cfg["password"] and not cfg["user"]:
         raise ConfigError("%s: 'password' needs a 'user'" % name)
+    if cfg["user"] and not cfg["tls"] and not cfg["credentials_in_clear"]:
+        # Without TLS anyone on the path reads them: refused unless said.
+        raise ConfigError("%s: 'user' and 'password' without 'tls' go over the network in "
+                          "clear: set \"tls\": true (and \"ca\"), or "
+                          "\"credentials_in_clear\": true to accept it" % name)
     if cfg["tls"] and not cfg["ca"]:
         # Without a CA the broker cannot be verified, and verification is never off.
         raise ConfigError("%s: 'tls' needs 'ca', the broker's CA certificate file on the board "

@@ -56,10 +56,10 @@ class AsyncClient(Front):
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=60,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
                  views=False, timeout_ms=10000, reconnect=True, backoff_ms=(1000, 60000),
-                 when_full="refuse"):
+                 when_full="refuse", headers=None):
         Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
                        level, size, window, outbox, retry_ms, views, timeout_ms, reconnect,
-                       backoff_ms, when_full)
+                       backoff_ms, when_full, headers)
         self.progress = asyncio.Event()
         self.task = None
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)

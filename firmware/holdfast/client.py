@@ -30,7 +30,9 @@ class MQTTClient(Front):
     backoff_ms=(1000, 60000) (first and largest reconnect delay),
     when_full="refuse" (outbox full: publish() raises OutboxFull) or
     "drop_oldest" (the oldest unsent messages are dropped, counted in
-    overflowed).
+    overflowed), headers (a dict of extra HTTP headers for the WebSocket
+    handshake of a ws:// or wss:// server). server may be a URL: mqtt://,
+    mqtts://, ws://host[:port]/path, wss://... (README, MQTT over WebSockets).
     """
 
     # What only the blocking shell keeps, as class attributes: no

@@ -29,3 +29,4 @@ class TLSError(MQTTError):
         super().__init__(msg)
         self.reason = reason
         self.cause = cause
+

@@ -17,7 +17,9 @@
 #   fails (ConnectError, OutboxFull, MQTTTimeout, LinkDown, Unreachable);
 # - errmore.py: what a broken peer, a refused subscription or TLS set-up
 #   raise (MQTTProtocolError, V5Error, SubscribeError, TLSError); looked for only after errcommon.py, which it loads too (a
-#   list of which name is where would be a string on the heap for good).
+#   list of which name is where would be a string on the heap for good);
+# - wserrors.py: MQTT over WebSockets (WebSocketError, WebSocketRefused),
+#   looked for last.
 # An exception class costs about 230 bytes of heap on a board, more with
 # an __init__: a client that connects and publishes without a failure
 # carries none of them.
@@ -40,5 +42,8 @@ def __getattr__(name):
     c = getattr(m, name, None)
     if c is None:
         from . import errmore as m
-        c = getattr(m, name)
+        c = getattr(m, name, None)
+        if c is None:
+            from . import wserrors as m
+            c = getattr(m, name)
     return c

@@ -69,10 +69,16 @@ class Front:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None,
                  retry_ms=0, views=False, timeout_ms=10000, reconnect=True,
-                 backoff_ms=(1000, 60000), when_full="refuse"):
+                 backoff_ms=(1000, 60000), when_full="refuse", headers=None):
         drop = when_full == "drop_oldest"  # two comparisons: a tuple would be an object on the heap
         if not drop and when_full != "refuse":
             raise ValueError(why(_E_WHEN_FULL, when_full))
+        # server as a URL (url.py): mqtt://, mqtts://, ws://, wss://; ws: the
+        # WebSocket's path and extra headers for _dial's handshake, else None.
+        self.ws = None
+        if "://" in server or headers:
+            from .url import parse
+            server, port, ssl, self.ws = parse(server, port, ssl, headers)
         self.server = server
         # What _dial() wraps each link with: None without TLS, else what
         # tlsmore.context() returns, the SSLContext (with the name to check, a
@@ -318,7 +324,7 @@ class Front:
         # timeout_ms for it (connected() raises Unreachable after that), a
         # reconnect is stepped by its shell with 0 (MQTTTimeout after
         # self.timeout_ms).
-        # True once linked: TLS wrapped, counted, CONNECT queued; False
+        # True once linked: TLS wrapped, WebSocket upgraded, counted, CONNECT queued; False
         # while pending.
         d = self._dialing
         if d is None:
@@ -331,9 +337,13 @@ class Front:
                 raise errors.MQTTTimeout(why(_E_NO_TCP, self.server, self.port, self.timeout_ms))
             return False
         self._dialing = None
+        raw = sock
         if self.tls:
             from .tls import secure
             sock = secure(self.tls, sock, self.server, self.timeout_ms)
+        if self.ws is not None:  # ws:// and wss://: the link becomes a WebSocket (ws.py)
+            from .wsopen import upgrade
+            sock = upgrade(sock, raw, self)
         self.sock = sock
         self.session.start(ticks_ms())
         return True

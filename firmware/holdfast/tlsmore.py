@@ -51,6 +51,12 @@ def context(tls, ssl_params):
         else:
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             reqs = ssl_params.get("cert_reqs", ssl.CERT_REQUIRED)
+            if reqs != ssl.CERT_REQUIRED and reqs != ssl.CERT_NONE:
+                # mbedtls takes CERT_OPTIONAL as "verify, and go on if it fails":
+                # the client would talk (and send its password) to anyone.
+                raise errors.TLSError("config", "cert_reqs must be ssl.CERT_REQUIRED, or "
+                                                "ssl.CERT_NONE to turn verification off; got %r"
+                                      % (reqs,))
             if not MP:
                 # CPython's names as strings longer than 10 characters, which
                 # mpy-cross does not intern: a board never learns them.

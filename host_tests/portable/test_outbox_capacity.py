@@ -13,6 +13,7 @@ from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import tmpdir, rmtree, raises, held
+from heaplock import under_heap_lock
 from holdfast.policy import expire
 from holdfast.held import table
 
@@ -451,16 +452,5 @@ def test_qos0_and_acknowledged_qos1_publishes_allocate_nothing():
         s.sent(s.tx_end - s.tx_start, 0)
         return pid
 
-    one()  # warm
-    locked = sys.implementation.name == "micropython"
-    if locked:
-        import micropython
-        micropython.heap_lock()
-    try:
-        pids = 0
-        for _ in range(40):
-            pids += one() > 0
-    finally:
-        if locked:
-            micropython.heap_unlock()
+    pids = under_heap_lock(one, 40)
     assert pids == 40 and len(s.store) == 0, (pids, len(s.store))

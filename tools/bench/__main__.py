@@ -38,6 +38,7 @@ NOT_QUICK = ("pipeline", "ingest")
 SECTIONS = [
     ("codec", "bench.codec"),
     ("client", "bench.client"),
+    ("ws", "bench.ws"),
     ("footprint", "bench.footprint"),
     ("outbox", "bench.outbox"),
     ("board", "bench.board"),

@@ -549,6 +549,8 @@ GROUPS = (("on first use: subscribe, inbound, policies, words, unloading",
            ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlsmore")),
+          ("URLs and MQTT over WebSockets (url, wsopen while needed; ws for ws:// and wss://)",
+           ("url", "ws", "wsopen", "wserrors")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
           ("error classes (each with the first one raised)", ("errcommon", "errmore")))
 

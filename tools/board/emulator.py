@@ -20,7 +20,13 @@ What the board sees:
   the mount). Nothing outside FLASH_DIR is reachable through open()/os.*.
 - the REPL is `micropython -i` on a pseudo-terminal in raw mode (no newline
   translation, so mpremote's raw REPL and raw-paste mode work byte for
-  byte); ctrl-C still interrupts (ISIG is left on).
+  byte). ctrl-C interrupts running code as on a board (the emulator sends
+  the board SIGINT while its code runs, else passes the key on: see
+  _Bridge._interrupt). Outside the raw REPL
+  the emulator turns the unix port's lone LF into CR LF, as a board's REPL
+  writes it, so `mpremote repl` reads as on a board.
+- `os.ilistdir` gives each file's size, as a board's filesystem does
+  (`mpremote fs ls`).
 - ctrl-D soft-resets it as it does a board: the unix port would exit, so the
   emulator starts a new one on the same flash, keeps the REPL socket (and
   the connected mpremote), prints "soft reboot", and, when the reset came
@@ -43,11 +49,22 @@ to its files stays, as on flash. Start again on the same FLASH_DIR to
 returns without --run's REPL), the emulator exits with its status.
 
 Console output goes to stdout (or --console FILE, appended) and, while an
-mpremote (or any TCP client) is connected, to it as well; what the board says
-in the raw REPL (mpremote's protocol) goes to the client only. One TCP client
-at a time; a new connection replaces the old one. The pseudo-terminal is
-served beside it, as a board's USB serial port is: while a program has it
-open, it gets the board's output and its input goes to the board; while
+mpremote is connected, to it as well; what the board says in the raw REPL
+(mpremote's protocol) goes to the client only.
+
+Who may talk to it: the REPL runs any code it is given, so the TCP port takes
+only mpremote from the user who started the emulator. A connection made by
+another uid (Linux: looked up in /proc/net/tcp) is refused at once; one that
+does not open as mpremote does (CR and ctrl-C, then ctrl-A for the raw REPL:
+an HTTP request from a browser, a line typed with nc) is refused at its first
+other byte, before anything reaches the board. A refusal is noted on the
+console. A connection that passed replaces the current client (one at a
+time). What the board writes to its flash is 0600 (umask 077: config.json
+holds its passwords), the flash directory 0700.
+
+The pseudo-terminal is served beside it, as a board's USB serial port is,
+mode 0600 (the user's own, as a board's serial port is): while a program has
+it open, it gets the board's output and its input goes to the board; while
 none has, the output is not kept for it (as on a serial line).
 
 From Python (tests, the fleet tool), `Emulator` runs this as a separate
@@ -69,6 +86,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import termios
@@ -96,6 +114,12 @@ def micropython_exe():
 # Runs in the board before its REPL: flash at "/", the ROMFS image (read
 # first, so it lies at the bottom of the heap) at /rom, sys.path as on a
 # board, then main if asked. Kept short: it is compiled from source on the board.
+# _Flash lists files with their size, as a board's LittleFS or FAT does
+# (VfsPosix gives no size, and `mpremote fs ls` showed 0 bytes for each). It
+# wraps the VfsPosix rather than subclassing it: MicroPython's import calls
+# a VFS type's native import_stat with a subclass instance, and finds
+# nothing. The wrapper costs about 0.8 KB of heap (64-bit); its bound
+# methods are made once, so a call through it allocates nothing more.
 ROMFS_IMAGE = "romfs.img"
 _BOOT = """\
 import sys,os,vfs
@@ -109,10 +133,18 @@ else:
  f.close()
  del f
  sys.path+=['/rom','/rom/lib']
+class _Flash:
+ def __init__(s,d):
+  s.d=d=vfs.VfsPosix(d)
+  for n in ('mount','umount','open','chdir','getcwd','mkdir','remove','rename','rmdir','stat','statvfs'):
+   setattr(s,n,getattr(d,n))
+ def ilistdir(s,p):
+  for e in s.d.ilistdir(p):
+   yield e+(0 if e[1]==16384 else s.d.stat(p+'/'+e[0] if p else e[0])[6],)
 vfs.umount('/')
-vfs.mount(vfs.VfsPosix(%r),'/')
+vfs.mount(_Flash(%r),'/')
 os.chdir('/')
-del vfs
+del vfs,_Flash
 if %r:
  try:
   import main
@@ -138,8 +170,14 @@ def _heap_with_rom(flash, heap):
 
 
 def ensure_flash(flash, uid=None):
-    """Create the flash directory (and its unique_id) if new."""
-    os.makedirs(os.path.join(flash, "lib"), exist_ok=True)
+    """Create the flash directory (and its unique_id) if new; the user's
+    alone (0700), its config.json (passwords) 0600 however it was written."""
+    os.makedirs(os.path.join(flash, "lib"), mode=0o700, exist_ok=True)
+    os.chmod(flash, 0o700)
+    try:
+        os.chmod(os.path.join(flash, "config.json"), 0o600)
+    except FileNotFoundError:
+        pass
     path = os.path.join(flash, "unique_id")
     if uid is None and not os.path.exists(path):
         with open(path + ".tmp", "w") as f:
@@ -153,6 +191,7 @@ def _open_serial():
     master, slave = os.openpty()
     tty.setraw(slave)  # no echo, no newline translation before a program sets its own mode
     path = os.ttyname(slave)
+    os.chmod(path, 0o600)  # the user's own, as a board's serial port is (not the tty group's)
     os.close(slave)  # held open, it would keep output nobody reads
     os.set_blocking(master, False)
     return master, path
@@ -180,15 +219,13 @@ def _spawn_board(flash, heap, run, uid, exe=None):
                 os.close(slave)
             import fcntl
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            tty.setraw(0)
-            attrs = termios.tcgetattr(0)
-            attrs[3] |= termios.ISIG  # ctrl-C still raises KeyboardInterrupt
-            termios.tcsetattr(0, termios.TCSANOW, attrs)
+            tty.setraw(0)  # no ISIG: ctrl-C is the bridge's to deliver (_Bridge._interrupt)
             try:  # die with the emulator: SIGKILL on it is a power cut
                 ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             except (OSError, AttributeError):
                 pass
             os.chdir(flash)
+            os.umask(0o077)  # what the board writes (config.json: passwords) is the user's alone
             os.execve(exe, argv, env)
         finally:
             os._exit(127)
@@ -196,14 +233,46 @@ def _spawn_board(flash, heap, run, uid, exe=None):
     return pid, master
 
 
+def _peer_uid(conn):
+    """The uid that made this loopback TCP connection (Linux: the client's
+    own socket in /proc/net/tcp); None where the system does not say."""
+    host, port = conn.getpeername()
+    ours = conn.getsockname()[1]
+    local = "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(host))[0], port)
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 7 and parts[1] == local and parts[2].endswith(":%04X" % ours):
+                    return int(parts[7])
+    except OSError:
+        return None
+    return -1  # the table exists but has no such socket: not ours to trust
+
+
+# What mpremote sends first on connecting: ctrl-C (and CRs) to interrupt a
+# running program, then ctrl-A for the raw REPL. A browser's request or
+# anything else typed at the port starts otherwise and is refused.
+_OPENING = b"\r\x03"
+_RAW_REPL = 1
+
+
 class _Bridge:
-    """pty <-> one TCP client and the serial pty, console copied to a file or stdout."""
+    """pty <-> one TCP client and the serial pty, console copied to a file or stdout.
+
+    A TCP connection is a candidate until it proves to be mpremote (made by
+    this user, opening with _OPENING bytes then ctrl-A); only then does it
+    replace the current client and reach the board."""
 
     def __init__(self, master, listener, console, serial):
         self.master = master
         self.listener = listener
         self.console = console
         self.client = None
+        self.candidate = None
+        self.opened = 0  # opening bytes the candidate sent so far (bounded)
+        self.cr = False  # the last byte sent to the clients was CR (newlines, see _like_a_board)
+        self.pid = None  # the board's process (serve)
         self.serial = serial  # master fd of the serial pty
         self._hup = select.poll()  # POLLHUP on it: no program has the other end open
         self._hup.register(serial, select.POLLIN)
@@ -217,7 +286,33 @@ class _Bridge:
         a, b = data.rfind(b"\x01"), data.rfind(b"\x02")
         if a != b:
             self.raw = a > b
-        self._write_master(data)
+        self._to_board(data)
+
+    def _to_board(self, data):
+        pieces = data.split(b"\x03")
+        for i, piece in enumerate(pieces):
+            if i and not self._interrupt():
+                piece = b"\x03" + piece
+            if piece:
+                self._write_master(piece)
+
+    def _interrupt(self):
+        """ctrl-C as a board takes it: while code runs (MicroPython then
+        catches SIGINT) it raises KeyboardInterrupt and the byte is gone;
+        at a prompt it is a key like any other. Left to the tty (ISIG), it
+        was neither: raw-paste mode runs code with the tty still raw, so
+        mpremote could not stop a program, and at a prompt or during boot
+        (SIGINT not caught) it killed the board."""
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                caught = next(int(line.split()[1], 16) for line in f
+                              if line.startswith("SigCgt:"))
+        except (OSError, StopIteration, ValueError):
+            return False
+        if not caught >> (signal.SIGINT - 1) & 1:
+            return False
+        os.kill(self.pid, signal.SIGINT)
+        return True
 
     def soft_reset_asked(self):
         return self.last == 4 and (self.client is not None or self.serial_open)
@@ -227,11 +322,70 @@ class _Bridge:
         self.serial_open = not any(ev & select.POLLHUP for _, ev in self._hup.poll(0))
         return self.serial_open
 
+    def _like_a_board(self, data):
+        """A lone LF as CR LF, as a board's REPL writes its output: the unix
+        port leaves that to the tty, which is raw here (mpremote's raw REPL
+        needs it byte for byte), and `mpremote repl` staircased. The raw
+        REPL's own output is left as it is."""
+        if self.raw or not data:
+            return data
+        out = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        if self.cr and data[:1] == b"\n":  # the CR came in the last piece
+            out = out[1:]
+        self.cr = data[-1:] == b"\r"
+        return out
+
+    def _refuse(self, conn, why):
+        note = "emulator: refused a connection to the REPL port: %s\r\n" % why
+        self.console.write(note.encode())
+        self.console.flush()
+        try:
+            conn.sendall(note.encode())
+            conn.setblocking(False)
+            while conn.recv(4096):  # unread bytes would make close() a reset, losing the note
+                pass
+        except OSError:
+            pass
+        conn.close()
+
+    def _accept(self):
+        conn, _ = self.listener.accept()
+        uid = _peer_uid(conn)
+        if uid is not None and uid != os.getuid():
+            return self._refuse(conn, "made by uid %d, the board is uid %d's"
+                                % (uid, os.getuid()))
+        if self.candidate is not None:
+            self._refuse(self.candidate, "another connection came before it was mpremote")
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.candidate, self.opened = conn, 0
+
+    def _from_candidate(self, data):
+        if not data:
+            self.candidate.close()
+            self.candidate = None
+            return
+        for i, b in enumerate(data):
+            if b == _RAW_REPL:
+                self._drop_client()
+                self.client, self.candidate = self.candidate, None
+                self._from_client(data)
+                return
+            if b not in _OPENING or self.opened + i > 64:
+                self._refuse(self.candidate, "it is not mpremote (which opens with "
+                                             "ctrl-C, then ctrl-A): %r" % bytes(data[:40]))
+                self.candidate = None
+                return
+        # Only CRs and ctrl-C so far: they go on at once (mpremote waits for
+        # the interrupt to take effect before it sends ctrl-A).
+        self.opened += len(data)
+        self._to_board(data)
+
     def say(self, data, console=True):
         """To the console (unless told not to) and to the client."""
         if console:
             self.console.write(data)
             self.console.flush()
+        data = self._like_a_board(data)
         if self.client is not None:
             try:
                 self.client.sendall(data)
@@ -276,10 +430,13 @@ class _Bridge:
 
     def serve(self, pid):
         """Until the board process ends; returns its exit status."""
+        self.pid = pid
         while True:
             fds = [self.master, self.listener]
             if self.client is not None:
                 fds.append(self.client)
+            if self.candidate is not None:
+                fds.append(self.candidate)
             # A closed serial pty reads as ready (EIO): it is watched only
             # while open, and looked at again every round.
             if self._serial_check():
@@ -303,10 +460,7 @@ class _Bridge:
                 # tracebacks of its own probing): its business, not the console's.
                 self.say(data, console=not self.raw)
             if self.listener in ready:
-                conn, _ = self.listener.accept()
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._drop_client()
-                self.client = conn
+                self._accept()
             if self.client is not None and self.client in ready:
                 try:
                     data = self.client.recv(4096)
@@ -316,6 +470,13 @@ class _Bridge:
                     self._drop_client()
                 else:
                     self._from_client(data)
+            # After the client: a candidate that proves itself becomes it, in this round.
+            if self.candidate is not None and self.candidate in ready:
+                try:
+                    data = self.candidate.recv(4096)
+                except OSError:
+                    data = b""
+                self._from_candidate(data)
             if self.serial in ready:
                 try:
                     data = os.read(self.serial, 4096)

@@ -7,8 +7,8 @@ Parquet under `<input>/_compacted` and reads them from there.  Output,
 under OUT_URI:
 
     readings/   Parquet, partitioned by day (UTC date of rx_ms) and device
-                (stream mode: by day): one row per (device, boot, seq), the
-                earliest received copy
+                (stream mode: by day and micro-batch): one row per (device,
+                boot, seq), the earliest received copy
     health/     Parquet, one row per device: expected/received/missing,
                 gaps, duplicates, reboots, latency percentiles
     qos/        Parquet, the same per QoS
@@ -21,8 +21,9 @@ local path).  `--mode stream` runs Structured Streaming over the landing
 micro-batch), then computes health and the report with a batch pass.
 See docs/pipeline.md and README.md here.
 
-One module a step: session (Spark, URIs, progress), landing (read and
-parse the landing, rejected lines), compact (closed hours parsed once into
+One module a step: contract (what a reading is, for the collector and the
+pipeline alike), session (Spark, URIs, progress), landing (read and parse the
+landing, rejected lines), compact (closed hours parsed once into
 Parquet), dedup, health, report, batch and stream
 (the two ways to run them), __main__ (the command line); beside them the
 collector that writes the landing, gen_landing (synthetic landings), plots,

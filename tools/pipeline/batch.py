@@ -11,7 +11,7 @@ from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, device_health, qos2_dupl
 from pipeline import compact
 from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
-from pipeline.session import Step, join, local_path, log
+from pipeline.session import Step, join, local_path, log, write_atomically
 
 
 def _default_report(output):
@@ -86,6 +86,8 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             F.count(F.when(F.col("ok"), 1)).alias("readings"),
             F.count(F.when(~F.col("ok"), 1)).alias("rejected"),
             F.sum(F.when(F.col("ok") & q2, F.col("copies") - 1)).alias("q2dup"),
+            F.count(F.when(F.col("ok") & F.col("collision"), 1)).alias("collisions"),
+            F.sum(F.when(F.col("ok") & F.col("collision"), F.col("copies") - 1)).alias("collided"),
         ).collect()[0]
         n_ok, n_read, n_bad = c["valid"] or 0, c["readings"], c["rejected"]
         log("%d landing lines: %d valid, %d rejected; %d readings after "
@@ -99,23 +101,27 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     if n_bad <= 10000:
         rej = [r.asDict() for r in rejected.collect()] if n_bad else []
 
+    # Each table is written beside the last run's and then put in its place
+    # (session.write_atomically): a run that fails leaves the last good one.
     def write_tables():
         if write_rejected:
             with Step("writing rejected"):
-                (rejected if rej is None else spark.createDataFrame(rej, rejected.schema)) \
-                    .coalesce(1).write.mode("overwrite").parquet(join(output_uri, "rejected"))
+                df = rejected if rej is None else spark.createDataFrame(rej, rejected.schema)
+                write_atomically(spark, join(output_uri, "rejected"),
+                                 lambda uri: df.coalesce(1).write.parquet(uri))
         if write_readings:
             with Step("writing readings (Parquet by day, device)"):
-                (dedup.select(*READING_COLS)
-                 .write.mode("overwrite").partitionBy("day", "device")
-                 .parquet(join(output_uri, "readings")))
+                write_atomically(spark, join(output_uri, "readings"), lambda uri: (
+                    dedup.select(*READING_COLS).write.partitionBy("day", "device")
+                    .parquet(uri)))
 
     def write_small(health_rows, qos_rows):
         with Step("writing health and qos"):
             for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
                                        ("qos", qos_rows, QOS_SCHEMA)):
-                (spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite")
-                 .parquet(join(output_uri, name)))
+                df = spark.createDataFrame(rows, schema).coalesce(1)
+                write_atomically(spark, join(output_uri, name),
+                                 lambda uri: df.write.parquet(uri))
 
     # The table writes run beside the health's and the report's jobs, from
     # another thread: those are chains of small jobs, each mostly the
@@ -152,8 +158,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                                 .dropDuplicates(["reason"]).limit(10).collect()]
             quarantine = quarantine_reasons(spark, input_uri)
             no_w_devices = [r["device"] for r in health_rows
-                            if r["latency_samples"] < r["received"]
-                            + r["reused_seq"]]
+                            if r["latency_samples"] < r["received"]]
             report = report or _default_report(output_uri)
             rdir = os.path.dirname(os.path.abspath(report))
             os.makedirs(rdir, exist_ok=True)
@@ -165,11 +170,12 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             summary = {
                 "mode": mode, "input": input_uri, "output": output_uri,
                 "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
-                "duplicates": n_ok - n_read, "readings": n_read,
+                "duplicates": n_ok - n_read - (c["collided"] or 0), "readings": n_read,
+                "key_collisions": c["collisions"], "collided_readings": c["collided"] or 0,
                 "devices": len(health_rows),
                 "quarantined": (sum(c for _, c in quarantine)
                                 if quarantine is not None else None),
-                "no_w_readings": sum(r["received"] + r["reused_seq"]
+                "no_w_readings": sum(r["received"]
                                      - r["latency_samples"] for r in health_rows),
                 "negative_latency": sum(r["negative_latency"]
                                         for r in health_rows),

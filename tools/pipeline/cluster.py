@@ -72,9 +72,14 @@ class LocalCluster:
     def _spawn(self, name, args):
         home = spark_home()
         path = os.path.join(self.workdir, name + ".log")
+        # The master's REST submission server (on by default since Spark
+        # 4.1, port 6066, no authentication) runs any driver a local POST
+        # asks for: off. Every port the daemons open is a free one.
+        opts = "-Dspark.master.rest.enabled=false -Dspark.master.rest.port=%d" % _free_port()
         env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_LOG_DIR=self.workdir, SPARK_WORKER_DIR=os.path.join(self.workdir, name),
-                   PYSPARK_PYTHON=sys.executable)
+                   PYSPARK_PYTHON=sys.executable, SPARK_MASTER_OPTS=opts,
+                   SPARK_WORKER_OPTS="-Dspark.shuffle.service.enabled=false")
         with open(path, "wb") as out:
             p = subprocess.Popen([os.path.join(home, "bin", "spark-class")] + args, env=env,
                                  stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -108,6 +113,7 @@ class LocalCluster:
                 name = "worker-%d" % (i + 1)
                 path = self._spawn(name, [
                     "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--port", str(_free_port()),
                     "--cores", str(self.cores), "--memory", self.memory,
                     "--webui-port", str(_free_port()),
                     "--work-dir", os.path.join(self.workdir, name)])

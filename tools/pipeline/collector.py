@@ -6,8 +6,11 @@
 Subscribes `<prefix>/+/telemetry` with a persistent session (clean_session
 False, fixed client id).  Each message becomes one JSON line
 (docs/telemetry.md) in `<landing>/date=YYYY-MM-DD/hour=HH/part-<pid>-<n>.jsonl`;
-a payload that is not a valid reading goes to
-`<landing>/quarantine/part-<pid>-<n>.jsonl` with a "reason".  Messages are
+a payload that is not a valid reading (pipeline/contract.py, the one
+contract the pipeline checks too) goes to
+`<landing>/quarantine/part-<pid>-<n>.jsonl` with a "reason", and is
+acknowledged like a reading: it cannot come back.  No message, however
+made, stops the collector.  Messages are
 acknowledged to the broker only after the batch that holds them has been
 written, flushed and fsync'ed, so a crash at any point loses nothing: the
 broker redelivers what was not acknowledged (the landing may then hold
@@ -33,6 +36,7 @@ Importable: `Collector(host, port, landing).start()` ... `.stop()`.
 
 import argparse
 import collections
+import fcntl
 import json
 import os
 import re
@@ -54,6 +58,8 @@ from holdfast import filters, subsmore
 from holdfast.errors import MQTTProtocolError
 from holdfast.reasons import refused
 
+from pipeline import contract
+
 # MQTT's packet types (the codec keeps them as private consts, to spare a
 # board's heap).
 CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 2, 3, 4, 5, 6, 7
@@ -64,49 +70,8 @@ SUBACK_FAILURE = 0x80
 DEFAULT_PREFIX = "holdfast"
 DEFAULT_CLIENT_ID = "holdfast-collector"
 QUARANTINE = "quarantine"
-INPROGRESS_RE = re.compile(r"^\.part-(\d+)-(\d+)\.jsonl\.inprogress$")
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def validate_payload(text):
-    """None if `text` is a valid reading, else the reason in words."""
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        return "payload is not JSON (%s)" % e
-    if type(obj) is dict:
-        # A good reading passes in one expression (json gives int, never a
-        # subclass, but bool is one: hence type() is int); the reasons are
-        # worked out only for a bad one.
-        d, b, s, q = obj.get("d"), obj.get("b"), obj.get("s"), obj.get("q")
-        if (type(d) is str and d and type(b) is int and b >= 0 and type(s) is int
-                and s >= 0 and type(q) is int and 0 <= q <= 2):
-            return None
-    else:
-        return "payload is not a JSON object (got %s)" % type(obj).__name__
-    problems = []
-    d = obj.get("d")
-    if "d" not in obj:
-        problems.append("missing key d")
-    elif not isinstance(d, str):
-        problems.append("d is not a string")
-    elif not d:
-        problems.append("d is empty")
-    for key in ("b", "s"):
-        if key not in obj:
-            problems.append("missing key %s" % key)
-        elif not _is_int(obj[key]):
-            problems.append("%s is not an integer" % key)
-        elif obj[key] < 0:
-            problems.append("%s is negative" % key)
-    if "q" not in obj:
-        problems.append("missing key q")
-    elif not _is_int(obj["q"]) or obj["q"] not in (0, 1, 2):
-        problems.append("q is not 0, 1 or 2")
-    return "; ".join(problems) or None
-
+# Also a file claimed by a collector that died recovering it.
+INPROGRESS_RE = re.compile(r"^\.part-(\d+)-(\d+)\.jsonl\.inprogress(?:\.claimed-\d+)?$")
 
 class CollectorError(RuntimeError):
     pass
@@ -125,16 +90,6 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _final_name(dirpath, pid, n):
     return os.path.join(dirpath, "part-%d-%d.jsonl" % (pid, n))
 
@@ -143,14 +98,44 @@ def _tmp_name(dirpath, pid, n):
     return os.path.join(dirpath, ".part-%d-%d.jsonl.inprogress" % (pid, n))
 
 
+def _private_dirs(root, *parts):
+    """root/part/... made owner-only (0700) where this creates them: the
+    landing holds what every device sent."""
+    path = root
+    for part in ("",) + parts:
+        path = os.path.join(path, part) if part else path
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    return path
+
+
+def _locked(f):
+    """Takes the lock a live writer holds on its file (flock: the kernel
+    drops it when the process dies, whatever its pid becomes); False when
+    someone holds it."""
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def recover_inprogress(landing, log=None, q2=None):
     """Publish the in-progress files that dead collectors left in `landing`.
 
-    Each is cut after its last complete line (a torn tail was never
-    acknowledged, so the broker redelivers it), then renamed to its final
-    name; an empty one is removed.  Files of live processes other than this
-    one are left alone.  With q2 (a set), the (topic, payload) of every QoS 2
-    line of those files, up to the last Q2_RECOVERED of each, is added to it.
+    A file is dead when no process holds its lock (a live collector
+    holds one on each file it writes; a pid alone can be reused). It is
+    claimed atomically first (renamed to a name of this process: of two
+    collectors starting together, one takes it, the other leaves it), cut
+    after its last complete line (a torn tail was never acknowledged, so
+    the broker redelivers it), fsync'ed whole (its writer may have died
+    before its fsync, and a resent QoS 2 message is answered from it),
+    given the time of now (a stream skips files older than the newest it
+    saw by its maxFileAge), and renamed to its final name; an empty one is
+    removed.  With q2 (a set), the (topic, payload) of every QoS 2 line of
+    those files, up to the last Q2_RECOVERED of each, is added to it.
     Returns (files renamed, bytes of torn tail dropped).
     """
     renamed = dropped = 0
@@ -163,31 +148,43 @@ def recover_inprogress(landing, log=None, q2=None):
             if not m:
                 continue
             pid, n = int(m.group(1)), int(m.group(2))
-            if pid != me and _pid_alive(pid):
-                continue
             path = os.path.join(root, name)
-            with open(path, "r+b") as f:
+            try:
+                f = open(path, "r+b")
+            except FileNotFoundError:
+                continue              # claimed by another collector
+            with f:
+                if not _locked(f):
+                    continue          # its writer is alive
+                claimed = os.path.join(root, ".part-%d-%d.jsonl.inprogress.claimed-%d"
+                                       % (pid, n, me))
+                try:
+                    os.rename(path, claimed)
+                except FileNotFoundError:
+                    continue          # another collector claimed and published it
                 data = f.read()
                 keep = data.rfind(b"\n") + 1
                 if keep < len(data):
                     f.truncate(keep)
-                    f.flush()
-                    os.fsync(f.fileno())
                     dropped += len(data) - keep
-            if q2 is not None:
-                q2.update(_q2_lines(data[:keep]))
-            if keep == 0:
-                os.remove(path)
-                continue
-            final = _final_name(root, pid, n)
-            k = 0
-            while os.path.exists(final):
-                k += 1
-                final = os.path.join(
-                    root, "part-%d-%d-recovered-%d.jsonl" % (pid, n, k))
-            os.rename(path, final)
-            _fsync_dir(root)
-            renamed += 1
+                f.flush()
+                os.fsync(f.fileno())
+                if q2 is not None:
+                    q2.update(_q2_lines(data[:keep]))
+                if keep == 0:
+                    os.remove(claimed)
+                    _fsync_dir(root)
+                    continue
+                os.utime(f.fileno())
+                final = _final_name(root, pid, n)
+                k = 0
+                while os.path.exists(final):
+                    k += 1
+                    final = os.path.join(
+                        root, "part-%d-%d-recovered-%d.jsonl" % (pid, n, k))
+                os.rename(claimed, final)
+                _fsync_dir(root)
+                renamed += 1
     if log and (renamed or dropped):
         log("recovered %d in-progress file(s) of an earlier run "
             "(%d byte(s) of torn last line dropped)" % (renamed, dropped))
@@ -195,10 +192,11 @@ def recover_inprogress(landing, log=None, q2=None):
 
 
 class _Writer:
-    """One open landing file, hidden until rolled."""
+    """One open landing file (0600, locked while this process lives),
+    hidden until rolled."""
 
-    def __init__(self, dirpath):
-        os.makedirs(dirpath, exist_ok=True)
+    def __init__(self, root, *parts):
+        dirpath = _private_dirs(root, *parts)
         pid = os.getpid()
         n = 0
         while (os.path.exists(_final_name(dirpath, pid, n))
@@ -207,29 +205,40 @@ class _Writer:
         self.dir = dirpath
         self.tmp = _tmp_name(dirpath, pid, n)
         self.final = _final_name(dirpath, pid, n)
-        self.f = open(self.tmp, "xb")
+        self.f = open(os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+                      "wb", buffering=0)
+        fcntl.flock(self.f.fileno(), fcntl.LOCK_EX)
         _fsync_dir(dirpath)
         self.opened = time.monotonic()
         self.size = 0
         self.dirty = False
 
     def write(self, data):
-        self.f.write(data)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[self.f.write(view):]
+        except OSError:
+            # Cut short (a disk full for a moment): the batch is written
+            # again whole, so no torn line may stay in the middle of the file.
+            self.f.truncate(self.size)
+            self.f.seek(self.size)
+            raise
         self.size += len(data)
         self.dirty = True
 
     def sync(self):
         if self.dirty:
-            self.f.flush()
             os.fsync(self.f.fileno())
             self.dirty = False
 
     def close(self):
-        """fsync, close and rename to the final name."""
+        """fsync, rename to the final name, close; a failed rename leaves
+        the file open, to be published at the next roll."""
         self.sync()
-        self.f.close()
         os.rename(self.tmp, self.final)
         _fsync_dir(self.dir)
+        self.f.close()
 
 
 # Never subscribed: unsubscribing from it is a round trip (see _acks_read).
@@ -430,7 +439,8 @@ class Collector:
 
     def _run(self):
         recover_inprogress(self.landing, self.log, self._recovered_q2)
-        os.makedirs(self.landing, exist_ok=True)
+        os.makedirs(os.path.dirname(self.landing), exist_ok=True)
+        _private_dirs(self.landing)
         backoff = 0.5
         next_progress = time.monotonic() + self.progress_s
         # Checked often enough that a file is rolled within a quarter of
@@ -603,9 +613,24 @@ class Collector:
         self._n["received"] += 1
         flags = r.flags
         qos = (flags >> 1) & 3
+        try:
+            self._take(r, flags, qos)
+        except Exception as e:    # no message may stop the collector
+            self._land(QUARANTINE, str(r.topic, "utf-8", "replace"), qos, flags & 1,
+                       bool(flags & 8), int(time.time() * 1000),
+                       str(r.payload, "utf-8", "replace"),
+                       "the collector could not handle this message (%s: %s)"
+                       % (type(e).__name__, e))
+            if qos:
+                self._acks.append((PUBACK if qos == 1 else PUBREC, r.pid))
+
+    def _take(self, r, flags, qos):
         dup = bool(flags & 8)
-        topic = str(r.topic, "utf-8")
-        text = str(r.payload, "utf-8", "replace")
+        topic = str(r.topic, "utf-8", "replace")
+        try:
+            text = str(r.payload, "utf-8")
+        except UnicodeDecodeError:
+            text = None
         if qos == 2 and dup:
             if r.pid in self._landed_q2:
                 self._resent(r.pid)
@@ -616,7 +641,10 @@ class Collector:
                 self._resent(r.pid)
                 return
         rx = time.time()
-        reason = validate_payload(text)
+        if text is None:
+            text, reason = str(r.payload, "utf-8", "replace"), contract.R_NOT_UTF8
+        else:
+            reason = "; ".join(contract.problems(text, topic)) or None
         if reason is None:
             s = int(rx)
             if s != self._key_s:
@@ -678,12 +706,11 @@ class Collector:
         w = self._writers.get(key)
         if w is None:
             if key == QUARANTINE:
-                d = os.path.join(self.landing, QUARANTINE)
+                parts = (QUARANTINE,)
             else:
                 date, hour = key.split(" ")
-                d = os.path.join(self.landing, "date=" + date,
-                                 "hour=" + hour)
-            w = self._writers[key] = _Writer(d)
+                parts = ("date=" + date, "hour=" + hour)
+            w = self._writers[key] = _Writer(self.landing, *parts)
         return w
 
     def _flush(self, ack):
@@ -724,8 +751,16 @@ class Collector:
                 self._close_writer(key)
 
     def _close_writer(self, key):
-        w = self._writers.pop(key)
-        w.close()
+        w = self._writers[key]
+        try:
+            w.close()
+        except OSError as e:
+            # The file stays open and hidden: the next roll tries again
+            # (a dead collector's file is published by the next start).
+            self.log("could not publish %s (%s); trying again at the next roll"
+                     % (w.tmp, e))
+            return
+        del self._writers[key]
         self._n["files"] += 1
 
     def _progress(self, final=False):

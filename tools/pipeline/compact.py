@@ -16,7 +16,8 @@ holds no hidden file (a collector's in-progress file, or one a dead
 collector left that the next collector start renames into place).
 
 An hour's Parquet is used only while its JSON files are exactly those it was
-made from: `_manifest.json` lists them (name, size, modification time) and
+made from, under the same contract at the door (contract.VERSION):
+`_manifest.json` lists them (name, size, modification time) and
 the Parquet files (name, size).  A late file (a recovered in-progress one),
 a file changed, or a Parquet file missing or cut short makes the hour read
 as JSON again and compacted again.  Compaction writes into
@@ -35,6 +36,7 @@ import re
 import time
 import uuid
 
+from pipeline import contract
 from pipeline.session import join, log
 
 COMPACTED = "_compacted"
@@ -181,7 +183,7 @@ def _units(fs, root):
 
 def _valid(unit, json_files):
     d, m, files = unit
-    return (m.get("json") == json_files
+    return (m.get("json") == json_files and m.get("contract") == contract.VERSION
             and all(files.get(n) == size for n, size in m.get("parquet", {}).items()))
 
 
@@ -248,7 +250,8 @@ def _compact(spark, fs, root, hours, todo):
         fs.mkdirs(tmp)               # an hour of empty files has no Parquet
         parquet = listed.get(key, {})
         manifest = {"day": day, "hour": hh, "json": hours[key][1],
-                    "parquet": parquet, "compacted_ms": int(time.time() * 1000)}
+                    "parquet": parquet, "contract": contract.VERSION,
+                    "compacted_ms": int(time.time() * 1000)}
         fs.write_text(join(tmp, MANIFEST), json.dumps(manifest, sort_keys=True))
         final = join(root, "day=" + day, "hour=" + hh)
         if fs.exists(final):         # an hour changed since: replace it

@@ -23,9 +23,11 @@ def copy_aggs():
     Copies of one reading are the same message, so they carry the same
     payload fields and differ only in rx_ms, dup and the delivered QoS: a
     hash aggregate with min() per column (fixed-width buffers, no sort)
-    keeps the earliest rx_ms.  Should a device send two different payloads
-    under one (d, b, s) (a firmware bug), each field takes its minimum; the
-    result is still one deterministic row.
+    keeps the earliest rx_ms.  Two different payloads under one (d, b, s)
+    (a board whose state was wiped starts b and s again) are a key
+    collision, not copies: `collision` says so (the smallest and the largest
+    hash of the payload text differ), the report names it, and the row
+    still holds each field's minimum (one deterministic row).
     """
     from pyspark.sql import functions as F
     return [F.min("rx_ms").alias("rx_ms"), F.min("qos").alias("qos"),
@@ -35,7 +37,8 @@ def copy_aggs():
             F.min("delivered_qos").alias("delivered_qos"),
             F.count("*").alias("copies"),
             F.max("rx_ms").alias("last_rx_ms"),
-            F.count(F.when(F.col("dup"), 1)).alias("dup_copies")]
+            F.count(F.when(F.col("dup"), 1)).alias("dup_copies"),
+            (F.min("content") != F.max("content")).alias("collision")]
 
 
 def aggregate_landing(parsed):

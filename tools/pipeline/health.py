@@ -13,10 +13,17 @@ def qos2_duplicate_flag():
     """A reading whose copies break QoS 2's exactly-once promise: published
     at QoS 2 (`q`), every copy delivered to the collector at QoS 2 (a
     collector subscribed at QoS 1 is only promised at least once), and more
-    than one copy."""
+    than one copy of one payload (not a key collision)."""
     from pyspark.sql import functions as F
     return ((F.col("qos") == 2) & (F.col("delivered_qos") == 2)
-            & (F.col("copies") > 1))
+            & (F.col("copies") > 1) & ~F.coalesce(F.col("collision"), F.lit(False)))
+
+
+def duplicate_copies():
+    """The copies of a reading beyond the first: 0 for a key collision
+    (its rows are different readings, counted as key_collisions)."""
+    from pyspark.sql import functions as F
+    return F.when(~F.col("collision"), F.col("copies") - 1).otherwise(0)
 
 
 def qos2_cause(row, events):
@@ -62,7 +69,8 @@ HEALTH_SCHEMA = (
     "device string, qos string, first_seq bigint, last_seq bigint, expected bigint, "
     "received bigint, missing bigint, gap_count int, gaps string, "
     "gap_ranges array<struct<lo:bigint,hi:bigint>>, duplicates bigint, "
-    "qos2_duplicates bigint, reused_seq bigint, reboots bigint, latency_samples bigint, "
+    "qos2_duplicates bigint, reused_seq bigint, key_collisions bigint, reboots bigint, "
+    "latency_samples bigint, "
     "latency_p50_ms double, latency_p95_ms double, latency_p99_ms double, "
     "negative_latency bigint, first_rx_ms bigint, last_rx_ms bigint")
 QOS_SCHEMA = (
@@ -73,19 +81,37 @@ QOS_SCHEMA = (
 
 
 def _gaps(readings):
-    """[(device, lo, hi)] of the missing seq ranges of `readings`.
-
-    lag() over the s values in order; an s seen under two boots repeats
-    (difference 0), which is no gap, so no distinct() is needed.
+    """[(device, lo, hi)] of the missing seq ranges of `readings`, by the
+    firmware's rule for s (see boot_loss): lag() over s in (boot, s) order;
+    a step down (s started again in a later boot) is no gap, a repeat
+    cannot happen ((d, b, s) is unique after de-duplication).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    w = Window.partitionBy("device").orderBy("seq")
-    return (readings.select("device", "seq")
+    w = Window.partitionBy("device").orderBy("boot", "seq")
+    return (readings.select("device", "boot", "seq")
             .withColumn("prev", F.lag("seq").over(w))
             .where(F.col("seq") - F.col("prev") > 1)
             .select("device", (F.col("prev") + 1).alias("lo"),
                     (F.col("seq") - 1).alias("hi")).collect())
+
+
+def boot_loss(boots):
+    """Readings missing from one device's boots [(boot, lo, hi, n)], counted
+    per (device, boot): within a boot, what its s range lacks; between a
+    boot and the next, the s between them when the next goes on above the
+    last (the firmware's rule: s never repeats, it goes on across boots,
+    docs/telemetry.md); a boot whose s starts again at or below the last
+    one's (its state wiped, another firmware) is counted on its own, since
+    nothing says what came between."""
+    missing = 0
+    top = None
+    for _b, lo, hi, n in sorted(boots):
+        missing += hi - lo + 1 - n
+        if top is not None and lo > top:
+            missing += lo - top - 1
+        top = hi
+    return missing
 
 
 def _percentiles(col):
@@ -111,20 +137,16 @@ def _lat(row):
 
 def _overlapping(boots):
     """The devices whose per-boot seq ranges overlap (a seq re-used under
-    another boot), from [(device, lo, hi)] per boot."""
-    by_dev = {}
-    for r in boots:
-        by_dev.setdefault(r["device"], []).append((r["lo"], r["hi"]))
+    another boot), from {device: [(boot, lo, hi, n)]}."""
     out = set()
-    for dev, ranges in by_dev.items():
-        ranges.sort()
+    for dev, per in boots.items():
         top = None
-        for lo, hi in ranges:
+        for _b, lo, hi, _n in sorted(per, key=lambda r: (r[1], r[2])):
             if top is not None and lo <= top:
                 out.add(dev)
                 break
             top = hi if top is None else max(top, hi)
-    return by_dev, out
+    return out
 
 
 def device_health(dedup):
@@ -139,17 +161,26 @@ def device_health(dedup):
     under another boot: only devices whose per-boot s ranges overlap get an
     exact distinct count.  The gap ranges need the s values in order (a
     window sort): only devices that miss some.
+
+    Loss is counted per (device, boot) (boot_loss): received is every
+    reading, expected = received + missing. Readings under one key with
+    different payloads are key_collisions, not duplicates.
     """
     from pyspark.sql import functions as F
-    boots, overlap = _overlapping(dedup.groupBy("device", "boot").agg(
-        F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect())
+    boots = {}
+    for r in dedup.groupBy("device", "boot").agg(
+            F.min("seq").alias("lo"), F.max("seq").alias("hi"),
+            F.count("*").alias("n")).collect():
+        boots.setdefault(r["device"], []).append((r["boot"], r["lo"], r["hi"], r["n"]))
+    overlap = _overlapping(boots)
+    copies = duplicate_copies()
     rows = dedup.groupBy("device").agg(
         F.expr("bit_or(shiftleft(1, qos))").alias("qos_mask"),
         F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq"),
         F.count("*").alias("readings"),
-        F.sum(F.col("copies") - 1).alias("duplicates"),
-        F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
-              .otherwise(0)).alias("qos2_duplicates"),
+        F.sum(copies).alias("duplicates"),
+        F.sum(F.when(qos2_duplicate_flag(), copies).otherwise(0)).alias("qos2_duplicates"),
+        F.count(F.when(F.col("collision"), 1)).alias("key_collisions"),
         F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
         F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"),
         *_latency_aggs()).collect()
@@ -161,15 +192,16 @@ def device_health(dedup):
     health = []
     for r in sorted(rows, key=lambda r: r["device"]):
         dev = r["device"]
-        received = distinct.get(dev, r["readings"])
-        expected = r["last_seq"] - r["first_seq"] + 1
+        received = r["readings"]
+        missing = boot_loss(boots[dev])
         health.append(dict(
             device=dev,
             qos=",".join(str(q) for q in (0, 1, 2) if r["qos_mask"] & (1 << q)),
-            first_seq=r["first_seq"], last_seq=r["last_seq"], expected=expected,
-            received=received, missing=expected - received, gap_count=0, gaps="",
+            first_seq=r["first_seq"], last_seq=r["last_seq"], expected=received + missing,
+            received=received, missing=missing, gap_count=0, gaps="",
             gap_ranges=[], duplicates=r["duplicates"], qos2_duplicates=r["qos2_duplicates"],
-            reused_seq=r["readings"] - received, reboots=len(boots[dev]) - 1,
+            reused_seq=received - distinct.get(dev, received),
+            key_collisions=r["key_collisions"], reboots=len(boots[dev]) - 1,
             latency_samples=r["latency_samples"], **_lat(r),
             negative_latency=r["negative_latency"], first_rx_ms=r["first_rx_ms"],
             last_rx_ms=r["last_rx_ms"]))
@@ -210,7 +242,7 @@ def qos_health(dedup, health):
         cls = F.when(F.col("device").isin(mixed), F.lit("mixed")).otherwise(cls)
     per = (dedup.groupBy(cls.alias("qos_class")).agg(
                F.count("*").alias("readings"),
-               F.sum(F.col("copies") - 1).alias("duplicates"),
+               F.sum(duplicate_copies()).alias("duplicates"),
                F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
                      .otherwise(0)).alias("qos2_duplicates"),
                *_latency_aggs()).collect())

@@ -2,6 +2,7 @@
 the collector's quarantine (the plots are drawn by plots.py)."""
 
 import os
+import re
 import time
 
 REPORT_DEVICE_ROWS = 50
@@ -14,6 +15,41 @@ def _fmt(v):
     if isinstance(v, float):
         return "%.0f" % v if abs(v) >= 10 else "%.1f" % v
     return str(v)
+
+
+def _visible(text):
+    """Control and line-breaking characters as escapes: device text never
+    starts a line of its own."""
+    return "".join(c if c.isprintable() else "\\u%04x" % ord(c) if ord(c) < 0x10000
+                   else c for c in str(text))
+
+
+def text(v):
+    """Device-made text (a name, a reason, a cell) as plain Markdown text:
+    every character that Markdown or HTML could read as markup in the middle
+    of a line escaped (it never starts one), so a backtick, a `<script>`, a
+    `[link](javascript:...)`, a `$math$` or a `|` read as the characters
+    they are."""
+    out = []
+    for c in _visible(_fmt(v)):
+        if c in "&<>":
+            out.append("&%s;" % {"&": "amp", "<": "lt", ">": "gt"}[c])
+        elif c in "\\`*_[]|~$":
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+_CODE_SAFE = re.compile(r"[A-Za-z0-9 _.:/=,;+()'\"{}%@#!?-]*")
+
+
+def code(v):
+    """Device-made text in a code span when it holds nothing a renderer
+    could take for markup or HTML there (what passes the contract at the
+    door always does), else as escaped text()."""
+    v = str(v)
+    return "`%s`" % v if _CODE_SAFE.fullmatch(v) else text(v)
 
 
 def _gap_text(ranges, limit=REPORT_GAP_RANGES):
@@ -30,8 +66,7 @@ def _md_table(header, rows):
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:
-        out.append("| " + " | ".join(_fmt(c).replace("|", "\\|")
-                                     for c in r) + " |")
+        out.append("| " + " | ".join(text(c) for c in r) + " |")
     return "\n".join(out)
 
 
@@ -40,9 +75,9 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                  latency_png, delivery_png, timeline_png=None, qos2_rows=()):
     s = summary
     lines = ["# holdfast telemetry report", ""]
-    lines.append("Generated %s UTC by tools/pipeline (%s mode) from `%s`."
+    lines.append("Generated %s UTC by tools/pipeline (%s mode) from %s."
                  % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                    s["mode"], s["input"]))
+                    s["mode"], code(s["input"])))
     lines += ["", "## Summary", ""]
     lines.append(_md_table(
         ["landing lines", "valid", "rejected", "duplicates removed",
@@ -62,9 +97,9 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                          len(qos2_rows)))
         lines.append("")
         for r in qos2_rows[:20]:
-            lines.append("- `%s` b=%d s=%d: %d copies, the last %d ms after "
+            lines.append("- %s b=%d s=%d: %d copies, the last %d ms after "
                          "the first; %s." % (
-                             r["device"], r["boot"], r["seq"], r["copies"],
+                             code(r["device"]), r["boot"], r["seq"], r["copies"],
                              r["last_rx_ms"] - r["rx_ms"], r["cause"]))
         if len(qos2_rows) > 20:
             lines.append("- ... and %d more (the `qos2_duplicates` column of "
@@ -80,14 +115,28 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                      % (sum(r["missing"] for r in lossy), len(lossy)))
         lines.append("")
         for r in lossy[:20]:
-            lines.append("- `%s` (QoS %s): %d missing: %s"
-                         % (r["device"], r["qos"], r["missing"],
+            lines.append("- %s (QoS %s): %d missing: %s"
+                         % (code(r["device"]), r["qos"], r["missing"],
                             _gap_text(r["gap_ranges"])))
         if len(lossy) > 20:
             lines.append("- ... and %d more device(s)" % (len(lossy) - 20))
     else:
         lines.append("QoS 1/2 delivery: no reading lost (every sequence "
                      "number between each device's first and last arrived).")
+    collided = [r for r in health_rows if r.get("key_collisions")]
+    if collided:
+        lines.append("")
+        lines.append("**Key collisions: %d key(s) (d, b, s) carry different readings, "
+                     "%d reading(s) beside the one kept** (not duplicates: the board "
+                     "used a boot and sequence number again, as one whose state file "
+                     "was wiped does; readings/ keeps one row a key):"
+                     % (sum(r["key_collisions"] for r in collided),
+                        s.get("collided_readings") or 0))
+        lines.append("")
+        for r in collided[:20]:
+            lines.append("- %s: %d key(s)" % (code(r["device"]), r["key_collisions"]))
+        if len(collided) > 20:
+            lines.append("- ... and %d more device(s)" % (len(collided) - 20))
     if timeline_png:
         lines += ["", "## Over time", "",
                   "Per device, readings taken on the board and readings "
@@ -119,7 +168,7 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
         lines.append("Not computed for %d reading(s) without `w`, from "
                      "%d device(s): %s."
                      % (s["no_w_readings"], len(no_w_devices),
-                        ", ".join("`%s`" % d for d in no_w_devices[:20])
+                        ", ".join(code(d) for d in no_w_devices[:20])
                         + (" ..." if len(no_w_devices) > 20 else "")))
     if s.get("negative_latency"):
         lines.append("%d reading(s) have a negative latency (device clock "
@@ -153,7 +202,7 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
         lines.append("")
         lines.append("Sequence numbers seen under more than one boot (the "
                      "device re-used s after a reboot): %s."
-                     % ", ".join("`%s` (%d)" % (r["device"], r["reused_seq"])
+                     % ", ".join("%s (%d)" % (code(r["device"]), r["reused_seq"])
                                  for r in reused[:20]))
     if delivery_png:
         lines += ["", "![delivery](%s)" % delivery_png]
@@ -174,9 +223,8 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
                 not r["reason"].startswith("landing") else r["line"]
             line = line or ""
             line = line if len(line) <= 120 else line[:117] + "..."
-            lines.append("- %s: `%s` (%s)" % (
-                r["reason"], line.replace("`", "'"),
-                os.path.basename(r["file"] or "?")))
+            lines.append("- %s: %s (%s)" % (
+                text(r["reason"]), code(line), text(os.path.basename(r["file"] or "?"))))
     else:
         lines.append("None.")
     lines += ["", "## Collector quarantine", ""]
@@ -190,7 +238,7 @@ def write_report(path, summary, health_rows, qos_rows, rejected_reasons,
     else:
         lines.append("Quarantine is empty.")
     lines += ["", "## Tables", "",
-              "Under `%s`: `readings/` (Parquet, partitioned by `day` and "
-              "`device`), `health/`, `qos/`, `rejected/`." % s["output"], ""]
+              "Under %s: `readings/` (Parquet, partitioned by `day` and "
+              "`device`), `health/`, `qos/`, `rejected/`." % code(s["output"]), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))

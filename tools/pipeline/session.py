@@ -128,6 +128,36 @@ def path_exists(spark, uri):
     return found is not None and len(found) > 0
 
 
+def write_atomically(spark, uri, write):
+    """A table written with write(tmp_uri) beside `uri`, then put in its
+    place: a write that fails (a partition value the file system refuses, a
+    full disk, a killed job) leaves the table that was there. The swap is
+    two renames (atomic on a local disk and HDFS): a crash between them
+    leaves the new table under `_tmp-*` and no table for a moment."""
+    import uuid
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    Path = jvm.org.apache.hadoop.fs.Path
+    final = Path(uri)
+    fs = final.getFileSystem(conf)
+    parent, name = uri.rstrip("/").rsplit("/", 1)
+    tag = uuid.uuid4().hex[:12]
+    tmp = "%s/_tmp-%s-%s" % (parent, name, tag)
+    try:
+        write(tmp)
+    except BaseException:
+        fs.delete(Path(tmp), True)
+        raise
+    old = Path("%s/_old-%s-%s" % (parent, name, tag))
+    had = fs.exists(final)
+    if had and not fs.rename(final, old):
+        raise OSError("could not move %s aside" % uri)
+    if not fs.rename(Path(tmp), final):
+        raise OSError("could not rename %s to %s" % (tmp, uri))
+    if had:
+        fs.delete(old, True)
+
+
 def touch(spark, uri):
     """Create an empty file (a marker) through Hadoop's file system: no job."""
     jvm = spark.sparkContext._jvm

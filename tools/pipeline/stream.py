@@ -38,9 +38,12 @@ def make_batch_writer(spark, output_uri):
     """foreachBatch function: append the readings new in this micro-batch
     (and its rejected lines), once.
 
-    A replayed micro-batch (after a crash between the write and the
-    checkpoint's commit) finds its marker `_batches/<id>` and writes
-    nothing again: the marker is written after the readings.
+    The readings of micro-batch <id> are the partition
+    `readings/day=<day>/batch=<id>/`, written with dynamic partition
+    overwrite: a micro-batch replayed after a crash between its write and
+    its marker (or the checkpoint's commit) replaces what it wrote, never
+    adds to it. A replay that finds its marker `_batches/<id>` writes
+    nothing again.
     The marker's modification time is when the micro-batch's readings
     were in readings/ (the lag benchmark reads it).
     """
@@ -64,8 +67,9 @@ def make_batch_writer(spark, output_uri):
             seen = Observation("rejected")
             (with_day_latency(new.observe(seen, F.count(F.when(~F.col("ok"), 1)).alias("n"))
                               .where("ok")).select(*READING_COLS)
-             .write.mode("append").partitionBy("day")
-             .parquet(readings_uri))
+             .withColumn("batch", F.lit(batch_id))
+             .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+             .partitionBy("day", "batch").parquet(readings_uri))
             bad = new.where(~F.col("ok"))
             if seen.get["n"]:
                 (rejected_rows(bad.select(

@@ -18,6 +18,17 @@ Prints PASS/FAIL per test and ends with exactly one line
 "mptest: N passed, M failed".  Exit status is 1 if anything failed or no
 test ran.
 
+A test that raises SkipTest (unittest's on CPython, so pytest skips it
+too; any exception class of that name on MicroPython) is reported
+"SKIP <module>.<test> (<reason>)".
+
+before_test: a runner that drives a board from outside
+(tools/board/boardtest.py) sets this module global to a function; it is
+called with "<module>.<test>" before each test, and a true result skips
+the test without a word (the board runner announces each test there, so
+one that never returns is known, and starts after an interrupted one).
+Kept out of this file so that it costs the heap guard nothing.
+
 --mem (MicroPython): after importing each test module, print
 "MEM <module>: <bytes> allocated after import", the heap its import took
 (test module, helpers, firmware), counted from the runner's start.  The
@@ -34,6 +45,7 @@ import gc
 import time
 
 IS_MPY = sys.implementation.name == "micropython"
+before_test = None  # see the module doc
 
 
 # --- path helpers (string ops only; MicroPython has no os.path) -----------
@@ -335,6 +347,8 @@ def main(argv):
                 full = modname + "." + name
                 if keyword is not None and keyword not in full:
                     continue
+                if before_test is not None and before_test(full):
+                    continue
                 gc.collect()
                 t0 = _now_ms()
                 try:
@@ -345,6 +359,10 @@ def main(argv):
                 except KeyboardInterrupt:
                     raise
                 except BaseException as e:
+                    if type(e).__name__ == "SkipTest":
+                        nskipped += 1
+                        print("SKIP %s (%s)" % (full, e))
+                        continue
                     failed += 1
                     print("FAIL %s (%d ms)" % (full, _elapsed_ms(t0)))
                     _print_exc(e)
