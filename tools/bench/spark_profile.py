@@ -98,26 +98,25 @@ def _union_s(intervals):
     return total
 
 
+def _row(rows, step):
+    if step not in rows:
+        rows[step] = {"step": step, "wall_s": 0.0, "jobs": 0, "job_s": 0.0, "tasks": 0,
+                      "run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0, "read_mb": 0.0, "shuffle_mb": 0.0,
+                      "spill_mb": 0.0, "written_mb": 0.0, "_iv": []}
+    return rows[step]
+
+
 def per_step(jobs, steps, t0, t1):
     """One row per step of the run between t0 and t1: the step's wall time
     (steps: [(what, start, end)]) and its jobs' figures."""
     rows = {}
     for what, a, b in steps:
         if a >= t0 and b <= t1:
-            r = rows.setdefault(what, {"step": what, "wall_s": 0.0, "jobs": 0, "job_s": 0.0,
-                                       "tasks": 0, "run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0,
-                                       "read_mb": 0.0, "shuffle_mb": 0.0, "spill_mb": 0.0,
-                                       "written_mb": 0.0, "_iv": []})
-            r["wall_s"] += b - a
+            _row(rows, what)["wall_s"] += b - a
     for j in jobs:
         if j["completed"] is None or not t0 <= j["submitted"] <= t1:
             continue
-        r = rows.get(j["description"])
-        if r is None:
-            r = rows.setdefault(j["description"], {
-                "step": j["description"], "wall_s": 0.0, "jobs": 0, "job_s": 0.0, "tasks": 0,
-                "run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0, "read_mb": 0.0, "shuffle_mb": 0.0,
-                "spill_mb": 0.0, "written_mb": 0.0, "_iv": []})
+        r = _row(rows, j["description"])
         r["jobs"] += 1
         r["_iv"].append((j["submitted"], j["completed"]))
         for k in ("tasks", "run_s", "cpu_s", "gc_s", "read_mb", "shuffle_mb", "spill_mb",
