@@ -74,7 +74,8 @@ _TAIL = 64 << 10
 class LandedBytes(DataSource):
     """Spark's name for it: `holdfast_landing`; the path is the landing
     directory. Options: `splitBytes` (most bytes per task), `graceMs` and
-    `nowMs` (when an hour is closed; tests)."""
+    `nowMs` (the clock that says when an hour is closed and its directory
+    settled; tests)."""
 
     @classmethod
     def name(cls):
@@ -225,7 +226,7 @@ class LandedBytesReader(DataSourceStreamReader):
             # later change then has a later mtime (timestamps tick in ms).
             if (names and whole and not hidden and hour not in start["sealed"]
                     and now >= hour_end_ms(_hour_key(hour)) + self.grace_ms
-                    and time.time_ns() - mtime > SETTLED_NS):
+                    and now * 1000000 - mtime > SETTLED_NS):
                 sealed[hour] = mtime    # every byte taken before this batch: nothing to read
                 continue
             for rel in sorted(names):
