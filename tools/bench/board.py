@@ -4,7 +4,8 @@ the unix board runs 500 readings at QoS 1 with its outbox on flash and its
 command topic subscribed; a command starts the readings. Measured with the
 library and the app as .mpy files (`make deploy`: the target's figure) and
 from a ROMFS image (`make deploy ROMFS=1`), on the 64-bit unix port and, when
-`make firmware32` has built it, on the 32-bit one."""
+one is given (make bench UNIX32=path), on a 32-bit one built from MicroPython's
+source."""
 
 import json
 import os
@@ -13,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from bench.footprint import m32_build
+from bench.footprint import given, m32_build
 from board import deploy
 from board.emulator import Emulator
 from fleet.fleet import provision
@@ -76,9 +77,10 @@ def run(ctx):
     md = ["`.mpy` bytes as `make deploy` puts them on an ESP32:", "", "```"] + lines + ["```", ""]
     n = 100 if ctx.quick else READINGS
     lo, top = 16, 160  # KB: the bisection's range
-    m32 = m32_build()
+    m32 = m32_build(given(ctx, "unix32"))
     if m32 is None:
-        ctx.log("no 32-bit unix build (make firmware32 MPY_DIR=...): the app's 32-bit heap is left out")
+        ctx.log("no 32-bit unix port given (make bench UNIX32=path, docs/footprint.md): the app's "
+                "32-bit heap is left out")
     # (label, ROMFS, the micropython to run, 32-bit): the .mpy one on the
     # 64-bit port is the target's figure.
     variants = [(".mpy files", False, None, False), ("ROMFS image", True, None, False)]
@@ -119,10 +121,11 @@ def run(ctx):
     for label, how in ((".mpy files", "`make deploy`"), ("ROMFS image", "`make deploy ROMFS=1`")):
         md.append("| %s (%s) | %s | %s |" % (label, how, cell(label + ", 64-bit"), cell(label + ", 32-bit")))
     if m32 is None:
-        md += ["", "The 32-bit column needs `make firmware32 MPY_DIR=<MicroPython source>`."]
+        md += ["", "The 32-bit column needs a unix port built 32-bit from MicroPython's source, "
+               "given by path (`make bench UNIX32=path`; docs/footprint.md)."]
     else:
-        md += ["", "32-bit: %s (`make firmware32`, MicroPython %s)." % (
-            os.path.relpath(m32["exe"], deploy.ROOT), m32["micropython"])]
+        md += ["", "32-bit: the unix port given (UNIX32), MicroPython %s built with gcc -m32."
+               % m32["micropython"]]
     # The core's .mpy target is the footprint section's (measured as loaded).
     targets = [
         {"name": "sensor app heap (%d readings, FileStore outbox, commands subscribed)" % n,

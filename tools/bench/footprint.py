@@ -6,13 +6,17 @@ its peers in the same run (the probe is tools/bench/mp/footprint.py):
 - ROMFS in place: the unix port mounting a ROMFS image (`vfs.VfsRom`, read
   into a bytes object before the reading) and importing from /rom, as
   `make deploy ROMFS=1` does on a board with a ROMFS partition;
-- frozen: a unix port built with holdfast, the probe and the peers frozen in
-  (`make firmware MPY_DIR=...`, build/firmware/unix), when it has been built;
-- 32-bit unix (.mpy): the unix port built 32-bit (`make firmware32
-  MPY_DIR=...`, build/firmware/unix32, nothing of holdfast frozen) importing
-  the same .mpy files against mosquitto, when it has been built: pointers and
-  GC blocks as on an ESP32 or an RP2040, and a heap that does not grow, so
-  it has a smallest heap where the WebAssembly port has none;
+- frozen: a unix port with holdfast, the probe and the peers frozen in
+  (tools/bench/mp/manifest.py), which the user builds from MicroPython's
+  source and passes by path (make bench FROZEN_UNIX=path, --frozen-unix);
+- 32-bit unix (.mpy): the unix port built 32-bit (gcc -m32, nothing of
+  holdfast frozen), passed the same way (UNIX32=path, --unix32), importing
+  the same .mpy files against mosquitto: pointers and GC blocks as on an
+  ESP32 or an RP2040, and a heap that does not grow, so it has a smallest
+  heap where the WebAssembly port has none;
+  each column is left out, with the reason printed, when no binary is given
+  (docs/footprint.md says how to build them: the project has no recipe that
+  builds MicroPython);
 - 32-bit WebAssembly (.mpy): MicroPython's WebAssembly port in Node (32-bit
   pointers and 16-byte GC blocks, as on an ESP32 or an RP2040), against an
   in-memory broker (tools/runtimes/wasm), holdfast and the peers alike. Its
@@ -51,8 +55,6 @@ TITLE = ("Footprint per configuration: .mpy copied, ROMFS in place, frozen, "
 HERE = os.path.dirname(os.path.abspath(__file__))
 MP_SRC = os.path.join(HERE, "mp")
 WASM_SHIM = os.path.join(os.path.dirname(HERE), "runtimes", "wasm")
-FROZEN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "firmware", "unix")
-M32 = FROZEN + "32"
 
 # (id, label, runs on the WebAssembly port, runs with --quick)
 CONFIGS = [
@@ -129,7 +131,7 @@ if __name__ == "__main__":
 
 
 class Runner:
-    def __init__(self, ctx, n, peers=("umqtt_simple", "mqtt_async")):
+    def __init__(self, ctx, n, peers=("umqtt_simple", "mqtt_async"), frozen=None, m32=None):
         self.ctx, self.n = ctx, n
         b = os.path.join(ctx.build, "footprint")
         shutil.rmtree(b, ignore_errors=True)
@@ -160,8 +162,8 @@ class Runner:
         self.images = {}
         self.imgdir = os.path.join(b, "romfs")
         self.exe = mpy.micropython_exe()
-        self.frozen = frozen_build(ctx.root)
-        self.m32 = m32_build()
+        self.frozen = frozen_build(frozen, ctx.root)
+        self.m32 = m32_build(m32)
         self.tmp = tempfile.mkdtemp(prefix="hf-fp-")
         self.ca, self.tls_conf = _pki(self.tmp)
 
@@ -303,41 +305,107 @@ def _library(root):
             if f.endswith(".py") and f != "broker.py"]
 
 
-def _built(d, keys):
-    """{"exe", and each key: what d/<key>.version says} of the unix port a
-    make recipe built in d; None if it has not been built."""
-    exe = os.path.join(d, "micropython")
-    if not os.access(exe, os.X_OK):
+def given(ctx, name):
+    """The path of the optional binary name ("frozen_unix", "unix32") the
+    bench was given (--frozen-unix, --unix32; make bench FROZEN_UNIX=,
+    UNIX32=), or None."""
+    return getattr(getattr(ctx, "args", None), name, None) or None
+
+
+_ASK = """\
+import sys
+print(sys.version)
+print(sys.maxsize)
+try:
+    import ssl
+    print(1)
+except ImportError:
+    print(0)
+"""
+
+
+def _micropython(exe, var):
+    """{"exe", "micropython" (its version, as it reports it), "bits", "ssl"
+    (whether it has the module)} of the MicroPython unix port at exe (given
+    as var=); ValueError in words when it is not one."""
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        raise ValueError("%s=%s: no executable file there" % (var, exe))
+    try:
+        p = subprocess.run([exe, "-c", _ASK],
+                           env=dict(os.environ, MICROPYPATH=".frozen"), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, errors="replace", timeout=30)
+        out = p.stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValueError("%s=%s: it does not run (%s)" % (var, exe, e))
+    if p.returncode or len(out) != 3 or "MicroPython" not in out[0]:
+        raise ValueError("%s=%s: not a MicroPython unix port (it answered %r)"
+                         % (var, exe, (p.stdout + p.stderr).strip()[-200:]))
+    return {"exe": os.path.abspath(exe), "micropython": out[0].split("MicroPython", 1)[1].strip(),
+            "bits": 32 if int(out[1]) < 2 ** 32 else 64, "ssl": out[2] == "1"}
+
+
+def m32_build(exe):
+    """The 32-bit unix port at exe (UNIX32=): {"exe", "micropython",
+    "bits", "ssl"}; None when none is given; ValueError when exe is not a 32-bit
+    MicroPython."""
+    if not exe:
         return None
-    info = {"exe": exe}
-    for key in keys:
-        try:
-            with open(os.path.join(d, key + ".version")) as f:
-                info[key] = f.read().strip()
-        except OSError:
-            info[key] = "?"
+    info = _micropython(exe, "UNIX32")
+    if info["bits"] != 32:
+        raise ValueError("UNIX32=%s: a %d-bit MicroPython, not one built with gcc -m32"
+                         % (exe, info["bits"]))
     return info
 
 
-def m32_build():
-    """The 32-bit unix port `make firmware32` built: {"exe", "micropython"};
-    None if it has not been built."""
-    return _built(M32, ("micropython",))
+def _library_modules(root):
+    """firmware/holdfast's modules as a frozen build lists them (holdfast/codec,
+    holdfast/pkg/__init__), broker.py included: the manifest freezes it."""
+    src = os.path.join(root, "firmware")
+    out = []
+    for d, dirs, fs in os.walk(os.path.join(src, "holdfast")):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out += [os.path.relpath(os.path.join(d, f), src)[:-3] for f in fs if f.endswith(".py")]
+    return sorted(out)
 
 
-def frozen_build(root):
-    """The unix port `make firmware` built: {"exe", "holdfast", "micropython",
-    "stale"}; None if it has not been built."""
-    info = _built(FROZEN, ("holdfast", "micropython"))
-    if info is None:
+def frozen_build(exe, root):
+    """The unix port at exe (FROZEN_UNIX=) with holdfast and the probe frozen
+    in: {"exe", "micropython", "bits", "ssl", "stale"}; "stale" says how what it
+    froze differs from root's firmware/holdfast ("" when its modules are the
+    same; run() compares the objects they make too). None when none is
+    given; ValueError when exe is not a MicroPython with the probe frozen."""
+    if not exe:
         return None
-    rev = info["holdfast"].split()[0]
-    # Stale when the library or the probe differs from what was frozen.
-    diff = subprocess.run(["git", "diff", "--quiet", rev, "--", "firmware/holdfast",
-                           "tools/bench/mp"], cwd=root,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    info["stale"] = diff.returncode != 0 or "+" in info["holdfast"]
+    info = _micropython(exe, "FROZEN_UNIX")
+    p = subprocess.run([exe, "-c", "help('modules')"], env=dict(os.environ, MICROPYPATH=".frozen"),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                       timeout=30)
+    mods = set(p.stdout.split())
+    if "footprint" not in mods:
+        raise ValueError("FROZEN_UNIX=%s: no footprint probe frozen in it: build the unix port with "
+                         "FROZEN_MANIFEST=<holdfast>/tools/bench/mp/manifest.py (docs/footprint.md)"
+                         % exe)
+    have = set(m for m in mods if m.startswith("holdfast/"))
+    want = set(_library_modules(root))
+    info["stale"] = "" if have == want else (
+        "its holdfast modules are not firmware/holdfast's (only frozen: %s; not frozen: %s)" % (
+            ", ".join(sorted(have - want)) or "none", ", ".join(sorted(want - have)) or "none"))
     return info
+
+
+def stale_objects(rows, configs):
+    """Where the frozen holdfast makes other objects than firmware/holdfast's
+    .mpy in this run (the probe's counts per configuration): a sentence, or
+    "" when they agree. Module names alone miss a changed module."""
+    for cfg, _, _, _ in configs:
+        if cfg in PEER_LIBS:
+            continue
+        f, m = _ok(rows.get(cfg), "frozen"), _ok(rows.get(cfg), "mpy")
+        fc, mc = f and f.get("counts"), m and m.get("counts")
+        if fc and mc and any(fc[k] != mc[k] for k in COUNTED):
+            return "%s creates other objects frozen than from firmware/holdfast (%s)" % (cfg, ", ".join(
+                "%s %d against %d" % (k, fc[k], mc[k]) for k in COUNTED if fc[k] != mc[k]))
+    return ""
 
 
 def _pki(d):
@@ -408,9 +476,11 @@ def _cell(r, mode, cfg, key="total"):
     return kb(x[key])
 
 
-LEFT_OUT = {"frozen": "no frozen build (make firmware MPY_DIR=...): the frozen column is left out",
-            "m32": "no 32-bit unix build (build/firmware/unix32/micropython is absent; make "
-                   "firmware32 MPY_DIR=... builds it): the 32-bit unix column is left out"}
+LEFT_OUT = {"frozen": "no frozen unix port given (make bench FROZEN_UNIX=path: one built from "
+                      "MicroPython's source with tools/bench/mp/manifest.py frozen in, "
+                      "docs/footprint.md): the frozen column is left out",
+            "m32": "no 32-bit unix port given (make bench UNIX32=path: MicroPython's unix port "
+                   "built with gcc -m32, docs/footprint.md): the 32-bit unix column is left out"}
 
 
 def modes_of(frozen, m32):
@@ -465,7 +535,7 @@ def run(ctx):
     quick = ctx.quick
     n = 20 if quick else 200
     ctx.log("compiling the probe, holdfast (-O0 and -O3) and the peers")
-    r = Runner(ctx, n)
+    r = Runner(ctx, n, frozen=given(ctx, "frozen_unix"), m32=given(ctx, "unix32"))
     modes, left = modes_of(r.frozen, r.m32)
     for line in left:
         ctx.log(line)
@@ -484,7 +554,8 @@ def run(ctx):
                         row[mode] = {"na": NOT_ON_WASM[cfg]}
                         continue
                     run_ = lambda: r.wasm(cfg)
-                elif mode in ("frozen", "m32") and cfg in TLS_CFGS:
+                elif mode in ("frozen", "m32") and cfg in TLS_CFGS and not (
+                        r.frozen if mode == "frozen" else r.m32)["ssl"]:
                     row[mode] = {"na": "built without ssl (MICROPY_PY_SSL=0)"}
                     continue
                 else:
@@ -503,6 +574,8 @@ def run(ctx):
                         (lambda pad: r.unix(cfg, ports, mode, pad=pad)))
             ctx.log("%s: %s" % (cfg, "; ".join("%s %s" % (m, _brief(row.get(m)))
                                                 for m, _ in modes if m in row)))
+        if r.frozen is not None and not r.frozen["stale"]:
+            r.frozen["stale"] = stale_objects(rows, configs)
         res, ok, last, _ = r.unix("pub", ports, fw="fw3")
         o3 = res if ok else {"error": last}
         libc = tls_malloc(ctx, r, ports)
@@ -610,7 +683,7 @@ def targets_of(rows, frozen, fig=_total):
     x = _ok(pub, "frozen")
     note = "" if frozen is None or not frozen["stale"] else " (frozen build is stale)"
     add("frozen", "publish-only, frozen: heap after connect", fig(x), T_FROZEN, "<= 12 KB",
-        note if x else "not built (make firmware MPY_DIR=...)")
+        note if x else "not measured (no FROZEN_UNIX=path given)")
     add("minheap", "publish-only, smallest heap (.mpy, unix)", p and p.get("minheap"), T_MINHEAP,
         "<= 44k")
     w, mw, m3 = _ok(pub, "wasm"), _ok(ma, "wasm"), _ok(ma, "m32")
@@ -794,24 +867,24 @@ def report(rows, configs, o3, n, peers, frozen, quick, m32=None, libc=None):
               "reading, so the figures count only what importing from it creates, as on a board "
               "whose ROMFS partition is in flash.")
     if frozen is not None:
-        md.append("- frozen: build/firmware/unix/micropython (`make firmware`), MicroPython %s, "
-                  "holdfast %s%s; built without ssl, so no TLS rows." % (
-                      frozen["micropython"], frozen["holdfast"],
-                      " - STALE: firmware/holdfast or the probe has changed since, run make "
-                      "firmware again"
+        md.append("- frozen: the unix port given (FROZEN_UNIX), MicroPython %s, holdfast, the probe "
+                  "and the peers frozen in (tools/bench/mp/manifest.py)%s.%s" % (
+                      frozen["micropython"], "" if frozen["ssl"] else "; built without ssl, so no TLS rows",
+                      " STALE: %s; build it again from this tree." % frozen["stale"]
                       if frozen["stale"] else ""))
     else:
-        md.append("- frozen: not measured in this run (`make firmware MPY_DIR=<MicroPython "
-                  "source>` builds the unix port it needs; docs/footprint.md has recorded "
-                  "figures).")
+        md.append("- frozen: not measured in this run (no FROZEN_UNIX=path: a unix port built "
+                  "from MicroPython's source with tools/bench/mp/manifest.py frozen in; "
+                  "docs/footprint.md says how, and has recorded figures).")
     if m32 is not None:
-        md.append("- 32-bit unix: build/firmware/unix32/micropython (`make firmware32`), "
-                  "MicroPython %s built with gcc -m32, nothing of holdfast frozen, without ssl "
-                  "(no TLS rows): the same .mpy files and mosquitto as the 64-bit column.%s" % (
-                      m32["micropython"], _m32_heaps(rows)))
+        md.append("- 32-bit unix: the unix port given (UNIX32), MicroPython %s built with gcc -m32, "
+                  "nothing of holdfast frozen%s: the same .mpy files and mosquitto as the 64-bit "
+                  "column.%s" % (m32["micropython"], "" if m32["ssl"] else ", without ssl (no TLS rows)",
+                                 _m32_heaps(rows)))
     else:
-        md.append("- 32-bit unix: not measured in this run (`make firmware32 MPY_DIR=<MicroPython "
-                  "source>` builds the port it needs; docs/footprint.md has recorded figures).")
+        md.append("- 32-bit unix: not measured in this run (no UNIX32=path: MicroPython's unix "
+                  "port built with gcc -m32; docs/footprint.md says how, and has recorded "
+                  "figures).")
     md.append("- 32-bit WebAssembly: MicroPython %s's WebAssembly port (pyscript variant) in Node "
               "(tools/runtimes/mpwasm.mjs), 16-byte GC blocks, against an in-memory broker "
               "(tools/runtimes/wasm; asyncio streams over it for mqtt_async). The port's "

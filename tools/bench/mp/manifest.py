@@ -1,7 +1,10 @@
-# `make firmware`: the unix port with holdfast frozen in (firmware/manifest.py),
-# and with it the footprint probe and the peers it compares holdfast with
-# (fetched by the recipe into build/peers/), so the bench's "frozen" column
-# measures every client the same way. Paths are relative to this file.
+# The FROZEN_MANIFEST of the unix port the bench's "frozen" column measures
+# (make bench FROZEN_UNIX=path; docs/footprint.md says how to build it):
+# holdfast (firmware/manifest.py), and with it the footprint probe and the
+# peers it compares holdfast with (fetched into build/peers/ first by
+# `PYTHONPATH=tools .venv/bin/python -m bench.peers umqtt_simple mqtt_async`),
+# so the column measures every client the same way. Paths are relative to
+# this file.
 include("../../../firmware/manifest.py")
 
 module("footprint.py")
