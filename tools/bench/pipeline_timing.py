@@ -111,10 +111,58 @@ def same_results(summary):
     return {k: summary[k] for k in keys}
 
 
+class Peaks:
+    """Samples the disk under a directory every second; the JVM's resident
+    memory peak is its own (VmHWM)."""
+
+    def __init__(self, pid, root):
+        import threading
+        self.pid, self.root = pid, root
+        self.disk = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.wait(1.0):
+            self.disk = max(self.disk, du(self.root))
+
+    def rss_peak_mb(self):
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024.0
+        except (OSError, TypeError, ValueError):
+            pass
+        return None
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
+        self.disk = max(self.disk, du(self.root))
+
+
+def parse_size(spec, devices):
+    """"N" (`devices` boards, a reading every 10 s) or "N:BOARDS:PERIOD_S"
+    (10000000:1000:9 is a day of a 1,000-board fleet at a reading every
+    9 s) -> (records, boards, period ms)."""
+    parts = [p for p in str(spec).split(":")]
+    n = int(parts[0])
+    boards = int(parts[1]) if len(parts) > 1 else devices
+    period_ms = int(float(parts[2]) * 1000) if len(parts) > 2 else 10000
+    return n, boards, period_ms
+
+
 def run(sizes, master, devices, workdir, keep, driver_memory):
+    """Per size (see parse_size): the cold, first compacting and warm runs,
+    DuckDB and Spark on DuckDB's work, the JVM's resident peak so far and
+    the size's peak disk (landing, compacted copy, output, Spark scratch)."""
     _err("starting Spark (%s)" % master)
+    scratch = os.path.join(workdir, "scratch")
     spark = spark_session(master, app="holdfast-pipeline-bench",
-                          driver_memory=driver_memory)
+                          driver_memory=driver_memory,
+                          conf={"spark.local.dir": scratch})
     jvm = jvm_pid()
     results = []
     try:
@@ -125,16 +173,19 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
         for _ in range(2):
             run_batch(spark, os.path.join(warm_dir, "landing"), os.path.join(warm_dir, "out"))
         shutil.rmtree(warm_dir, ignore_errors=True)
-        for n in sizes:
+        for spec in sizes:
+            n, boards, period_ms = parse_size(spec, devices)
             d = os.path.join(workdir, "n%d" % n)
             landing = os.path.join(d, "landing")
             t = time.monotonic()
-            _err("generating %d records" % n)
-            truth = gen_landing.generate(landing, n, devices=devices, seed=1,
+            _err("generating %d records (%d boards, a reading every %g s)"
+                 % (n, boards, period_ms / 1000.0))
+            truth = gen_landing.generate(landing, n, devices=boards, seed=1, period_ms=period_ms,
                                          malformed=10, progress=_err)
             _err("generated %d lines in %.1fs" % (truth["lines"],
                                                   time.monotonic() - t))
             size = du(landing)
+            peaks = Peaks(jvm, workdir)
             out = os.path.join(d, "out")
             # Cold: every line parsed from JSON, nothing written under the
             # landing (the batch without compaction).
@@ -175,7 +226,11 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
             if same != ref:
                 raise SystemExit("bench: Spark's distinct readings per device disagree with "
                                  "DuckDB's")
-            results.append({"records": truth["lines"], "mb": size / 1e6,
+            peaks.stop()
+            results.append({"records": truth["lines"], "mb": size / 1e6, "boards": boards,
+                            "period_s": period_ms / 1000.0,
+                            "jvm_rss_peak_mb": peaks.rss_peak_mb(),
+                            "disk_peak_mb": peaks.disk / 1e6,
                             "seconds": secs, "first_compacted_seconds": first_secs,
                             "warm_seconds": warm_secs, "duckdb_seconds": ref_secs,
                             "spark_ref_seconds": spark_ref_secs,
@@ -191,10 +246,12 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
 
 
 def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 seconds",
-               warmup_s=10, devices=20):
+               warmup_s=10, devices=20, source="files"):
     """Streaming lag, reading -> readings/: a writer lands `rate` readings/s
     as the collector does (lines with rx_ms = now into a hidden file, renamed
-    every roll_s), the stream follows with `trigger`; per reading, the time
+    every roll_s), the stream follows with `trigger` and `source` (the bytes
+    source takes a line once written, the files source once its file is
+    renamed); per reading, the time
     from its rx_ms to the end of the micro-batch that wrote it. A stream
     over a small landing first, and the first warmup_s of this one, are left
     out (JVM start and JIT, as the batch benchmark's warm-up run). Returns
@@ -209,7 +266,8 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
     for i in range(3):
         gen_landing.generate(os.path.join(warm, "landing"), 2000, devices=devices, seed=i,
                              gen_id=i + 1)
-        run_stream(spark, os.path.join(warm, "landing"), os.path.join(warm, "out"))
+        run_stream(spark, os.path.join(warm, "landing"), os.path.join(warm, "out"),
+                   source=source)
     landing = os.path.join(workdir, "landing")
     out = os.path.join(workdir, "out")
     d = os.path.join(landing, "date=2026-01-01", "hour=00")   # the partition is not read
@@ -219,7 +277,8 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
 
     def stream():
         try:
-            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop)
+            run_stream(spark, landing, out, follow=True, interval=trigger, stop_event=stop,
+                       source=source)
         except Exception as e:
             err.append(e)
 
@@ -280,13 +339,16 @@ def stream_lag(spark, workdir, seconds=40, rate=200, roll_s=1.0, trigger="0.5 se
         return lags[min(len(lags) - 1, int(p * len(lags)))] if lags else None
 
     return {"p50": q(0.5), "p95": q(0.95), "max": lags[-1] if lags else None,
-            "readings": len(lags), "rate": rate, "roll_s": roll_s, "trigger": trigger}
+            "readings": len(lags), "rate": rate, "roll_s": roll_s, "trigger": trigger,
+            "source": source}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000000,4000000",
-                    help="comma-separated record counts")
+    ap.add_argument("--sizes", default="1000000,10000000:1000:9",
+                    help="comma-separated record counts, each N or N:BOARDS:PERIOD_S "
+                         "(default: 1M from 100 boards, and a day of 1,000 boards at a "
+                         "reading every 9 s)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--devices", type=int, default=100)
     ap.add_argument("--driver-memory", default="3g")
@@ -302,6 +364,8 @@ def main(argv=None):
                          "collector's --roll-s)")
     ap.add_argument("--trigger", default="0.5 seconds",
                     help="--stream-lag: the stream's trigger (pipeline --interval)")
+    ap.add_argument("--source", choices=("bytes", "files"), default="bytes",
+                    help="--stream-lag: the stream's source (pipeline --stream-source)")
     ap.add_argument("--stream-partitions", type=int, default=2,
                     help="--stream-lag: shuffle partitions, so state store partitions")
     a = ap.parse_args(argv)
@@ -311,18 +375,19 @@ def main(argv=None):
         spark = spark_session(a.master, app="holdfast-stream-lag", driver_memory="1g",
                               shuffle_partitions=a.stream_partitions)
         try:
-            r = stream_lag(spark, workdir, roll_s=a.roll_s, trigger=a.trigger)
+            r = stream_lag(spark, workdir, roll_s=a.roll_s, trigger=a.trigger, source=a.source)
         finally:
             spark.stop()
             shutil.rmtree(workdir, ignore_errors=True)
-        print("Streaming lag (%s, %d readings/s, roll %.1f s, trigger %s, %d partitions), "
-              "after a warm-up: p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
-              % (a.master, r["rate"], r["roll_s"], r["trigger"], a.stream_partitions, r["p50"],
+        print("Streaming lag (%s source, %s, %d readings/s, roll %.1f s, trigger %s, "
+              "%d partitions), after a warm-up: p50 %.2f s, p95 %.2f s, max %.2f s over %d readings"
+              % (r["source"], a.master, r["rate"], r["roll_s"], r["trigger"],
+                 a.stream_partitions, r["p50"],
                  r["p95"], r["max"], r["readings"]))
         if load is not None:
             print("Machine: %d CPU(s), load average %.1f at start." % (os.cpu_count() or 0, load))
         return 0
-    sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+    sizes = [s.strip() for s in a.sizes.split(",") if s.strip()]
     own = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="hf-pipeline-bench-")
     os.makedirs(workdir, exist_ok=True)

@@ -1,8 +1,8 @@
 """The pipeline's command line (see __init__.py and docs/pipeline.md).
 
     PYTHONPATH=tools python -m pipeline --input LANDING_URI --output OUT_URI \\
-        [--master local[*]] [--mode batch|stream] [--checkpoint URI] \\
-        [--report report.md]
+        [--master local[*]] [--mode batch|stream] [--stream-source bytes|files] \\
+        [--checkpoint URI] [--report report.md]
 """
 
 import argparse
@@ -13,7 +13,7 @@ import time
 
 from pipeline.batch import run_batch
 from pipeline.session import log, spark_session
-from pipeline.stream import run_stream
+from pipeline.stream import SOURCES, run_stream
 
 
 def main(argv=None):
@@ -36,10 +36,16 @@ def main(argv=None):
                          "(default: process what is there, then stop)")
     ap.add_argument("--interval", default="0.5 seconds",
                     help="stream mode with --follow: the trigger (default "
-                         "0.5 seconds; with the collector's --roll-s 1 a "
-                         "reading reaches readings/ in about 2 s)")
+                         "0.5 seconds; docs/pipeline.md gives the lag it makes)")
     ap.add_argument("--duration", type=float, default=None)
-    ap.add_argument("--max-files-per-trigger", type=int, default=None)
+    ap.add_argument("--stream-source", choices=SOURCES, default=None,
+                    help="stream mode: bytes (the landing read by file and offset, "
+                         "in-progress files included: a reading is streamed once the "
+                         "collector acknowledged it; local landings) or files (Spark's "
+                         "file source: published files only, any URI). Default: bytes "
+                         "for a local landing")
+    ap.add_argument("--max-files-per-trigger", type=int, default=None,
+                    help="stream mode, files source: most files a micro-batch takes")
     ap.add_argument("--report", default=None,
                     help="Markdown report path (local; PNG plots next to "
                          "it). Default OUTPUT/report.md for a local OUTPUT")
@@ -73,7 +79,8 @@ def main(argv=None):
             run_stream(spark, a.input, a.output, a.checkpoint,
                        follow=a.follow, interval=a.interval,
                        duration=a.duration,
-                       max_files=a.max_files_per_trigger, stop_event=stop)
+                       max_files=a.max_files_per_trigger, stop_event=stop,
+                       source=a.stream_source)
             log("health and report: batch pass over the landing")
             run_batch(spark, a.input, a.output, a.report, mode="stream",
                       write_readings=False, write_rejected=False,

@@ -21,6 +21,25 @@ def _default_report(output):
     return "pipeline-report.md"
 
 
+def _plots(dedup, health_rows, events, rdir, stem, origin_ms):
+    """The report's plots: their file names (None: no data for one)."""
+    from pipeline import plots as P
+    latency_png = delivery_png = timeline_png = None
+    with Step("plots"):
+        data = P.latency_data(dedup)
+        if data is not None:
+            latency_png = stem + "-latency.png"
+            P.plot_latency(data, os.path.join(rdir, latency_png))
+        if health_rows:
+            delivery_png = stem + "-delivery.png"
+            P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
+        data = P.timeline_data(dedup, health_rows)
+        if data is not None:
+            timeline_png = stem + "-timeline.png"
+            P.plot_timeline(data, events, os.path.join(rdir, timeline_png), origin_ms)
+    return latency_png, delivery_png, timeline_png
+
+
 def size_splits(spark):
     """Input splits a few per core: with Spark's default (128 MB splits) a
     landing of a few hundred MB is 2-3 tasks, and a core idles for a third
@@ -52,8 +71,10 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     from pyspark.sql import functions as F
     t0 = time.monotonic()
     size_splits(spark)
-    sources = compact.prepare(spark, input_uri, compaction, now_ms)
-    parsed = sources.parsed(spark)
+    with Step("listing the landing%s" % (" and compacting its closed hours"
+                                         if compaction else "")):
+        sources = compact.prepare(spark, input_uri, compaction, now_ms)
+        parsed = sources.parsed(spark)
     log("reading %(hours_from_parquet)d hour(s) of the landing from Parquet and "
         "%(json_files_read)d JSON file(s)" % sources.summary())
     if parsed is None:
@@ -97,10 +118,12 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
                     .parquet(uri)))
 
     def write_small(health_rows, qos_rows):
-        for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
-                                   ("qos", qos_rows, QOS_SCHEMA)):
-            df = spark.createDataFrame(rows, schema).coalesce(1)
-            write_atomically(spark, join(output_uri, name), lambda uri: df.write.parquet(uri))
+        with Step("writing health and qos"):
+            for name, rows, schema in (("health", health_rows, HEALTH_SCHEMA),
+                                       ("qos", qos_rows, QOS_SCHEMA)):
+                df = spark.createDataFrame(rows, schema).coalesce(1)
+                write_atomically(spark, join(output_uri, name),
+                                 lambda uri: df.write.parquet(uri))
 
     # The table writes run beside the health's and the report's jobs, from
     # another thread: those are chains of small jobs, each mostly the
@@ -144,18 +167,8 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             stem = os.path.splitext(os.path.basename(report))[0]
             latency_png = delivery_png = timeline_png = None
             if plots:
-                from pipeline import plots as P
-                data = P.latency_data(dedup)
-                if data is not None:
-                    latency_png = stem + "-latency.png"
-                    P.plot_latency(data, os.path.join(rdir, latency_png))
-                if health_rows:
-                    delivery_png = stem + "-delivery.png"
-                    P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
-                data = P.timeline_data(dedup, health_rows)
-                if data is not None:
-                    timeline_png = stem + "-timeline.png"
-                    P.plot_timeline(data, events, os.path.join(rdir, timeline_png), origin_ms)
+                latency_png, delivery_png, timeline_png = _plots(
+                    dedup, health_rows, events, rdir, stem, origin_ms)
             summary = {
                 "mode": mode, "input": input_uri, "output": output_uri,
                 "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,

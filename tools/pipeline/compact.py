@@ -96,7 +96,7 @@ def _hour_key(dir_uri):
     return None if m is None else (m.group(1), m.group(2))
 
 
-def _hour_end_ms(key):
+def hour_end_ms(key):
     day, hour = key
     t = calendar.timegm(time.strptime(day + " " + hour, "%Y-%m-%d %H"))
     return t * 1000 + HOUR_MS
@@ -189,7 +189,7 @@ def _valid(unit, json_files):
 
 def _closed(key, hour, now_ms, grace_ms):
     _, files, hidden = hour
-    return bool(files) and not hidden and now_ms >= _hour_end_ms(key) + grace_ms
+    return bool(files) and not hidden and now_ms >= hour_end_ms(key) + grace_ms
 
 
 def prepare(spark, landing, compaction=True, now_ms=None, grace_ms=GRACE_MS):

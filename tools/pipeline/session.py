@@ -12,25 +12,50 @@ def log(msg):
 
 
 class Step:
-    """Times a step and prints it: `with Step("parsing"): ...`."""
+    """Times a step and prints it: `with Step("parsing"): ...`.
+
+    The step names the Spark jobs it starts (their description, per thread),
+    so Spark's event log and UI tell which step each job belongs to (the
+    profile in docs/pipeline.md is made from that). `Step.record`, when a
+    list, gets (what, start, end) in time.time() of every finished step.
+    """
+
+    record = None
 
     def __init__(self, what):
         self.what = what
 
     def __enter__(self):
         self.t = time.monotonic()
+        self.wall = time.time()
+        self.outer = self._describe(self.what)
         log(self.what + " ...")
         return self
 
     def __exit__(self, *exc):
+        self._describe(self.outer)
         if exc[0] is None:
             log("%s done (%.1fs)" % (self.what, time.monotonic() - self.t))
+            if Step.record is not None:
+                Step.record.append((self.what, self.wall, time.time()))
+
+    @staticmethod
+    def _describe(what):
+        """Name this thread's next Spark jobs `what`; returns the name before."""
+        from pyspark import SparkContext
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return None
+        outer = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription(what)
+        return outer
 
 
 def spark_session(master="local[*]", app="holdfast-pipeline",
                   driver_memory="2g", shuffle_partitions=None,
-                  log_level="ERROR"):
-    """A SparkSession set up for the pipeline (UTC, quiet, no UI)."""
+                  log_level="ERROR", conf=None):
+    """A SparkSession set up for the pipeline (UTC, quiet, no UI); `conf`:
+    more Spark settings ({key: value})."""
     from pyspark.sql import SparkSession
     if shuffle_partitions is None:
         # Two per core on one machine (AQE merges the small ones); a
@@ -43,6 +68,19 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
         # (and no warning about which one it picked).
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # for a JVM not started yet
+        # Python workers (the stream's reader, pipeline.landed) run this
+        # Python, with its packages, not the first python3 on PATH (through
+        # pyworker: with the installed, compiled pyspark rather than Spark's
+        # zip of it), and import the pipeline from where this process does
+        # (the JVM, started below, passes its environment on to them).
+        here = os.path.dirname(os.path.abspath(__file__))
+        if "PYSPARK_PYTHON" not in os.environ:
+            os.environ["HOLDFAST_WORKER_PYTHON"] = sys.executable
+            os.environ["PYSPARK_PYTHON"] = os.path.join(here, "pyworker")
+        tools = os.path.dirname(here)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if tools not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([tools] + [p for p in paths if p])
     spark = (b.config("spark.driver.memory", driver_memory)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -51,8 +89,13 @@ def spark_session(master="local[*]", app="holdfast-pipeline",
              .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
              .config("spark.executor.extraJavaOptions", "-XX:+UseParallelGC")
              .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+             # A Python worker (the stream's reader) starting on a machine
+             # this busy can take longer than the default 15 s to call back.
+             .config("spark.python.authenticate.socketTimeout", "120s")
+             .config("spark.ui.showConsoleProgress", "false"))
+    for k, v in (conf or {}).items():
+        spark = spark.config(k, v)
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
 

@@ -7,7 +7,7 @@ import time
 
 from pipeline.dedup import BAD_COLS, KEY, READING_COLS, copy_aggs, with_day_latency
 from pipeline.landing import parse_landing, read_landing_stream, rejected_rows
-from pipeline.session import join, log, path_exists, touch
+from pipeline.session import join, local_path, log, path_exists, touch
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -85,12 +85,28 @@ def make_batch_writer(spark, output_uri):
     return write_batch
 
 
+SOURCES = ("bytes", "files")
+
+
+def default_source(input_uri):
+    """`bytes` (pipeline.landed: every acknowledged line, by file and
+    offset) for a local landing, `files` (Spark's file source: published
+    files only) for one elsewhere."""
+    return "bytes" if local_path(input_uri) is not None else "files"
+
+
 def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
                interval="0.5 seconds", duration=None, max_files=None,
-               stop_event=None, stop_timeout=30.0):
+               stop_event=None, stop_timeout=30.0, source=None, source_options=None):
     """Structured Streaming over the landing; returns when caught up
     (default, trigger availableNow) or, with follow, on stop_event/duration.
     Returns the query's last progress (a dict) or None.
+
+    source: "bytes" (pipeline.landed: the landing's bytes by file and
+    offset, in-progress files included) or "files" (Spark's file source
+    over the published files; max_files per micro-batch); default
+    default_source(input_uri). A checkpoint keeps the source it was started
+    with. source_options: more options of the bytes source (tests).
     """
     checkpoint = checkpoint or join(output_uri, "_checkpoint")
     # The state store: RocksDB keeps the per-reading state off the JVM heap
@@ -102,7 +118,14 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
     # was a good part of a micro-batch's time, and of the lag.
     spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
                    "true")
-    src = read_landing_stream(spark, input_uri, max_files)
+    source = source or default_source(input_uri)
+    if source == "bytes":
+        from pipeline.landed import read_landed_stream
+        src = read_landed_stream(spark, input_uri, options=source_options)
+    elif source == "files":
+        src = read_landing_stream(spark, input_uri, max_files)
+    else:
+        raise ValueError("stream source %r: one of %s" % (source, ", ".join(SOURCES)))
     w = (streaming_readings(parse_landing(src)).writeStream
          .outputMode("update")
          .foreachBatch(make_batch_writer(spark, output_uri))
@@ -111,27 +134,55 @@ def run_stream(spark, input_uri, output_uri, checkpoint=None, follow=False,
         w = w.trigger(processingTime=interval)
     else:
         w = w.trigger(availableNow=True)
-    log("streaming %s -> %s (checkpoint %s, %s)"
-        % (input_uri, output_uri, checkpoint,
+    log("streaming %s -> %s (%s source, checkpoint %s, %s)"
+        % (input_uri, output_uri, source, checkpoint,
            "every %s until stopped" % interval if follow else
            "available files, then stop"))
-    q = w.start()
     deadline = None if duration is None else time.monotonic() + duration
     stop_event = stop_event or threading.Event()
+    for attempt in range(1, START_ATTEMPTS + 1):
+        q = w.start()
+        _wait(q, stop_event, deadline, stop_timeout)
+        err = q.exception()
+        if err is None or not _python_late(err) or attempt == START_ATTEMPTS \
+                or stop_event.is_set():
+            break
+        # The bytes source's reader is a Python process the JVM gives 10 s
+        # (fixed) to call back; on a loaded machine its start can take
+        # longer. A restart resumes from the checkpoint: nothing is lost or
+        # taken twice.
+        log("stream: the source's Python worker did not start in time (attempt %d of %d); "
+            "restarting from the checkpoint" % (attempt, START_ATTEMPTS))
+    if err is not None:
+        raise RuntimeError("streaming query failed: %s" % err)
+    return q.lastProgress
+
+
+# How many times run_stream starts a query whose Python worker was late.
+START_ATTEMPTS = 20
+
+
+def _python_late(err):
+    return "Python worker failed to connect back" in str(err)
+
+
+def _wait(q, stop_event, deadline, stop_timeout):
+    """Until the query ends, stop_event is set or the deadline passes."""
+    from pyspark.errors import StreamingQueryException
     try:
         while q.isActive:
             if stop_event.is_set() or (deadline and time.monotonic() > deadline):
                 break
-            q.awaitTermination(0.2)
+            try:
+                q.awaitTermination(0.2)
+            except StreamingQueryException:
+                break                 # q.exception() has it
     finally:
         if q.isActive:
             # Stop between micro-batches: stop() interrupts a running batch
             # (its Python foreachBatch call included), which is what printed
             # a StackOverflowError in the stream thread at stop.
             _stop_between_batches(q, stop_timeout)
-    if q.exception() is not None:
-        raise RuntimeError("streaming query failed: %s" % q.exception())
-    return q.lastProgress
 
 
 def _stop_between_batches(q, timeout):
