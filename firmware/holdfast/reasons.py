@@ -132,9 +132,10 @@ def not_broker(c, e):
     """Client c's link failed with e before CONNACK: a protocol error then
     means the peer is no MQTT broker (an HTTP server, an SSH banner...),
     whatever packet its first bytes look like; they are shown. Any other
-    error is e."""
+    error is e, a subclass's too (a WebSocket's or MQTT 5's error names its
+    own cause)."""
     from .errors import MQTTProtocolError
-    if not isinstance(e, MQTTProtocolError):
+    if e.__class__ is not MQTTProtocolError:
         return e
     r = c.session.rx
     return MQTTProtocolError(text(78, (c.server, c.port, bytes(r.buf[:min(r.end, 32)]), e)))
