@@ -419,7 +419,7 @@ class FaultyStore:
     neither the link's nor a callback's, inside the client."""
 
     def __init__(self):
-        from holdfast.store import MemoryStore
+        from holdfast.memstore import MemoryStore
         self.m = MemoryStore()
         self.armed = None
 
@@ -541,7 +541,7 @@ def clock_from(start):
     half of the port's tick period, "below": 150 ms before the wrap,
     "after": 3 ms past it) in place of the clients' ticks_ms; returns it."""
     from time import ticks_ms, ticks_add, ticks_diff
-    import holdfast.front as hf
+    import holdfast.shell as hf
     import holdfast.client as hc
     import holdfast.aclient as ha
     period = ticks_add(0, -1) + 1  # 2**30 on boards and CPython, 2**62 on the 64-bit unix port

@@ -7,7 +7,7 @@ import json
 
 from scenario_support import ticks_ms, ticks_diff  # first: firmware/ on sys.path
 from holdfast import MQTTClient
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 
 
 def say(line):

@@ -212,7 +212,7 @@ class Socket:
 
 class Net:
     """The in-memory network and fake clock the client is given: dial and
-    connected stand in for holdfast.front's, wait() for the client's wait
+    connected stand in for holdfast.shell's, wait() for the client's wait
     on its socket (MQTTClient._io_wait); ticks_ms and sleep for
     the clock. Every look at the clock moves it 1 ms, so every wait ends; a
     poll with nothing to read lets the broker run and then lets the time
@@ -311,7 +311,7 @@ class Net:
 
 
 class Dial:
-    """A connect front.dial() began: a reconnect's takes a few steps, drawn at
+    """A connect shell.dial() began: a reconnect's takes a few steps, drawn at
     the first; connect() waits for it, which takes none."""
 
     def __init__(self, net, host, port):

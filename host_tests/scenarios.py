@@ -6,7 +6,7 @@ import json
 
 from scenario_support import RT, sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
 from holdfast import MQTTClient
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 
 
 def pump(clients, until, ms=5000):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import holdfast.front
+import holdfast.shell
 from holdfast import MQTTClient
 from holdfast.fileoutbox import FileStore
 
@@ -39,7 +39,7 @@ def test_check_msg_commits_after_group_ms(tmp_path):
 
 def test_check_msg_drops_expired_messages_offline(tmp_path, monkeypatch):
     clock = [1000]
-    monkeypatch.setattr(holdfast.front, "wall", lambda: clock[0])
+    monkeypatch.setattr(holdfast.shell, "wall", lambda: clock[0])
     st = FileStore(str(tmp_path / "ob"))
     c = _offline(st)
     c.publish("t", "short", qos=1, expiry=10)

@@ -34,7 +34,7 @@ import pytest
 
 from holdfast.client import MQTTClient
 from holdfast import codec
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.errors import OutboxFull, MQTTTimeout, LinkDown
 from holdfast.held import Held
 import modelbroker as mb
@@ -176,7 +176,7 @@ class Run:
             "keepalive": rng.choice((0, 30, 60)),
             "on_pubrel": rng.random() < 0.6,
             "broker_wrap": rng.random() < 0.5,
-            "filters": rng.randint(3, 8),
+            "topics": rng.randint(3, 8),
         }
         self.broker = mb.ModelBroker(random.Random(rng.random()), self.log, p["flows"],
                                      p["on_pubrel"], p["broker_wrap"])
@@ -495,7 +495,7 @@ class Run:
         if not self.c.isconnected():
             self.fail("first connect", "the first connect() failed with no fault on the link")
             return
-        for _ in range(p["filters"]):
+        for _ in range(p["topics"]):
             self.subscribe()
         actions = [
             (30, "publish"), (14, "broker_publish"), (20, "check_msg"), (8, "wait_msg"),

@@ -19,7 +19,7 @@ RUNTIMES = {"cpython": sys.executable,
             "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
 
 # Modules only a feature beyond publishing loads.
-LATER = {"pull", "errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
+LATER = {"pull", "errcommon", "errmore", "topics", "inbound", "held", "subscriptions", "subsmore", "policies", "reasons", "tls", "tlssetup",
          "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
          "url", "ws", "wsopen", "wserrors", "robust"}
 
@@ -74,10 +74,10 @@ def test_each_feature_loads_with_its_first_use(runtime, mosquitto):
     # no error class beyond MQTTError (errors.py) until something fails.
     assert not LATER & set(r["publish"]), r["publish"]
     assert "errors" in r["publish"], r["publish"]
-    assert {"client", "front", "session", "codec", "store"} <= set(r["publish"])
+    assert {"client", "shell", "session", "codec", "memstore"} <= set(r["publish"])
     # A subscription and an inbound message bring their own, and only those.
     assert r["got"] == ["back"], r
-    assert LATER & set(r["subscribe"]) == {"filters", "subs", "inbound"}, r["subscribe"]
+    assert LATER & set(r["subscribe"]) == {"topics", "subscriptions", "inbound"}, r["subscribe"]
     # The first unreachable broker brings the link's error classes, and the
     # class raised is the one holdfast.errors names; the rarer ones stay out.
     assert r["unreachable"] is True, r
@@ -161,7 +161,7 @@ c.disconnect()
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquitto, tmp_path):
-    # store.py (MemoryStore, about 5 KB as .mpy on the heap) loads only for
+    # memstore.py (MemoryStore, about 5 KB as .mpy on the heap) loads only for
     # the default outbox; the boot scan leaves with the open.
     code = FILESTORE % {"fw": os.path.join(ROOT, "firmware"), "host": mosquitto.host,
                         "port": mosquitto.port, "dir": str(tmp_path / "ob")}
@@ -172,7 +172,7 @@ def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquit
     r = json.loads(lines[-1][7:])
     assert r["pid"] and r["pending"] == 0, r
     assert {"fileoutbox", "outlog", "session", "client"} <= set(r["mods"]), r["mods"]
-    assert "store" not in r["mods"] and "outscan" not in r["mods"], r["mods"]
+    assert "memstore" not in r["mods"] and "outscan" not in r["mods"], r["mods"]
 
 
 WS = """\

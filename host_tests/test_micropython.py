@@ -40,10 +40,10 @@ TIMEOUT = 600
 # .mpy bytecode sits on the heap (frozen modules on a board do not).
 # Raised from 128k and 64k in the engine's second round: the firmware the
 # tests load grew by about 4 KB (the request ledger and the verbs shared by
-# both clients in front.py, the held-id table, the codec's length checks,
+# both clients in shell.py, the held-id table, the codec's length checks,
 # the words of the new errors); docs/testing.md has the table. 136k since
-# MQTT 5's props= and subscription options reached the shells (front.py,
-# client.py, subs.py: about 0.4 KB), which put test_engine_ledger at 134k.
+# MQTT 5's props= and subscription options reached the shells (shell.py,
+# client.py, subscriptions.py: about 0.4 KB), which put test_engine_ledger at 134k.
 # test_codec 70k since the runner reports skips and takes a board runner's
 # hook (tools/runtimes/mptest.py, 192 B more at its start, which every module
 # counts): it needed 68k exactly, and 68k plus that no longer fits.

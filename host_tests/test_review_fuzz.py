@@ -22,8 +22,8 @@ import consts as mq
 from holdfast import broker
 from holdfast.errors import MQTTError
 from holdfast.session import Session
-from holdfast.store import MemoryStore
-from holdfast.subs import request
+from holdfast.memstore import MemoryStore
+from holdfast.subscriptions import request
 from fakebroker import parse, wire, grant
 from drain import drain
 import test_outbox_forged as forged

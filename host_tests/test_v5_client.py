@@ -206,7 +206,7 @@ def test_level4_clients_never_load_mqtt5(runtime, mosquitto):
 # -- (b), (c) CONNECT's properties, CONNACK's obeyed ---------------------------
 
 LIMITS = """
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 c = MQTTClient("", HOST, PORT, keepalive=30, level=5, size=600, outbox=MemoryStore(2048, 16, 12),
                reconnect=False)
 R["present"] = c.connect()
@@ -221,7 +221,7 @@ c.publish(b"t", b"fits", False, 0)
 c.publish(b"t", b"1", False, 1)
 c.publish(b"t", b"2", False, 1)
 R["inflight"] = c.session.inflight
-R["open"] = c._ready(2, 0)  # front._WINDOW
+R["open"] = c._ready(2, 0)  # shell._WINDOW
 while c.session.inflight == 2:
     c.wait_msg()
 R["after"] = c.session.inflight

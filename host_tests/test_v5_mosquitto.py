@@ -213,7 +213,7 @@ def inflight_broker(tmp_path_factory):
 
 
 FLOODED = """
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 got = []
 store = MemoryStore(4096, 16, HELD)  # its table of held ids: the Receive Maximum sent
 c = MQTTClient(CID, HOST, PORT, level=5, outbox=store)

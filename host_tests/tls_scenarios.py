@@ -9,7 +9,7 @@ import json
 from scenario_support import RT, sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
 from holdfast import MQTTClient, MQTTError
 from holdfast.errors import TLSError
-from holdfast.tlsmore import der_blocks
+from holdfast.tlssetup import der_blocks
 
 MP = RT == "micropython"
 
@@ -102,7 +102,7 @@ def fail(host, port, a, tag):
         c.connect()
     except Exception as e:  # noqa: BLE001 - the test asserts what it was
         r = info(e, ticks_diff(ticks_ms(), t0))
-        r["tlsmore_loaded"] = loaded("tlsmore")
+        r["tlsmore_loaded"] = loaded("tlssetup")
         r["tls_loaded"] = loaded("tls") or loaded("unload")
         r["tx"] = None if c is None else len(c.session.tx)
         return r
@@ -131,7 +131,7 @@ def reconnects(host, port, a, tag):
         gc.collect()
         heap.append(gc.mem_alloc() if MP else 0)
     r = {"same_context": c.tls is first, "links": c.links, "connected": c.isconnected(),
-         "tlsmore_loaded": loaded("tlsmore"), "tls_loaded": loaded("tls") or loaded("unload"), "heap": heap, "last_error": str(c.last_error)}
+         "tlsmore_loaded": loaded("tlssetup"), "tls_loaded": loaded("tls") or loaded("unload"), "heap": heap, "last_error": str(c.last_error)}
     c.disconnect()
     return r
 
@@ -177,7 +177,7 @@ def burst(host, port, a, tag):
     many publish() calls returned with bytes still waiting for the socket
     (blocked): how many messages a machine gets out in the time depends on
     its speed, what the scenario keeps must not."""
-    from holdfast.store import MemoryStore
+    from holdfast.memstore import MemoryStore
     from holdfast.errors import OutboxFull
     c = client(a, tag, host, port, timeout_ms=10000, size=4096,
                outbox=MemoryStore(65536, 128))
@@ -223,7 +223,7 @@ def defaults(host, port, a, tag):
     (reason config) for each unusable setting."""
     r = {}
     r["tls_port"] = MQTTClient("d", host, ssl=True, ssl_params={"cafile": a["ca"]}).port
-    r["tlsmore_loaded"] = loaded("tlsmore")
+    r["tlsmore_loaded"] = loaded("tlssetup")
     r["tls_loaded"] = loaded("tls") or loaded("unload")
     plain = MQTTClient("d", host)
     r["plain_port"] = plain.port

@@ -45,7 +45,7 @@ def open_outbox(cfg):
     try:
         from holdfast.fileoutbox import FileStore
     except ImportError as e:  # the library without the flash outbox: RAM only
-        from holdfast.store import MemoryStore
+        from holdfast.memstore import MemoryStore
         print("holdfast: no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)
         return MemoryStore(4096, 32)
     return FileStore(cfg["outbox_dir"], 4096, cfg["outbox_slots"], group=cfg["outbox_group"])

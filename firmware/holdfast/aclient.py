@@ -4,10 +4,10 @@
 import asyncio
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
-from .front import Front, LINK_ERRORS, flush, read_into
+from .shell import Shell, LINK_ERRORS, flush, read_into
 
-# The session's link states (session.py) and what Front._ready() waits for
-# (front.py), as private consts: no module-level names.
+# The session's link states (session.py) and what Shell._ready() waits for
+# (shell.py), as private consts: no module-level names.
 _CLOSED = const(0)
 _OFFLINE = const(1)
 _ANSWERED = const(0)
@@ -47,7 +47,7 @@ async def _sleep_ms(ms):
     await asyncio.sleep(ms / 1000)
 
 
-class AsyncClient(Front):
+class AsyncClient(Shell):
     """asyncio MQTT client. Arguments as MQTTClient's; every method that
     talks to the broker is a coroutine. After connect() a background task
     keeps the link: keepalive, reconnect with backoff, re-sending the outbox.
@@ -57,7 +57,7 @@ class AsyncClient(Front):
                  ssl=None, ssl_params=None, level=4, size=1024, window=16, outbox=None, retry_ms=0,
                  views=False, timeout_ms=10000, reconnect=True, backoff_ms=(1000, 60000),
                  when_full="refuse", headers=None, rx_size=0):
-        Front.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
+        Shell.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params,
                        level, size, window, outbox, retry_ms, views, timeout_ms, reconnect,
                        backoff_ms, when_full, headers, rx_size)
         self.progress = asyncio.Event()
@@ -104,7 +104,7 @@ class AsyncClient(Front):
         return pid
 
     async def subscribe(self, topic, qos=0, handler=None, **opts):
-        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        from .subscriptions import ask, answer  # the subscribe side: loaded on the first subscribe()
         e = ask(self, topic, qos, handler, opts)
         self._write()
         return answer(self, e, await self._until(_REPLIED, e, self.timeout_ms))
@@ -170,7 +170,7 @@ class AsyncClient(Front):
         self._close(_CLOSED)
 
     def _close(self, state=-1):
-        Front._close(self, state)
+        Shell._close(self, state)
         # The reader may be parked on the old socket: wake it, and the
         # waiters, who see the link is down.
         if self._wake is not None and not self._wake.done():

@@ -2,7 +2,7 @@
 # decoding what a client sends (CONNECT, SUBSCRIBE, UNSUBSCRIBE). A board never
 # needs it; test brokers and host tools do.
 from .codec import Reader, _fit, _header, _u16, _check_pid
-from .filters import check_filter, string
+from .topics import check_filter, string
 from .errors import MQTTProtocolError
 from .reasons import NAMES
 

@@ -2,12 +2,12 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 import select
-from .front import Front, LINK_ERRORS, MP, flush, read_into
+from .shell import Shell, LINK_ERRORS, MP, flush, read_into
 
 _TICK_MS = const(20)  # timers run at most this often
-_RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Front._events)
-# The session's link states (session.py) and what Front._ready() waits for
-# (front.py), as private consts: no module-level names.
+_RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Shell._events)
+# The session's link states (session.py) and what Shell._ready() waits for
+# (shell.py), as private consts: no module-level names.
 _CLOSED = const(0)
 _OFFLINE = const(1)
 _CONNECTED = const(3)
@@ -18,7 +18,7 @@ _REPLIED = const(3)
 _EMPTY = const(4)
 
 
-class MQTTClient(Front):
+class MQTTClient(Shell):
     """Blocking MQTT client. Extra keyword arguments beyond umqtt.simple's:
 
     level=4 (3 for MQTT 3.1, 5 for MQTT 5: docs/mqtt5.md), size=1024 (tx and rx buffer bytes),
@@ -38,7 +38,7 @@ class MQTTClient(Front):
     """
 
     # What only the blocking shell keeps, as class attributes: no
-    # __init__ of its own (Front's takes the arguments above).
+    # __init__ of its own (Shell's takes the arguments above).
     _poll = None  # select.poll() on the link's socket, made by its first _io_wait(), dropped by _close()
     _ticked = 0  # when _pump() last ran the timers: any tick will do at first (_pump says why)
 
@@ -123,7 +123,7 @@ class MQTTClient(Front):
         handler(topic, msg, retained) gets the messages matching this filter
         from the moment the SUBSCRIBE is queued."""
         self._service()
-        from .subs import ask, answer  # the subscribe side: loaded on the first subscribe()
+        from .subscriptions import ask, answer  # the subscribe side: loaded on the first subscribe()
         e = ask(self, topic, qos, handler, opts)
         return answer(self, e, self._wait(_REPLIED, e, None))
 

@@ -1,6 +1,6 @@
 # MQTT 3.1 / 3.1.1 wire codec: encoders write into a caller-owned bytearray
 # at offset off and return the offset just past the packet; Reader decodes packets out of a stream buffer.
-# The subscription side (SUBSCRIBE, UNSUBSCRIBE, filters) is in filters.py,
+# The subscription side (SUBSCRIBE, UNSUBSCRIBE, filters) is in topics.py,
 # inbound PUBLISH and SUBACK parsing (and an oversize PUBLISH's skip) in
 # inbound.py: both load on first use, inbound.py once messages can arrive.
 # Nothing here allocates per packet except the memoryviews a decoded packet
@@ -26,7 +26,7 @@ _DISCONNECT = const(14)
 
 _MAX_REMAINING = const(268435455)
 
-# Error reasons, by number; their words are in reasons.py (filters.py and
+# Error reasons, by number; their words are in reasons.py (topics.py and
 # inbound.py have the numbers of their own).
 _E_FIT = const(0)
 _E_RL_MAX = const(1)

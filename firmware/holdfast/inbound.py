@@ -5,7 +5,7 @@
 # session as soon as messages can arrive (ready()), before the first: what
 # runs when a message is too large for the heap must find its code and its
 # state in place. A sensor that only publishes never carries it.
-from . import codec, filters
+from . import codec, topics
 
 _PUBLISH = const(3)  # packet types (codec.py)
 _PUBACK = const(4)
@@ -42,10 +42,10 @@ def parse(r, type, flags, i, end):
                 raise codec.protocol_error(_E_SUBACK_CODE, c)
         r.payload = r.mv[i + 2:end]
         return
-    j = filters.string(r, i, end, "PUBLISH topic")
+    j = topics.string(r, i, end, "PUBLISH topic")
     if j == i + 2:
         raise codec.protocol_error(_E_PUB_EMPTY)
-    if not filters.utf8_ok(b, i + 2, j):
+    if not topics.utf8_ok(b, i + 2, j):
         raise codec.protocol_error(_E_PUB_UTF8)
     for k in range(i + 2, j):
         if b[k] == 43 or b[k] == 35:

@@ -1,7 +1,7 @@
 # The pull API: inbound messages returned to the caller instead of handed to
 # a callback (micropython #2265, micropython-lib #130). Loaded with the first
 # c.messages() or c.next_msg(); the engine's side is two checks in the
-# shells: Front._events() stops at a message once the pull API is on
+# shells: Shell._events() stops at a message once the pull API is on
 # (c._held >= 0) and holds it (c._held: its link), and nothing more is read
 # until take() hands it out.
 # Bounded: one message is held, the rest wait unread in the socket (the
@@ -13,7 +13,7 @@ _CONNECTED = const(3)  # session.py's link state
 
 
 def bind(c, name):
-    """Front.__getattr__'s messages and next_msg of client c, kept on c once
+    """Shell.__getattr__'s messages and next_msg of client c, kept on c once
     made (so later calls allocate nothing to find them)."""
     if name == "messages":
         def messages():

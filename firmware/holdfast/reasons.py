@@ -118,7 +118,7 @@ def refused(code):
 
 
 def unreachable(e, code, *args):
-    """The Unreachable of front.py's socket calls, with the words of code
+    """The Unreachable of shell.py's socket calls, with the words of code
     formatted with args. e: the runtime's OSError, or the errno itself. The
     errno stays in args[0] for code that checks it; a name that did not
     resolve has none on MicroPython ("[addrinfo error -2]")."""

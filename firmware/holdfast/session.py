@@ -16,9 +16,9 @@
 # and Subs' filters and pending unsubscribes for SUBSCRIBE/UNSUBSCRIBE.
 # _handle()'s CONNACK reconciles all of them with the broker's session in
 # one place.
-# The subscribe side (subs.py, whose request() queues a SUBSCRIBE or an
+# The subscribe side (subscriptions.py, whose request() queues a SUBSCRIBE or an
 # UNSUBSCRIBE), inbound messages (inbound.py) and the drop policies
-# (policy.py) load on first use.
+# (policies.py) load on first use.
 from array import array
 from time import ticks_diff, time
 from . import codec
@@ -139,7 +139,7 @@ class Session:
     by receive()) until start() begins a new link or lost() ends this one.
 
     Messages the outbox may drop (drop_oldest when it is full, a passed
-    deadline, a newer value with latest=True) are those policy.droppable()
+    deadline, a newer value with latest=True) are those policies.droppable()
     allows; counted in overflowed, expired and replaced.
     """
 
@@ -179,14 +179,14 @@ class Session:
         self.tx = bytearray(0)
         self.tx_start = 0
         self.tx_end = 0
-        self.offered = 0  # bytes a blocked write must be offered again (front.flush)
+        self.offered = 0  # bytes a blocked write must be offered again (shell.flush)
         # The default outbox is sized for a sensor that publishes a reading
         # (under 128 bytes) every 10 s or slower: 16 messages ride out a
         # Wi-Fi reconnect or a broker restart, and it takes 2 KB of heap,
         # not MemoryStore()'s 4; and it holds two of the largest messages
         # the send buffer carries. Longer outages, and reboots: FileStore.
-        if store is None:  # store.py loads only then: a FileStore never needs it
-            from .store import MemoryStore
+        if store is None:  # memstore.py loads only then: a FileStore never needs it
+            from .memstore import MemoryStore
             store = MemoryStore(max(2048, 2 * size), 16)
         self.store = store
         self.window = window
@@ -211,7 +211,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms  # policy.retry_ms() sends again what waits this long for its ack
+        self.retry_ms = retry_ms  # policies.retry_ms() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -417,11 +417,11 @@ class Session:
                         raise errors.OutboxFull(codec.why(_E_NEVER_FITS, n, st.most))
                     if not self.drop_oldest:
                         raise
-                    import holdfast.policy as m  # policy.py: loaded on first use, no allocation after
+                    import holdfast.policies as m  # policies.py: loaded on first use, no allocation after
                     if not m.drop_oldest(self):
                         raise
             if latest:
-                import holdfast.policy as m
+                import holdfast.policies as m
                 m.replace(self, topic, key)
             if deadline:
                 self._deadlines = 1
@@ -637,6 +637,6 @@ class Session:
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
-            import holdfast.policy as m  # policy.py: loaded on first use
+            import holdfast.policies as m  # policies.py: loaded on first use
             m.retry_ms(self, now)
         self._fill(now)

@@ -1,18 +1,18 @@
 # The subscribe side's rare paths, loaded with the first one taken: a
 # subscribe() that failed (no ack in time, refused), filters refused on a
 # restore, MQTT 5's subscription options, an UNSUBSCRIBE (its packet), an ack
-# of the wrong type. Each function here is the rare part of the subs.py one
-# of its name, or is called by name from front.py (refusals): a subscribed
+# of the wrong type. Each function here is the rare part of the subscriptions.py one
+# of its name, or is called by name from shell.py (refusals): a subscribed
 # client that meets none of these never carries them. (An inbound PUBLISH
 # larger than the receive buffer is not one of them: it is passed over by
 # codec.Reader and acknowledged by session.py, resident, as what runs when
 # the heap may be short must be.)
-from . import codec, filters
+from . import codec, topics
 from . import errors  # errors.X where raised: the class loads with the first failure
 
 _UNSUBSCRIBE = const(10)  # packet types (codec.py)
 _UNSUBACK = const(11)
-_GRANTED = const(4)  # a subs.py entry's answer: the last SUBACK code
+_GRANTED = const(4)  # a subscriptions.py entry's answer: the last SUBACK code
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_UNSUB = const(13)
@@ -24,7 +24,7 @@ _E_ACK_TYPE = const(63)
 
 
 def unsubscribe(buf, pid, topics, off=0):
-    """An UNSUBSCRIBE packet in buf: filters.subscribe()'s counterpart, here
+    """An UNSUBSCRIBE packet in buf: topics.subscribe()'s counterpart, here
     because unsubscribing is rare (topics: a sequence of topic filters)."""
     codec._check_pid(pid)
     if not topics:
@@ -32,7 +32,7 @@ def unsubscribe(buf, pid, topics, off=0):
     rl = 2
     for f in topics:
         f = codec.to_bytes(f)
-        filters.check_filter(f, 0, len(f))
+        topics.check_filter(f, 0, len(f))
         rl += 2 + len(f)
     i = codec._u16(buf, codec._header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
     for f in topics:
@@ -40,7 +40,7 @@ def unsubscribe(buf, pid, topics, off=0):
     return i
 
 
-# -- a client's (front.Front c) ------------------------------------------------
+# -- a client's (shell.Shell c) ------------------------------------------------
 
 def options(c, qos, options):
     """subscribe()'s MQTT 5 keyword arguments (opts) as the QoS the entry

@@ -4,9 +4,9 @@
 # and unloaded after it (unload.py): a connected client keeps only the
 # wrapped socket and the context, not this module (about 0.5 KB on the
 # 64-bit unix port; a reconnect loads it again from its file). Building the
-# context from ssl_params (tlsmore.context(), which the client calls once
+# context from ssl_params (tlssetup.context(), which the client calls once
 # and reuses across reconnects) and putting a failed handshake into words
-# are in tlsmore.py, unloaded the same way after each use.
+# are in tlssetup.py, unloaded the same way after each use.
 # docs/security.md describes the parameters and every failure.
 
 # holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
@@ -16,7 +16,7 @@ from .errors import __getattr__  # noqa: F401
 
 
 def secure(tls, s, host, timeout_ms):
-    """Wraps a connected socket in TLS with tls, what tlsmore.context()
+    """Wraps a connected socket in TLS with tls, what tlssetup.context()
     returned (the SSLContext, or it and the name to check instead of host);
     the handshake blocks, bounded by timeout_ms. Returns the socket
     non-blocking; closes s on failure and raises TLSError when it failed for
@@ -30,11 +30,11 @@ def secure(tls, s, host, timeout_ms):
     except BaseException as e:
         s.close()
         if isinstance(e, (OSError, ValueError)):
-            from . import tlsmore
-            e = tlsmore.explain(e, host) or e
+            from . import tlssetup
+            e = tlssetup.explain(e, host) or e
         raise e
     finally:
-        # Both modules, once: explain() leaves tlsmore.py loaded for this.
+        # Both modules, once: explain() leaves tlssetup.py loaded for this.
         from .unload import unload
-        unload("tls", "tlsmore")
+        unload("tls", "tlssetup")
     return s

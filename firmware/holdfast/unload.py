@@ -1,5 +1,5 @@
 # Takes a module a client runs only at times out of the heap once it is done:
-# tls.py and tlsmore.py after a handshake or building the context, outscan.py
+# tls.py and tlssetup.py after a handshake or building the context, outscan.py
 # after a store opens, outmove.py after a compaction; and this module with
 # it, so between uses none of them holds heap. Imported where it is used,
 # the way those modules are.

@@ -444,7 +444,7 @@ class Reader5(Reader):
 
 
 class Session5(Session):
-    """session.Session speaking MQTT 5 (Front makes one for level=5): what
+    """session.Session speaking MQTT 5 (Shell makes one for level=5): what
     CONNACK says is obeyed, refused messages are REJECTED events, a
     DISCONNECT from the broker says why. expiry: the Session Expiry
     Interval a session that is not clean asks for (never ends, as in 3.1.1:

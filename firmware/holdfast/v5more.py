@@ -345,7 +345,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
     """subs: (topic filter, options byte) pairs (options(): QoS in bits 0-1).
     sub_id: Subscription Identifier (0: none), handed back on every PUBLISH
     that matches."""
-    import holdfast.filters as f  # loaded on first use
+    import holdfast.topics as f  # loaded on first use
     _check_pid(pid)
     if not subs:
         raise ValueError(why(12))  # codec's NO_FILTER_SUB
@@ -367,7 +367,7 @@ def subscribe(buf, pid, subs, sub_id=0, props=(), off=0):
 
 
 def unsubscribe(buf, pid, topics, props=(), off=0):
-    import holdfast.filters as f  # loaded on first use
+    import holdfast.topics as f  # loaded on first use
     _check_pid(pid)
     if not topics:
         raise ValueError(why(13))  # codec's NO_FILTER_UNSUB
@@ -429,7 +429,7 @@ def parse_publish(r, flags, i, end):
     j = i + 2 + _n16(b, i)
     if j > end:
         _fail(MALFORMED, _E_SHORT, _PUBLISH, end - i)
-    import holdfast.filters as f
+    import holdfast.topics as f
     if not f.utf8_ok(b, i + 2, j):
         _fail(MALFORMED, _E_TOPIC_UTF8)
     for k in range(i + 2, j):
@@ -462,7 +462,7 @@ def string(b, i, end, type, p, t):
     j = i + 2 + _n16(b, i)
     if j > end:
         _fail(MALFORMED, _E_VALUE_PAST, type, p)
-    import holdfast.filters as f
+    import holdfast.topics as f
     if t != _BINARY and not f.utf8_ok(b, i + 2, j):
         _fail(MALFORMED, _E_UTF8, type, p)
     return j
@@ -472,7 +472,7 @@ def goodbye(s, e):
     """Session s met bytes that break MQTT 5 (a V5Error: its reason code;
     the 3.1.1 reader's errors: malformed packet): a DISCONNECT saying so,
     which the shell writes before it closes the link if the socket takes it
-    at once (Front._link_failed)."""
+    at once (Shell._link_failed)."""
     if 2 <= s.state <= 3 and s.make_room() >= 3:  # CONNECTING, CONNECTED
         b = s.tx
         i = s.tx_end
@@ -574,7 +574,7 @@ def plain(b, start, end):
 
 
 def rejected(f):
-    """Front f's QoS 1/2 message the broker refused (a PUBACK or PUBREC
+    """Shell f's QoS 1/2 message the broker refused (a PUBACK or PUBREC
     with a reason code of 0x80 or more, or PUBCOMP's 0x92): counted in
     f.rejected, said in f.last_error, and handed to f.on_rejected(pid,
     code) if the application set one."""

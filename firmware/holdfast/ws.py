@@ -1,6 +1,6 @@
 # MQTT over WebSockets (RFC 6455; MQTT 3.1.1 and MQTT 5, section 6): the
 # link of a ws:// or wss:// client once wsopen.py's handshake is done. It
-# stands where the socket stands (front.py's flush and read_into, the
+# stands where the socket stands (shell.py's flush and read_into, the
 # shells' poll and asyncio), so the engine and both shells are the same over
 # it. Loaded with the first ws:// or wss:// connection; a client of a plain
 # host or an mqtt:// URL never imports it.
@@ -17,7 +17,7 @@
 # buffers are made once per link.
 import io
 from random import getrandbits
-from .front import MP, _blocked
+from .shell import MP, _blocked
 
 # Why a frame is refused (wsopen.violation() has the words).
 _V_RESERVED = const(0)
@@ -66,7 +66,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
         self.more = False  # the last read took all it asked for: TLS may hold more
         self.p = None  # MicroPython's poll of raw, for the stream protocol's POLL
 
-    # -- the socket calls front.py makes ------------------------------------
+    # -- the socket calls shell.py makes ------------------------------------
 
     def readinto(self, buf):
         """The payload bytes of the frames that are there, into buf (as many
@@ -217,7 +217,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
             self._pong()
         return k
 
-    if not MP:  # CPython's socket calls, as front.py makes them there
+    if not MP:  # CPython's socket calls, as shell.py makes them there
         def recv_into(self, buf):
             return self.readinto(buf)
 

@@ -6,7 +6,7 @@
 # lists every failure.
 from binascii import b2a_base64
 from . import errors
-from .front import MP
+from .shell import MP
 from .ws import WebSocket
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # section 1.3

@@ -3,7 +3,7 @@
 from holdfast import codec as c
 from holdfast.broker import feed
 import consts as mq
-from holdfast import broker, filters
+from holdfast import broker, topics
 
 ACKS = (mq.PUBACK, mq.PUBREC, mq.PUBREL, mq.PUBCOMP, mq.UNSUBACK)
 EMPTY = (mq.PINGREQ, mq.PINGRESP, mq.DISCONNECT)
@@ -23,7 +23,7 @@ def encode(buf, p):
     if t in ACKS:
         return c.ack(buf, t, p[1])
     if t == mq.SUBSCRIBE:
-        return filters.subscribe(buf, p[1], p[2])
+        return topics.subscribe(buf, p[1], p[2])
     if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
     if t == mq.UNSUBSCRIBE:  # subsmore.py: loaded with the first, as a client loads it

@@ -1,7 +1,7 @@
 # The blocking client's I/O shell on a scripted socket and a fake clock: what
 # the client tests patch in (test_client_mock, test_client_edges).
 from holdfast import client as hc
-from holdfast import front
+from holdfast import shell
 from time import ticks_add  # CPython: holdfast puts it there
 import consts as mq
 from fakebroker import ScriptedSocket, no_wait, wire
@@ -10,7 +10,7 @@ CONNACK = wire((mq.CONNACK, False, 0))
 
 
 class Dial:
-    """A connect front.dial() began (the first of what it gives the client):
+    """A connect shell.dial() began (the first of what it gives the client):
     here to the rig's opener, connected at the first step unless told to
     stay pending for some steps that do not wait (a reconnect's; connect()
     waits for it)."""
@@ -34,7 +34,7 @@ class Dial:
 
 
 def connected(d, host, port, ms):
-    """front.connected on what Rig.dial gave."""
+    """shell.connected on what Rig.dial gave."""
     return d[0].step(ms)
 
 
@@ -64,12 +64,12 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (front.dial, front.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
-                      hc.sleep_ms, front.ticks_ms)
-        front.dial = self.dial
-        front.connected = connected
+        self.saved = (shell.dial, shell.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+                      hc.sleep_ms, shell.ticks_ms)
+        shell.dial = self.dial
+        shell.connected = connected
         hc.MQTTClient._io_wait = no_wait
-        hc.ticks_ms = front.ticks_ms = self.clock
+        hc.ticks_ms = shell.ticks_ms = self.clock
         hc.sleep_ms = self.sleep
         return self
 
@@ -77,8 +77,8 @@ class Rig:
         self.now = ticks_add(self.now, ms)
 
     def __exit__(self, *a):
-        (front.dial, front.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
-         hc.sleep_ms, front.ticks_ms) = self.saved
+        (shell.dial, shell.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+         hc.sleep_ms, shell.ticks_ms) = self.saved
         Dial.pending = 0
 
     def client(self, **kw):

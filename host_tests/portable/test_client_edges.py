@@ -101,7 +101,7 @@ def test_a_qos0_message_waits_for_room_and_is_sent():
 
 
 def test_the_client_counts_held_ids_its_outbox_had_to_forget():
-    from holdfast.store import MemoryStore
+    from holdfast.memstore import MemoryStore
     q2 = wire((mq.PUBLISH, b"t", b"a", 2, False, False, 1), (mq.PUBLISH, b"t", b"b", 2, False, False, 2))
     with Rig([CONNACK, q2]) as rig:
         cl = rig.client(outbox=MemoryStore(held=1))
@@ -113,7 +113,7 @@ def test_the_client_counts_held_ids_its_outbox_had_to_forget():
 
 def test_set_next_pid_sets_the_id_the_next_qos1_publish_tries():
     # README's set_next_pid(pid), for tests of id wrap-around: read through
-    # the client (policy.py, loaded on first use), not a session method.
+    # the client (policies.py, loaded on first use), not a session method.
     with Rig([CONNACK]) as rig:
         cl = rig.client()
         cl.connect()

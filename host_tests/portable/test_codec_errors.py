@@ -3,7 +3,7 @@
 from holdfast import codec as c
 from holdfast.broker import feed
 import consts as mq
-from holdfast import broker, filters
+from holdfast import broker, topics
 from holdfast.errors import MQTTProtocolError
 from packets import encode, one
 from support import raises
@@ -103,7 +103,7 @@ def test_encoder_refuses_bad_arguments():
     raises(ValueError, c.publish, BUF, b"a", b"", 1, False, False, 0)
     raises(ValueError, c.publish, BUF, b"a", b"", 3, False, False, 1)
     raises(ValueError, c.publish, BUF, b"a", b"x" * 600, 0)
-    raises(ValueError, filters.subscribe, BUF, 1, ((b"a#", 0),))
+    raises(ValueError, topics.subscribe, BUF, 1, ((b"a#", 0),))
     raises(ValueError, c.connect, BUF, b"", False)
     raises(ValueError, c.connect, BUF, b"", True, 0, None, None, None, 3)
 

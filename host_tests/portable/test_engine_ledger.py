@@ -6,11 +6,11 @@ from holdfast import broker
 import consts as mq
 from holdfast.session import Session
 from consts import MESSAGE, DELIVERED, REFUSED, CONNECTED, FAILED, CONNECTING, OFFLINE
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.client import MQTTClient
 from time import ticks_ms, ticks_add, ticks_diff  # CPython: holdfast puts them there
 from holdfast.errors import MQTTProtocolError, LinkDown, MQTTTimeout, OutboxFull, ConnectError
-from holdfast.subs import request
+from holdfast.subscriptions import request
 from holdfast.inbound import handled
 from fakebroker import session, sent, feed, grant, wire
 from support import raises

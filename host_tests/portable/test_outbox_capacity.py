@@ -7,14 +7,14 @@ from holdfast.session import Session
 from holdfast.broker import feed
 from consts import CONNECTED
 from drain import drain
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import tmpdir, rmtree, raises, held
 from heaplock import under_heap_lock
-from holdfast.policy import expire
+from holdfast.policies import expire
 from holdfast.held import table
 
 T = b"sensors/t"

@@ -4,7 +4,7 @@
 # byte, their ids, QoS, released marks and deadlines, the same held inbound
 # ids in the same order, and the same tail. Then the store takes new work.
 import os
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast import outscan

@@ -3,7 +3,7 @@
 # then the oldest id evicted and counted; the same order after a reboot, also
 # when compaction has copied an old hold past newer ones; and on flash, holds
 # never take the block kept for compaction.
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull

@@ -3,9 +3,9 @@ import consts as mq
 from holdfast.session import Session
 from holdfast import broker
 from consts import CONNECTED
-from holdfast.subs import match, request
+from holdfast.subscriptions import match, request
 from holdfast.errors import ConnectError, MQTTProtocolError, LinkDown, OutboxFull
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.held import Held
 from fakebroker import session, sent, feed, grant
 from support import raises

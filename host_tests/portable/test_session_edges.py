@@ -6,11 +6,11 @@ from holdfast import broker
 import consts as mq
 from holdfast.session import Session
 from consts import MESSAGE, CONNECTED, FAILED
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.errors import MQTTProtocolError, LinkDown
-from holdfast.subs import request
+from holdfast.subscriptions import request
 from holdfast.inbound import handled
-from holdfast.policy import next_pid
+from holdfast.policies import next_pid
 from fakebroker import session, sent, feed, grant
 from drain import drain
 from support import raises

@@ -6,7 +6,7 @@ import sys
 
 import consts as mq
 from holdfast import codec
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.errors import OutboxFull
 from fakebroker import session, sent, wire, reads
 from packets import decode_all

@@ -3,7 +3,7 @@
 # FlashStore block. Apart from test_sizes.py for the heap guard of
 # test_micropython.py. Runs on CPython and MicroPython.
 from holdfast import codec
-from holdfast.store import MemoryStore
+from holdfast.memstore import MemoryStore
 from holdfast.fileoutbox import FileStore
 from holdfast.flashoutbox import FlashStore
 from holdfast.errors import OutboxFull

@@ -436,7 +436,7 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     if sys.implementation.name != "micropython":
         return
     data = pkt(0x32, b"\x00\x03a/b\x00\x05\x0f\x02\x00\x00\x00\x3c\x23\x00\x07\x26\x00\x01k\x00\x01vpayload")
-    r = dec(data)  # warm: filters.py loaded
+    r = dec(data)  # warm: topics.py loaded
     r4 = c.Reader(64, 4)
     feed(r4, b"\x32\x0e\x00\x03a/b\x00\x05payload")
     r4.next()

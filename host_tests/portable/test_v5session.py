@@ -9,7 +9,7 @@ import time
 
 from holdfast import v5more as v5
 from holdfast.broker import feed
-from holdfast.subs import request
+from holdfast.subscriptions import request
 from support import raises
 
 
@@ -118,7 +118,7 @@ def test_the_sessions_connect_is_the_codecs():
     # Session5 writes its CONNECT from codec.py's 3.1.1 one, its properties
     # moved in (v5.start); the bytes are those of v5more.connect, the
     # general encoder, with every field the session can set.
-    from holdfast.store import MemoryStore
+    from holdfast.memstore import MemoryStore
     cases = ((b"c1", True, None, None, None), (b"", False, None, None, None),
              (b"dev", False, (b"w/t", b"bye", 1, True), b"u", b"pw"),
              (b"dev", True, (b"w/" + b"x" * 120, b"m" * 200, 0, False), b"u", None))

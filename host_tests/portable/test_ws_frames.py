@@ -8,7 +8,7 @@ import sys
 
 from holdfast.url import parse
 from holdfast.ws import WebSocket
-from holdfast.front import flush, read_into
+from holdfast.shell import flush, read_into
 from holdfast.session import Session
 from holdfast import errors
 from support import raises
@@ -18,7 +18,7 @@ T = b"s/t"
 
 
 class Link:
-    """A non-blocking socket as front.py and ws.py call it, on both
+    """A non-blocking socket as shell.py and ws.py call it, on both
     runtimes: reads come from inbound (None when it is empty), writes land
     in out, at most limit bytes a call (0: blocked). Allocates nothing per
     call (heap_lock)."""
@@ -219,7 +219,7 @@ def test_a_write_that_blocks_is_finished_with_the_same_bytes_masked_once():
     tx = bytearray(b"\x30\x07\x00\x03s/tabcd")
     sent = 0
     while sent < len(tx):
-        n = w.write(tx, sent, len(tx) - sent)  # as front.flush offers the rest again
+        n = w.write(tx, sent, len(tx) - sent)  # as shell.flush offers the rest again
         sent += n
     (op, fin, key, payload), = frames(link.take())
     assert payload == b"\x30\x07\x00\x03s/tabcd", payload
@@ -319,7 +319,7 @@ def test_64_bit_length_field_is_read():
 
 
 def test_qos0_and_acknowledged_qos1_publishes_over_ws_allocate_nothing():
-    # The engine, front.py's flush and read_into and the WebSocket link over
+    # The engine, shell.py's flush and read_into and the WebSocket link over
     # a scripted socket: a QoS 1 publish framed and masked, its PUBACK read
     # from the server's frames, a QoS 0 publish framed. On MicroPython under
     # heap_lock, so any allocation fails the test.

@@ -54,7 +54,7 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
     sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "firmware"))
     from holdfast import codec
-from holdfast import filters, subsmore
+from holdfast import topics, subsmore
 from holdfast.errors import MQTTProtocolError
 from holdfast.reasons import refused
 
@@ -529,7 +529,7 @@ class Collector:
             self._landed_q2.clear()
             self._recovered_q2.clear()
         self._link = link
-        n = filters.subscribe(b, 1, [(self.topic, self.sub_qos)])
+        n = topics.subscribe(b, 1, [(self.topic, self.sub_qos)])
         link.send(bytes(b[:n]))
         return True
 

@@ -163,7 +163,7 @@ def holdfast(cfg, host, port, n, o, report):
         import asyncio  # noqa: F401  (as a user of AsyncClient does)
         from holdfast.aclient import AsyncClient
         if SPLIT[0]:
-            import holdfast.store  # noqa: F401  (the default outbox's code, as below)
+            import holdfast.memstore  # noqa: F401  (the default outbox's code, as below)
         code = (yield) - base
         c = AsyncClient(b"fp-async", host, port)
         yield c.connect()
@@ -174,7 +174,7 @@ def holdfast(cfg, host, port, n, o, report):
     from holdfast.client import MQTTClient
     kw = {}
     if cfg == "lean":  # a small sensor's settings: state sized to 100-byte readings
-        from holdfast.store import MemoryStore
+        from holdfast.memstore import MemoryStore
         kw = {"size": 256, "window": 4, "outbox": MemoryStore(1024, 8)}
     elif cfg == "file":
         from holdfast.fileoutbox import FileStore
@@ -188,14 +188,14 @@ def holdfast(cfg, host, port, n, o, report):
         kw["level"] = 5
     elif cfg == "tls":
         # Nothing of TLS imported before the code reading: the constructor
-        # builds the context with tlsmore.py and drops it, and tls.py is loaded
+        # builds the context with tlssetup.py and drops it, and tls.py is loaded
         # for the handshake and dropped after it, so a TLS client keeps no
         # TLS code (importing tls.py here would count as code what no
         # client holds, and move what follows on the heap).
         kw["ssl"] = True
         kw["ssl_params"] = {"cafile": o["ca"]}
     if "outbox" not in kw and SPLIT[0]:
-        import holdfast.store  # noqa: F401  (the default outbox's code: else it loads in the constructor, as state)
+        import holdfast.memstore  # noqa: F401  (the default outbox's code: else it loads in the constructor, as state)
     code = (yield) - base
     c = MQTTClient(b"fp-" + cfg, host, port, **kw)
     c.connect()

@@ -8,7 +8,7 @@ MQTTClient = MemoryStore = None
 def load():
     global MQTTClient, MemoryStore
     from holdfast import MQTTClient
-    from holdfast.store import MemoryStore
+    from holdfast.memstore import MemoryStore
 
 
 class Client:

@@ -12,8 +12,8 @@ from binascii import a2b_base64
 from . import errors  # errors.TLSError at a raise: the class loads only with a failure
 import sys
 
-# MicroPython: every name here is interned already (MP is front.py's too);
-# read from sys, not imported from front.py, so the import goes one way.
+# MicroPython: every name here is interned already (MP is shell.py's too);
+# read from sys, not imported from shell.py, so the import goes one way.
 MP = sys.implementation.name == "micropython"
 
 if MP:
@@ -134,7 +134,7 @@ def context(tls, ssl_params):
         return (tls, name) if name else tls
     finally:
         from .unload import unload  # this module and tls.py leave the heap
-        unload("tlsmore", "tls")
+        unload("tlssetup", "tls")
 
 
 def _encrypted():

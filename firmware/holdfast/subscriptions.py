@@ -4,7 +4,7 @@
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
 # The rare paths (failures, refusals, MQTT 5 options) are subsmore.py's.
-from . import codec, filters
+from . import codec, topics
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
@@ -62,7 +62,7 @@ def request(s, topic, qos, handler=None):
     s.fits((8 if qos is None else 10) + len(topic))  # MQTT 5 subscribes with one byte more
     if qos is not None:  # None, not -1: a QoS of -1 is refused, not taken for an unsubscribe
         codec._check_qos(qos & 3 if s.v5 else qos)
-    filters.check_filter(topic, 0, len(topic))
+    topics.check_filter(topic, 0, len(topic))
     lst = subs.list
     e = None
     for x in lst:
@@ -91,7 +91,7 @@ def request(s, topic, qos, handler=None):
     return e
 
 
-# -- a client's part (front.Front c): subscribe() and unsubscribe() are
+# -- a client's part (shell.Shell c): subscribe() and unsubscribe() are
 # ask(), the shell's wait for the entry's answer, answer().
 
 def ask(c, topic, qos, handler, options):
@@ -226,7 +226,7 @@ class Subs:
             if s.v5:  # the options byte (QoS in bits 0-1)
                 s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
-                s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
+                s.tx_end = topics.subscribe(s.tx, pid, batch, s.tx_end)
             k = out.index(0)
             out[k] = pid
             self.listed[k] = listed

@@ -60,7 +60,7 @@ _E_REFUSED = const(67)
 _E_NO_ROUTE = const(68)
 
 
-class Front:
+class Shell:
     # The pull API (pull.py: messages(), MQTTClient.next_msg(), async for
     # over an AsyncClient), one class attribute until first asked for: -1
     # off; else the link whose message the engine holds until pull.take()
@@ -91,7 +91,7 @@ class Front:
         # ssl, and drops tlsmore again.
         self.tls = None
         if ssl or ssl_params:
-            from .tlsmore import context
+            from .tlssetup import context
             self.tls = context(ssl, ssl_params or {})
         self.port = port or (8883 if self.tls else 1883)
         S = Session
@@ -153,7 +153,7 @@ class Front:
             import holdfast.pull as m
             return m.bind(self, name)
         if name == "set_next_pid":  # for tests of id wrap-around: loaded on first use
-            import holdfast.policy as m
+            import holdfast.policies as m
             return m.next_pid(self.session)
         if name == "held_evicted":  # inbound QoS 2 ids the outbox's table had to forget
             return self.session.store.held_evicted
@@ -272,10 +272,10 @@ class Front:
         # next connection attempt may start (0: it may now).
         s = self.session
         s.store.tick(now)
-        if s.next_expiry:  # a deadline is due: policy.py drops what has passed it
+        if s.next_expiry:  # a deadline is due: policies.py drops what has passed it
             w = wall()
             if w >= s.next_expiry:
-                import holdfast.policy as m  # policy.py: loaded on first use
+                import holdfast.policies as m  # policies.py: loaded on first use
                 m.expire(s, w)
         if s.state == _CONNECTED and self.backoff and ticks_diff(now, s.since) >= (s.keepalive * 1000 or 60000):
             self.backoff = 0
@@ -458,7 +458,7 @@ def connected(pending, host, port, timeout_ms):
     after waiting up to timeout_ms for it: connect() waits (and a wait that
     runs out raises Unreachable), a reconnect steps with 0, dial() makes the
     first connect call with -1. A failed connect raises Unreachable; either
-    way the socket is closed. TLS is the caller's (Front._dial wraps every
+    way the socket is closed. TLS is the caller's (Shell._dial wraps every
     new link)."""
     sock = pending[0]
     if timeout_ms < 0 or pending[2].poll(timeout_ms):
