@@ -4,7 +4,8 @@
 import asyncio
 from time import ticks_ms, ticks_diff, ticks_add
 from sys import print_exception
-from .shell import Shell, LINK_ERRORS, flush, read_into
+from .shell import Shell, LINK_ERRORS
+from .sockets import flush, read_into
 
 # The session's link states (session.py) and what Shell._ready() waits for
 # (shell.py), as private consts: no module-level names.

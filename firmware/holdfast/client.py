@@ -2,7 +2,8 @@
 # I/O shell around the sans-I/O Session. Every wait is bounded.
 from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 import select
-from .shell import Shell, LINK_ERRORS, MP, flush, read_into
+from .shell import Shell, LINK_ERRORS
+from .sockets import MP, flush, read_into
 
 _TICK_MS = const(20)  # timers run at most this often
 _RAISE = const(2)  # _pump()'s read: read, and a callback's exception comes out (Shell._events)

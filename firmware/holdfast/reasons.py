@@ -115,27 +115,3 @@ def refused(code):
     """ConnectError's message for a CONNACK return code."""
     reason = CONNACK[code] if 0 < code < len(CONNACK) else "unknown return code"
     return "connection refused: " + reason + " (code " + str(code) + ")"
-
-
-def unreachable(e, code, *args):
-    """The Unreachable of shell.py's socket calls, with the words of code
-    formatted with args. e: the runtime's OSError, or the errno itself. The
-    errno stays in args[0] for code that checks it; a name that did not
-    resolve has none on MicroPython ("[addrinfo error -2]")."""
-    from .errors import Unreachable
-    n = e if isinstance(e, int) else e.args[0] if e.args else None
-    words = text(code, args)
-    return Unreachable(n, words) if isinstance(n, int) else Unreachable(words)
-
-
-def not_broker(c, e):
-    """Client c's link failed with e before CONNACK: a protocol error then
-    means the peer is no MQTT broker (an HTTP server, an SSH banner...),
-    whatever packet its first bytes look like; they are shown. Any other
-    error is e, a subclass's too (a WebSocket's or MQTT 5's error names its
-    own cause)."""
-    from .errors import MQTTProtocolError
-    if e.__class__ is not MQTTProtocolError:
-        return e
-    r = c.session.rx
-    return MQTTProtocolError(text(78, (c.server, c.port, bytes(r.buf[:min(r.end, 32)]), e)))

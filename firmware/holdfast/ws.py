@@ -17,9 +17,9 @@
 # buffers are made once per link.
 import io
 from random import getrandbits
-from .shell import MP, _blocked
+from .sockets import MP, _blocked
 
-# Why a frame is refused (wsopen.violation() has the words).
+# Why a frame is refused (errors/websocket.py violation() has the words).
 _V_RESERVED = const(0)
 _V_MASKED = const(1)
 _V_LONG = const(2)
@@ -322,7 +322,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
             self.pong = 6 + n
             self._pong()
         elif op == 8:  # close: answered (its code echoed) if the link takes it, and the link is lost
-            from .wsopen import closed
+            from .errors.websocket import closed
             e = closed(c, n)
             if not self.fleft and not self.hout and not self.pong:
                 c[0] = 0x88
@@ -345,7 +345,7 @@ class WebSocket(io.IOBase if MP else object):  # type: ignore[misc]
                 self.pong = self.pat = 0
 
     def _violation(self, why, arg):
-        from .wsopen import violation
+        from .errors.websocket import violation
         raise violation(why, arg)
 
     # -- the link's calls, both runtimes: no data yet is None (read), 0 (write)

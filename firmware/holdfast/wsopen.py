@@ -1,12 +1,12 @@
 # The WebSocket opening handshake (RFC 6455 section 4) of a ws:// or wss://
-# client, and the words of every WebSocket failure. Imported for each
-# handshake and unloaded after it, like tls.py (unload.py): a connected
-# client keeps only ws.py's WebSocket. Loaded again by a frame the peer got
-# wrong, or a close, to put it into words. README "MQTT over WebSockets"
-# lists every failure.
+# client. Imported for each handshake and unloaded after it, like tls.py
+# (unload.py): a connected client keeps only ws.py's WebSocket. The words
+# of every WebSocket failure are in errors/websocket.py, loaded with the
+# first; README "MQTT over WebSockets" lists every failure.
 from binascii import b2a_base64
 from . import errors
-from .shell import MP
+from .errors.websocket import refused
+from .sockets import MP
 from .ws import WebSocket
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # section 1.3
@@ -61,17 +61,17 @@ def upgrade(link, raw, c):
         s = status.decode()
         if code != 101:
             where = fields.get(b"location")
-            raise _refused(code, s, "status", "the WebSocket handshake was answered %r%s, not 101 Switching Protocols"
+            raise refused(code, s, "status", "the WebSocket handshake was answered %r%s, not 101 Switching Protocols"
                            % (s, " (Location: %s)" % where.decode() if where else ""))
         if fields.get(b"upgrade", b"").lower() != b"websocket" or b"upgrade" not in fields.get(b"connection", b"").lower():
-            raise _refused(code, s, "upgrade", "%r without Upgrade: websocket and Connection: Upgrade" % s)
+            raise refused(code, s, "upgrade", "%r without Upgrade: websocket and Connection: Upgrade" % s)
         got = fields.get(b"sec-websocket-accept")
         if got != want:
-            raise _refused(code, s, "accept", "%r with Sec-WebSocket-Accept %r, not %r: the server did not"
+            raise refused(code, s, "accept", "%r with Sec-WebSocket-Accept %r, not %r: the server did not"
                            " answer this handshake's key" % (s, got and got.decode(), want.decode()))
         got = fields.get(b"sec-websocket-protocol")
         if got != b"mqtt":
-            raise _refused(code, s, "subprotocol", "%r without the mqtt subprotocol (Sec-WebSocket-Protocol: %s):"
+            raise refused(code, s, "subprotocol", "%r without the mqtt subprotocol (Sec-WebSocket-Protocol: %s):"
                            " is it an MQTT endpoint (path %s)?" % (s, got and got.decode(), path))
         link.setblocking(False)
     except BaseException as e:
@@ -102,40 +102,3 @@ def _line(link, buf, ms):
         if n < 129:
             buf[n] = b
             n += 1
-
-
-def _refused(code, status, reason, msg):
-    e = errors.WebSocketRefused(code, msg)
-    e.reason = reason
-    e.status = status
-    return e
-
-
-_WORDS = (
-    "reserved bits 0x%02x set in a frame (no extension was agreed)",  # RESERVED
-    "a masked frame from the server (opcode %d; section 5.1: servers do not mask)",  # MASKED
-    "a frame length of 1 GiB or more (%d)",  # LONG
-    "unknown opcode %d",  # OPCODE
-    "a text frame (opcode %d): MQTT travels in binary frames",  # TEXT
-    "a fragmented control frame (opcode %d)",  # CONTROL_FRAGMENTED
-    "a control frame of %d bytes (most 125)",  # CONTROL_LONG
-    "a continuation frame (opcode %d) outside a fragmented message",  # CONTINUATION
-    "a new data frame (opcode %d) inside a fragmented message",  # INTERLEAVED
-)
-
-
-def violation(why, arg):
-    """WebSocketError for a frame the server got wrong: the link is closed."""
-    e = errors.WebSocketError("WebSocket protocol error from the server: " + _WORDS[why] % arg)
-    e.reason = ("reserved", "masked", "length", "opcode", "text", "fragmented", "control", "continuation",
-                "interleaved")[why]
-    return e
-
-
-def closed(ctl, n):
-    """LinkDown for the server's close frame, its data in ctl[6:6 + n]."""
-    code = ctl[6] << 8 | ctl[7] if n >= 2 else 1005
-    why = bytes(ctl[8:6 + n]).decode() if n > 2 else ""
-    e = errors.LinkDown("the server closed the WebSocket (code %d%s)" % (code, ": " + why if why else ""))
-    e.code = code
-    return e
