@@ -28,7 +28,7 @@ if _MP:
         yield asyncio.core._io_queue.queue_read(s)
 else:
     async def _readable(c, s):
-        # Resumes when s has data to read, or when c drops the link: a closed
+        # Resumes when s has data to read, or when the client drops the link: a closed
         # descriptor is never reported to add_reader, so _close() wakes us.
         if hasattr(s, "pending") and s.pending():  # TLS bytes already decrypted
             return
@@ -36,11 +36,11 @@ else:
         fut = loop.create_future()
         fd = s.fileno()
         loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
-        c._wake = fut
+        c.waker = fut
         try:
             await fut
         finally:
-            c._wake = None
+            c.waker = None
             loop.remove_reader(fd)
 
 
@@ -64,7 +64,7 @@ class AsyncClient(Shell):
         self.progress = asyncio.Event()
         self.task = None
         self.faults = 0  # unexpected exceptions the background task survived (in last_error)
-        self._wake = None
+        self.waker = None
 
     async def connect(self, clean_session=True, timeout_ms=None):
         """Connects and waits for CONNACK; afterwards the link is kept up in
@@ -124,8 +124,8 @@ class AsyncClient(Shell):
     # c.messages() first, before subscribe() not to miss a retained
     # message), as MQTTClient.next_msg() gives them; it ends after disconnect().
     def __aiter__(self):
-        if self._held < 0:
-            self._held = 0
+        if self.pull_held < 0:
+            self.pull_held = 0
         return self
 
     async def __anext__(self):
@@ -174,8 +174,8 @@ class AsyncClient(Shell):
         Shell._close(self, state)
         # The reader may be parked on the old socket: wake it, and the
         # waiters, who see the link is down.
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
+        if self.waker is not None and not self.waker.done():
+            self.waker.set_result(None)
         self.progress.set()
 
     def _write(self):
@@ -246,7 +246,7 @@ class AsyncClient(Shell):
                 await _sleep_ms(20)
             return
         s = self.session
-        if self._held == s.link:  # a message waits to be pulled: go on once it is (__anext__)
+        if self.pull_held == s.link:  # a message waits to be pulled: go on once it is (__anext__)
             self.progress.clear()
             await self.progress.wait()
             if self._events(ticks_ms(), False):  # what was read behind it

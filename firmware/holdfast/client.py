@@ -192,7 +192,7 @@ class MQTTClient(Shell):
         Returns the packets handled."""
         s = self.session
         n = s.packets
-        if self._busy or self._held == s.link:  # a callback runs, or a message waits to be pulled
+        if self._busy or self.pull_held == s.link:  # a callback runs, or a message waits to be pulled
             read = False
         try:
             if s.tx_end > s.tx_start:

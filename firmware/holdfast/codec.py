@@ -53,6 +53,7 @@ _E_CONNACK_FLAGS = const(32)
 _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
 _E_TOO_LARGE = const(37)
+_E_UNEXPECTED = const(42)
 
 
 def why(code, *args):
@@ -61,17 +62,8 @@ def why(code, *args):
     return text(code, args)
 
 
-# The parts a publish-only client never needs load on first use: inbound.py
-# (inbound PUBLISH and SUBACK), by a
-# function-local `import holdfast.x as m`:
-# once loaded it allocates nothing (a relative `from . import x` would
-# allocate on MicroPython with every call), so no loader or cache is needed.
-# (No module __getattr__ to forward their names: on MicroPython it made every
-# builtin lookup in this module slower, a third of the QoS 0 publish rate.)
-
-
 def protocol_error(code, *args):
-    # The class loads with the first protocol error (errors.py says why).
+    # The class loads with the first protocol error (errors/__init__.py says why).
     from .errors import MQTTProtocolError
     return MQTTProtocolError(why(code, *args))
 
@@ -300,6 +292,14 @@ class Reader:
         self.payload = None
         self.code = 0
         self.session_present = False
+        # The decoders of what a subscriber receives (inbound.py: PUBLISH,
+        # SUBACK, an oversize PUBLISH passed over), handed over by the
+        # session once messages can arrive (inbound.ready()): the codec
+        # never imports them. pid_at and length: the oversize skip's state
+        # (inbound.big() says what they hold).
+        self.inbound = None
+        self.pid_at = -2
+        self.length = 0
         self.reset()
 
     def reset(self):
@@ -325,9 +325,8 @@ class Reader:
         return pid
 
     def next(self):
-        if self.skip:
-            import holdfast.inbound as m  # the rest of an oversize PUBLISH
-            t = m.skip(self)
+        if self.skip:  # the rest of an oversize PUBLISH
+            t = self.inbound.skip(self)
             if t or self.skip:
                 return t
         b = self.buf
@@ -378,12 +377,12 @@ class Reader:
         if total > len(b):
             # Only a PUBLISH can be skipped (and acknowledged): anything else
             # this large is no packet a broker sends this client.
-            if type != _PUBLISH:
+            # Nor to a client that takes no messages (no inbound.ready()).
+            if type != _PUBLISH or self.inbound is None:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
-            import holdfast.inbound as m
-            return m.big(self, flags, i, total)
+            return self.inbound.big(self, flags, i, total)
         if end - s < total:
             return 0
         end = s + total
@@ -393,8 +392,9 @@ class Reader:
         if self.level > 4:  # MQTT 5: Reader5 (v5.py) decodes its own way
             self.decode(type, flags, i, end)
         elif type == _PUBLISH or type == _SUBACK:
-            import holdfast.inbound as m
-            m.parse(self, type, flags, i, end)
+            if self.inbound is None:  # a client that subscribed to nothing and keeps no session
+                raise protocol_error(_E_UNEXPECTED, type)
+            self.inbound.parse(self, type, flags, i, end)
         elif _PUBACK <= type <= _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
         elif type == _CONNACK:

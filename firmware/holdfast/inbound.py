@@ -62,13 +62,13 @@ def parse(r, type, flags, i, end):
 
 
 def ready(r):
-    """Reader r may get messages from now on: the state of its oversize
-    skip, made now rather than with the first message too large for it.
-    _pid_at: bytes of the message before its packet id, still to be read
-    (-1: none awaited, SKIPPED not returned yet; -2: returned); length: its
-    bytes."""
-    r.length = 0
-    r._pid_at = -2
+    """Reader r may get messages from now on: it decodes them with this
+    module (the codec never imports it). The oversize skip's state is the
+    Reader's own: pid_at, bytes of the message before its packet id still
+    to be read (-1: none awaited, SKIPPED not returned yet; -2: returned);
+    length, its bytes."""
+    import holdfast.inbound as m  # this module, loaded: the import allocates nothing
+    r.inbound = m
 
 
 def big(r, flags, i, total):
@@ -86,11 +86,11 @@ def big(r, flags, i, total):
     r.type = _PUBLISH
     r.flags = flags
     r.pid = 0
-    r._pid_at = -1
+    r.pid_at = -1
     if flags & 6:
         if j + 2 > r.start + total:
             raise codec.protocol_error(_E_PUB_PID_PAST)
-        r._pid_at = j - r.start
+        r.pid_at = j - r.start
     r.length = r.skip = total
     return skip(r)
 
@@ -99,21 +99,21 @@ def skip(r):
     """Passes over reader r's oversize PUBLISH as its bytes arrive, whatever
     the read sizes: up to its packet id, which it reads, then the rest.
     SKIPPED once (when the id is in), else 0. Allocates nothing."""
-    a = r._pid_at
+    a = r.pid_at
     if a >= 0:
         k = min(a, r.end - r.start)
         r.start += k
         r.skip -= k
-        r._pid_at = a = a - k
+        r.pid_at = a = a - k
         if a or r.end - r.start < 2:
             return 0
         r.pid = r._pid(r.start)
-        r._pid_at = -1
+        r.pid_at = -1
     k = min(r.skip, r.end - r.start)
     r.start += k
     r.skip -= k
-    if r._pid_at == -1:
-        r._pid_at = -2  # reported
+    if r.pid_at == -1:
+        r.pid_at = -2  # reported
         return _SKIPPED
     return 0
 
@@ -152,7 +152,7 @@ def receive(s, t):
     s.qos = qos
     s.dup = bool(f & 8)
     s.done_pid = pid
-    s._mlink = s.link  # the link it came by: handled() acknowledges it on that one only
+    s.msg_link = s.link  # the link it came by: handled() acknowledges it on that one only
     if s.views:
         s.topic = r.topic
         s.msg = r.payload
@@ -170,7 +170,7 @@ def handled(s):
     if qos == 2:
         from .held import table
         table(s.store).hold(s.done_pid)  # never fails: a full table evicts its oldest, counted
-    if not qos or s._mlink != s.link or s.state != 3:  # session.CONNECTED
+    if not qos or s.msg_link != s.link or s.state != 3:  # session.CONNECTED
         return
     s._ack(_PUBACK if qos == 1 else _PUBREC, s.done_pid)
 

@@ -2,7 +2,7 @@
 # a callback (micropython #2265, micropython-lib #130). Loaded with the first
 # c.messages() or c.next_msg(); the engine's side is two checks in the
 # shells: Shell._events() stops at a message once the pull API is on
-# (c._held >= 0) and holds it (c._held: its link), and nothing more is read
+# (c.pull_held >= 0) and holds it (c.pull_held: its link), and nothing more is read
 # until take() hands it out.
 # Bounded: one message is held, the rest wait unread in the socket (the
 # broker's flow control backs off). What take() allocates per message: the
@@ -21,8 +21,8 @@ def bind(c, name):
             API instead of going to the callback and the filters' handlers.
             Returns the client. Call it before subscribe() not to miss a
             retained message."""
-            if c._held < 0:
-                c._held = 0
+            if c.pull_held < 0:
+                c.pull_held = 0
             return c
         f = messages
     elif hasattr(type(c), "wait_msg"):
@@ -44,10 +44,10 @@ def take(c):
     one is held, so a link that closed meanwhile is found after the
     hand-out: then handled() holds a QoS 2 id and acknowledges nothing.)"""
     s = c.session
-    if c._held != s.link or s.state != _CONNECTED:
-        c._held = 0
+    if c.pull_held != s.link or s.state != _CONNECTED:
+        c.pull_held = 0
         return None
-    c._held = 0
+    c.pull_held = 0
     m = (s.topic, s.msg, s.retained, s.qos)
     import holdfast.inbound as i
     i.handled(s)
@@ -60,8 +60,8 @@ def pull(c, timeout_ms):
     (0: only what has arrived; None: until one comes); turns the pull API on
     (messages()). LinkDown as wait_msg() raises it."""
     from time import ticks_ms, ticks_add, ticks_diff
-    if c._held < 0:
-        c._held = 0
+    if c.pull_held < 0:
+        c.pull_held = 0
     deadline = ticks_add(ticks_ms(), timeout_ms or 0)
     while True:
         m = take(c)

@@ -152,6 +152,7 @@ class Session:
     topic = msg = None
     retained = dup = False
     qos = 0
+    msg_link = 0  # the link it came by: handled() acknowledges it on that one only
     # QoS 2 messages past PUBREC whose broker session was lost: they go out
     # again as PUBLISH, not PUBREL, until a PUBREC comes back (a list).
     _republish = None
@@ -211,7 +212,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms  # policies.retry_ms() sends again what waits this long for its ack
+        self.retry_ms = retry_ms  # _retry() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -637,6 +638,21 @@ class Session:
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
-            import holdfast.policies as m  # policies.py: loaded on first use
-            m.retry_ms(self, now)
+            self._retry(now)
         self._fill(now)
+
+    def _retry(self, now):
+        # retry_ms: what has waited retry_ms for its acknowledgement goes out
+        # again, with DUP (a PUBREL past PUBREC), while tx has room.
+        st = self._state
+        for i in range(self.window):
+            w = st[i]
+            if w and ticks_diff(now, self._sent[i]) >= self.retry_ms:
+                n = self.store.size(self._key[i])
+                if self.make_room(n) - _ACK_ROOM < n:
+                    break
+                if w == _WAIT_PUBCOMP:
+                    self._ack(_PUBREL, self._pid[i])
+                else:
+                    self._resend(self._key[i], True)
+                self._sent[i] = now

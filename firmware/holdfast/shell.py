@@ -55,7 +55,7 @@ class Shell:
     # over an AsyncClient), one class attribute until first asked for: -1
     # off; else the link whose message the engine holds until pull.take()
     # hands it out (0: none held).
-    _held = -1
+    pull_held = -1
     # A counter set only at MQTT 5, read as 0 until then, as every counter.
     rejected = 0  # outgoing messages the broker refused (v5more.rejected counts them)
 
@@ -279,10 +279,10 @@ class Shell:
         Returns False if the link failed."""
         s = self.session
         while not self._busy:
-            if self._held > 0:  # nothing more is taken until the pull API has the held message
-                if self._held == s.link and s.state == _CONNECTED:
+            if self.pull_held > 0:  # nothing more is taken until the pull API has the held message
+                if self.pull_held == s.link and s.state == _CONNECTED:
                     return True
-                self._held = 0  # its link is gone (pull.take())
+                self.pull_held = 0  # its link is gone (pull.take())
             try:
                 e = s.receive(now)
             except LINK_ERRORS as err:
@@ -290,8 +290,8 @@ class Shell:
                 return False
             if not e:
                 return True
-            if e == _MESSAGE and self._held >= 0:
-                self._held = s.link
+            if e == _MESSAGE and self.pull_held >= 0:
+                self.pull_held = s.link
                 return True
             self._busy = True
             try:

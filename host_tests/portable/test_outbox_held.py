@@ -40,7 +40,7 @@ class Stores:
         rmtree(self.top)
 
 
-def _held(st, pids):
+def pull_held(st, pids):
     return [p for p in pids if held(st, p)]
 
 
@@ -50,14 +50,14 @@ def test_default_table_holds_32_ids_and_held_is_configurable():
         st = s.fresh(kind)
         for pid in range(1, 33):
             table(st).hold(pid)
-        assert _held(st, range(1, 33)) == list(range(1, 33)), kind
+        assert pull_held(st, range(1, 33)) == list(range(1, 33)), kind
         assert st.held_evicted == 0, kind
         table(st).hold(33)
-        assert _held(st, range(1, 34)) == list(range(2, 34)) and st.held_evicted == 1, kind
+        assert pull_held(st, range(1, 34)) == list(range(2, 34)) and st.held_evicted == 1, kind
         st = s.fresh(kind, held=5)
         for pid in range(100, 106):
             table(st).hold(pid)
-        assert _held(st, range(100, 106)) == [101, 102, 103, 104, 105], kind
+        assert pull_held(st, range(100, 106)) == [101, 102, 103, 104, 105], kind
         assert st.held_evicted == 1, kind
         if kind == "flash":
             e = raises(ValueError, FlashStore, Flash(4, 512), held=0)
@@ -74,7 +74,7 @@ def _fill_then_evict(st, kind):
         table(st).hold(pid)
     table(st).unhold(2)
     table(st).hold(5)
-    assert _held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
+    assert pull_held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
     table(st).hold(4)  # held already: neither a new entry nor younger
     assert st.held_evicted == 0, kind
 
@@ -84,8 +84,8 @@ def _evicts_in_order(st, kind, order, first=6):
     for n in range(len(order)):
         table(st).hold(first + n)
         gone = left.pop(0)
-        assert not held(st, gone), (kind, "evicted", gone, _held(st, range(1, 20)))
-        assert _held(st, left) == left, (kind, left, _held(st, range(1, 20)))
+        assert not held(st, gone), (kind, "evicted", gone, pull_held(st, range(1, 20)))
+        assert pull_held(st, left) == left, (kind, left, pull_held(st, range(1, 20)))
         assert st.held_evicted == n + 1, (kind, st.held_evicted, n + 1)
 
 
@@ -96,7 +96,7 @@ def test_full_table_evicts_the_oldest_first_and_counts_each():
         _fill_then_evict(st, kind)
         _evicts_in_order(st, kind, [1, 3, 4, 5])
         table(st).forget_held()
-        assert _held(st, range(1, 20)) == [], kind
+        assert pull_held(st, range(1, 20)) == [], kind
         table(st).hold(20)  # free entries again: nothing evicted
         assert st.held_evicted == 4 and held(st, 20), kind
     s.done()
@@ -108,12 +108,12 @@ def test_reopen_keeps_the_held_ids_and_their_order():
         st = s.fresh(kind, held=4)
         _fill_then_evict(st, kind)
         st = s.reopen(kind, st, held=4)
-        assert _held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
+        assert pull_held(st, range(1, 10)) == [1, 3, 4, 5] and st.held_evicted == 0, kind
         _evicts_in_order(st, kind, [1, 3, 4, 5])  # an evicted id is gone for good:
         st = s.reopen(kind, st, held=4)
-        assert _held(st, range(1, 10)) == [6, 7, 8, 9], kind
+        assert pull_held(st, range(1, 10)) == [6, 7, 8, 9], kind
         st = s.reopen(kind, st, held=2)  # a smaller table keeps the newest, counted
-        assert _held(st, range(1, 10)) == [8, 9] and st.held_evicted == 2, kind
+        assert pull_held(st, range(1, 10)) == [8, 9] and st.held_evicted == 2, kind
         if kind == "file":
             st.close()
     s.done()
@@ -152,7 +152,7 @@ def test_order_survives_compaction_copies_and_a_reopen():
                 break
         assert (h._hunit[i], h._hpos[i]) != where, (kind, "no compaction copied the hold", where)
         st = s.reopen(kind, st, held=4, **kw)
-        assert _held(st, range(1, 10)) == [1, 2, 3, 4], kind
+        assert pull_held(st, range(1, 10)) == [1, 2, 3, 4], kind
         _evicts_in_order(st, kind, [1, 2, 3, 4], 5)
         if kind == "file":
             st.close()
@@ -196,7 +196,7 @@ def test_a_full_flash_ring_keeps_a_hold_in_ram_and_counts_it():
         held.append(pid)
         if st.unsaved:
             break
-    assert st.unsaved == 1 and _held(st, held) == held, (st.unsaved, held)
+    assert st.unsaved == 1 and pull_held(st, held) == held, (st.unsaved, held)
     for k in keys:  # the ring still drains, and then takes messages again
         st.done(k)
     st.done(st.put(b"t", b"f" * 40, 1, False, 1))
