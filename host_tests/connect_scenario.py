@@ -1,4 +1,4 @@
-# shell.dial/shell.connected against real sockets, under either runtime:
+# sockets.dial/sockets.connected against real sockets, under either runtime:
 #   python|micropython host_tests/connect_scenario.py PORT  (a free port)
 # A listener whose accept queue is full drops new SYNs, as a broker that
 # stopped answering does: the connect stays pending and each step must say so
@@ -8,7 +8,7 @@ import socket
 import sys
 
 from scenario_support import sleep_ms, ticks_ms, ticks_diff  # first: firmware/ on sys.path
-from holdfast import shell
+from holdfast import sockets
 
 
 def listener(port):
@@ -35,14 +35,14 @@ def main():
     sleep_ms(200)
     # A connect waited for (ms > 0) that the full queue never takes: the wait
     # runs out and Unreachable says so, ETIMEDOUT in args[0].
-    t = shell.dial("127.0.0.1", port)
+    t = sockets.dial("127.0.0.1", port)
     try:
-        shell.connected(t, "127.0.0.1", port, 100)
+        sockets.connected(t, "127.0.0.1", port, 100)
         r["timeout"] = None
     except OSError as e:
         r["timeout"] = [e.__class__.__name__] + list(e.args)
-    d = shell.dial("127.0.0.1", port)
-    r["pending_steps"] = sum(1 for _ in range(20) if shell.connected(d, "127.0.0.1", port, 0) is None)
+    d = sockets.dial("127.0.0.1", port)
+    r["pending_steps"] = sum(1 for _ in range(20) if sockets.connected(d, "127.0.0.1", port, 0) is None)
     # Take the queued connections: the kernel re-sends our SYN (after about
     # 1 s, then 3 s) and the connect completes.
     lst.setblocking(False)
@@ -54,7 +54,7 @@ def main():
                 lst.accept()[0].close()
         except OSError:
             pass
-        sock = shell.connected(d, "127.0.0.1", port, 0)
+        sock = sockets.connected(d, "127.0.0.1", port, 0)
         sleep_ms(20)
     r["connected"] = sock is not None
     if sock is not None:
@@ -65,9 +65,9 @@ def main():
     # A port nobody listens on: refused, as an OSError from dial() or from
     # a step, never a hang.
     try:
-        d = shell.dial("127.0.0.1", port)
+        d = sockets.dial("127.0.0.1", port)
         t0 = ticks_ms()
-        while shell.connected(d, "127.0.0.1", port, 0) is None and ticks_diff(ticks_ms(), t0) < 5000:
+        while sockets.connected(d, "127.0.0.1", port, 0) is None and ticks_diff(ticks_ms(), t0) < 5000:
             sleep_ms(10)
         r["refused"] = None
     except OSError as e:

@@ -67,16 +67,16 @@ def test_mqtt_31_and_empty_client_id(runtime, mosquitto):
 
 
 def test_host_name_is_resolved_again_on_every_reconnect(mosquitto, monkeypatch):
-    from holdfast import MQTTClient, shell
+    from holdfast import MQTTClient, sockets
 
     calls = []
-    real = shell.socket.getaddrinfo
+    real = sockets.socket.getaddrinfo
 
     def counting(host, *a):
         calls.append(host)
         return real(host, *a)
 
-    monkeypatch.setattr(shell.socket, "getaddrinfo", counting)
+    monkeypatch.setattr(sockets.socket, "getaddrinfo", counting)
     c = MQTTClient("resolve-" + str(os.getpid()), "localhost", mosquitto.port, keepalive=5,
                    backoff_ms=(100, 200), timeout_ms=2000)
     c.connect()

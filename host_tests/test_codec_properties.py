@@ -3,6 +3,7 @@
 from hypothesis import given, settings, strategies as st
 
 from holdfast import codec as c
+from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
 from holdfast.errors import MQTTProtocolError
@@ -143,6 +144,7 @@ def hostile_events(stream, size, cuts, by_tail):
     that ended the stream. Fails on any other exception, and when an offset
     leaves the buffer."""
     r = c.Reader(size)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     out = []
     i = k = 0
     for _ in range(4 * len(stream) + 8):
@@ -190,6 +192,7 @@ def roomy_events(stream, size):
     packet longer than size. Returns (those, the error that must follow them
     or None)."""
     r = c.Reader(max(len(stream), size) + 8)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, stream)
     out = []
     while True:

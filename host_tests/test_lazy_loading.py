@@ -19,9 +19,10 @@ RUNTIMES = {"cpython": sys.executable,
             "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
 
 # Modules only a feature beyond publishing loads.
-LATER = {"pull", "errcommon", "errmore", "topics", "inbound", "held", "subscriptions", "subsmore", "policies", "reasons", "tls", "tlssetup",
+LATER = {"pull", "errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket", "topics", "inbound", "held",
+         "subscriptions", "policies", "reasons", "tls", "tlssetup",
          "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
-         "url", "ws", "wsopen", "wserrors", "robust"}
+         "url", "ws", "wsopen", "robust"}
 
 SCRIPT = """\
 import sys, json
@@ -71,17 +72,17 @@ def test_each_feature_loads_with_its_first_use(runtime, mosquitto):
     assert lines, (p.stdout, p.stderr)
     r = json.loads(lines[-1][7:])
     # Publishing (QoS 0 and 1, acknowledged) loads none of the later modules:
-    # no error class beyond MQTTError (errors.py) until something fails.
+    # no error class beyond MQTTError (errors/base.py) until something fails.
     assert not LATER & set(r["publish"]), r["publish"]
-    assert "errors" in r["publish"], r["publish"]
-    assert {"client", "shell", "session", "codec", "memstore"} <= set(r["publish"])
+    assert {"errors", "errors.base"} <= set(r["publish"]), r["publish"]
+    assert {"client", "shell", "sockets", "session", "codec", "memstore"} <= set(r["publish"])
     # A subscription and an inbound message bring their own, and only those.
     assert r["got"] == ["back"], r
     assert LATER & set(r["subscribe"]) == {"topics", "subscriptions", "inbound"}, r["subscribe"]
     # The first unreachable broker brings the link's error classes, and the
     # class raised is the one holdfast.errors names; the rarer ones stay out.
     assert r["unreachable"] is True, r
-    assert "errcommon" in r["failed"] and "errmore" not in r["failed"], r["failed"]
+    assert LATER & set(r["failed"]) - set(r["subscribe"]) == {"errors.link"}, r["failed"]
 
 
 NAMES = """\
@@ -90,7 +91,7 @@ sys.path.insert(0, %(fw)r)
 import holdfast, holdfast.errors as errors, holdfast.tls as tls
 
 def loaded():
-    return [m for m in ("errcommon", "errmore") if "holdfast." + m in sys.modules]
+    return [m for m in ("errors.link", "errors.broker", "errors.outbox", "errors.tls") if "holdfast." + m in sys.modules]
 
 r = {"alone": loaded()}
 from holdfast.errors import LinkDown
@@ -105,7 +106,8 @@ r["names"] = names
 # the one class whichever way it is reached: from holdfast, from
 # holdfast.errors, as holdfast.errors.X and holdfast.X, from the module
 # that holds it
-home = [sys.modules["holdfast.errcommon"]] * 5 + [sys.modules["holdfast.errmore"]] * 4
+home = [sys.modules["holdfast.errors." + m] for m in ("broker", "outbox", "link", "link", "link", "broker", "broker",
+                                                     "broker", "tls")]
 r["same"] = [c is getattr(errors, n) is getattr(holdfast, n) is getattr(m, n)
              for c, n, m in zip(got, names, home)]
 r["tls"] = tls.TLSError is TLSError
@@ -126,16 +128,16 @@ print("RESULT " + json.dumps(r))
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_the_error_classes_keep_their_documented_names(runtime):
-    # The classes errors.py loads on first use (errcommon.py, errmore.py)
+    # The classes the errors package loads on first use (its face's table)
     # are found where the docs name them (holdfast, holdfast.errors,
     # holdfast.tls.TLSError), the same class each time and with the family
-    # README.md gives it; importing errors.py or tls.py loads neither.
+    # README.md gives it; importing holdfast.errors or tls.py loads none.
     p = subprocess.run([RUNTIMES[runtime], "-c", NAMES % {"fw": os.path.join(ROOT, "firmware")}],
                        capture_output=True, text=True, timeout=120)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, (p.stdout, p.stderr)
     r = json.loads(lines[-1][7:])
-    assert r == {"alone": [], "common": ["errcommon"],
+    assert r == {"alone": [], "common": ["errors.link"],
                  "names": ["ConnectError", "OutboxFull", "MQTTTimeout", "LinkDown", "Unreachable",
                            "MQTTProtocolError", "V5Error", "SubscribeError", "TLSError"],
                  "same": [True] * 9, "tls": True, "umqtt": True,

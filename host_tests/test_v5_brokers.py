@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from holdfast import codec as c
+from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
 from holdfast import v5more as v5
@@ -38,6 +39,7 @@ def receive(s):
         shift += 7
     body = _exactly(s, n)
     r = c.Reader(n + 8, 5)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, body)
     r.type = head[0] >> 4
     v5.parse(r, r.type, head[0] & 15, 0, n)

@@ -14,6 +14,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from holdfast import codec as c
+from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
 from holdfast import v5more as v5
@@ -65,6 +66,7 @@ def allowed(pt):
 
 def reader(data):
     r = c.Reader(len(data) + 4, 5)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, data)
     return r
 

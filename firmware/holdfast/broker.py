@@ -3,6 +3,7 @@
 # needs it; test brokers and host tools do.
 from .codec import Reader, _fit, _header, _u16, _check_pid
 from .topics import check_filter, string
+from . import inbound
 from .errors import MQTTProtocolError
 from .reasons import NAMES
 
@@ -47,6 +48,10 @@ def _bad(why):
 
 class BrokerReader(Reader):
     """A Reader that also decodes the packets only clients send."""
+
+    def __init__(self, size=1024, level=4):
+        super().__init__(size, level)
+        inbound.ready(self)  # a broker decodes every PUBLISH a client sends
 
     def decode(self, type, flags, i, end):  # what Reader.next() calls for them
         self._body = i  # where filters() finds them

@@ -25,6 +25,10 @@ _PINGRESP = const(13)
 _DISCONNECT = const(14)
 
 _MAX_REMAINING = const(268435455)
+# What next() returns for a PUBLISH or SUBACK (or an oversize PUBLISH) while
+# it has no decoders (inbound.ready() not called): the packet stays
+# buffered; the session hands them over and asks again.
+_UNDECODED = const(17)
 
 # Error reasons, by number; their words are in reasons.py (topics.py and
 # inbound.py have the numbers of their own).
@@ -53,7 +57,6 @@ _E_CONNACK_FLAGS = const(32)
 _E_CONNACK_CODE = const(33)
 _E_FROM_CLIENT = const(36)
 _E_TOO_LARGE = const(37)
-_E_UNEXPECTED = const(42)
 
 
 def why(code, *args):
@@ -266,10 +269,12 @@ class Reader:
     the next call. A PUBLISH bigger than the buffer is skipped whole, so the
     stream stays in step: next() returns 16 (SKIPPED) once its packet id is
     read (pid; 0 at QoS 0; flags, and length: its bytes), and passes over
-    the rest as it arrives (inbound.big(), skip(): loaded, and the skip's
-    state made, by the session once messages can arrive, so that nothing is
-    loaded or allocated when a message is too large for the heap it would
-    take). Any MQTTProtocolError
+    the rest as it arrives (inbound.big(), skip(): handed over by the
+    session once messages can arrive, so that nothing is loaded or
+    allocated when a message is too large for the heap it would take).
+    PUBLISH and SUBACK are decoded by inbound.py too: until inbound.ready(r)
+    hands them over, next() returns 17 (UNDECODED) and keeps the packet.
+    Any MQTTProtocolError
     (a length that runs past its packet, any other packet type bigger than the
     buffer or than its type allows, ...) means the stream cannot be trusted
     any more: the link must go, and reset() before the next one.
@@ -377,14 +382,17 @@ class Reader:
         if total > len(b):
             # Only a PUBLISH can be skipped (and acknowledged): anything else
             # this large is no packet a broker sends this client.
-            # Nor to a client that takes no messages (no inbound.ready()).
-            if type != _PUBLISH or self.inbound is None:
+            if type != _PUBLISH:
                 raise protocol_error(_E_TOO_LARGE, type, total, len(b))
             if end < i + 2:
                 return 0  # the topic length says where the packet id is
+            if self.inbound is None:
+                return _UNDECODED
             return self.inbound.big(self, flags, i, total)
         if end - s < total:
             return 0
+        if self.inbound is None and (type == _PUBLISH or type == _SUBACK) and self.level < 5:
+            return _UNDECODED
         end = s + total
         self.start = end
         self.type = type
@@ -392,8 +400,6 @@ class Reader:
         if self.level > 4:  # MQTT 5: Reader5 (v5.py) decodes its own way
             self.decode(type, flags, i, end)
         elif type == _PUBLISH or type == _SUBACK:
-            if self.inbound is None:  # a client that subscribed to nothing and keeps no session
-                raise protocol_error(_E_UNEXPECTED, type)
             self.inbound.parse(self, type, flags, i, end)
         elif _PUBACK <= type <= _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)

@@ -102,6 +102,7 @@ _MESSAGE = const(1)  # an inbound message: topic, msg, qos, retained, dup; then 
 _DELIVERED = const(2)  # an outgoing QoS 1/2 message acknowledged: done_pid
 _REFUSED = const(3)  # the broker refused filters: subs.refused (the last), subs.nrefused (Subs.acked returns it)
 _REJECTED = const(4)  # MQTT 5: the broker refused an outgoing message: done_pid, rx.code
+_UNDECODED = const(17)  # codec.Reader's: a message it has no decoders for yet (inbound.ready())
 _SKIPPED = const(16)  # codec.Reader's: an inbound PUBLISH too large for rx, passed over (rx.pid, rx.flags)
 
 # Error reasons (reasons.py has the words).
@@ -510,6 +511,9 @@ class Session:
         while self.make_room() >= _ACK_ROOM:
             try:
                 t = self.rx.next()
+                if t == _UNDECODED:  # a message before any subscription: its decoders load now
+                    import holdfast.inbound as m
+                    t = m.ready(self.rx) or self.rx.next()
                 if not t:
                     return 0
                 self.packets += 1

@@ -306,7 +306,7 @@ class Shell:
                 elif e == _REJECTED:
                     s.v5.more().rejected(self)
                 else:  # REFUSED: filters the broker refused when restored
-                    import holdfast.subsmore as m
+                    import holdfast.subscriptions as m
                     m.refusals(self)
             except Exception as x:
                 self.callback_errors += 1

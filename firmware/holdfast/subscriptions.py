@@ -3,8 +3,9 @@
 # of inbound topics against them; request(), the session's subscribe verb,
 # and the clients' subscribe() around their wait (ask, answer). Loaded on
 # the first subscribe(): a sensor that only publishes never carries it.
-# The rare paths (failures, refusals, MQTT 5 options) are subsmore.py's.
+# Its failures too (no ack in time, refused, restored filters refused).
 from . import codec, topics
+from . import errors  # errors.X where raised: the class loads with the first failure
 
 _OUT = const(4)  # SUBSCRIBE/UNSUBSCRIBE packets awaiting their ack at once
 _ACK_ROOM = const(16)  # send buffer bytes left for acknowledgements (session.ACK_ROOM)
@@ -18,7 +19,12 @@ _PID = const(3)  # 0: to be sent; >0: awaits its ack; -1: granted on this sessio
 _GRANTED = const(4)  # the last SUBACK code (0 for an UNSUBACK); -1 before the first
 
 # Error reasons (reasons.py has the words).
+_E_NO_UNSUBACK = const(48)
+_E_RESTORE_REFUSED = const(53)
+_E_SUB_REFUSED = const(54)
+_E_NO_SUBACK = const(55)
 _E_SUBACK_COUNT = const(62)
+_E_ACK_TYPE = const(63)
 
 
 def match(f, t):
@@ -97,23 +103,36 @@ def request(s, topic, qos, handler=None):
 def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
     options: MQTT 5's subscription options, in the QoS the entry keeps
-    (v5more.sub_options)."""
+    (v5more.sub_options); ValueError below level 5."""
     c._idle(True)
     topic = codec.to_bytes(topic)
     if options:
-        import holdfast.subsmore as m  # the rare paths: loaded on first use
-        qos = m.options(c, qos, options)
+        v5 = c.session.v5
+        if not v5:
+            from .v5words import text
+            raise ValueError(text(35, ()))
+        qos = v5.more().sub_options(qos, **options)
     return request(c.session, topic, qos, handler)
 
 
 def answer(c, e, acked):
     """After client c's wait for entry e's ack: the granted QoS, or why
-    there is none (subsmore.answer)."""
+    there is none: MQTTTimeout (no ack in time), SubscribeError (refused)."""
     g = e[_GRANTED]
     if acked and g < _SUBACK_FAILURE:  # MQTT 5 has more refusals than 0x80
         return None if e[1] < 0 else g  # None: an UNSUBSCRIBE's, or a subscribe() unsubscribed meanwhile
-    import holdfast.subsmore as m  # the rare paths: loaded on first use
-    m.answer(c, e, acked)
+    if not acked:
+        raise errors.MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
+    v5 = c.session.v5  # MQTT 5 has more refusals than 0x80, in words
+    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(g) if v5 else ""))
+
+
+def refusals(c):
+    """The session's REFUSED event: the broker refused filters it restored.
+    Counted in client c's restore_refused, the last named in its last_error."""
+    subs = c.session.subs
+    c.restore_refused += subs.nrefused
+    c.last_error = errors.SubscribeError(codec.why(_E_RESTORE_REFUSED, subs.refused))
 
 
 
@@ -186,8 +205,7 @@ class Subs:
             if s.v5:
                 s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
-                import holdfast.subsmore as m  # unsubscribing is rare: its packet is there
-                s.tx_end = m.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
+                s.tx_end = topics.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
         lst = self.list
         i = 0
         while i < len(lst):
@@ -249,9 +267,10 @@ class Subs:
                 break
         else:
             g = None
-        if (t == _UNSUBACK) != (g is not None):
-            import holdfast.subsmore as m
-            raise m.acked(t, pid)
+        if (t == _UNSUBACK) != (g is not None):  # an ack of the other type
+            if t == _UNSUBACK:
+                raise codec.protocol_error(_E_ACK_TYPE, "UNSUBACK", pid, "SUBACK")
+            raise codec.protocol_error(_E_ACK_TYPE, "SUBACK", pid, "UNSUBACK")
         self.nrefused = 0  # refusals are this SUBACK's to report, once
         if g:
             g[_GRANTED] = 0

@@ -6,9 +6,11 @@
 from . import codec
 
 _SUBSCRIBE = const(8)  # packet types (codec.py)
+_UNSUBSCRIBE = const(10)
 
 # Error reasons (reasons.py has the words).
 _E_NO_FILTER_SUB = const(12)
+_E_NO_FILTER_UNSUB = const(13)
 _E_FILTER_EMPTY = const(14)
 _E_FILTER_UTF8 = const(15)
 _E_FILTER_WILD = const(16)
@@ -32,6 +34,23 @@ def subscribe(buf, pid, filters, off=0):
         i = codec._str(buf, i, codec.to_bytes(f))
         buf[i] = q
         i += 1
+    return i
+
+
+def unsubscribe(buf, pid, topics, off=0):
+    """An UNSUBSCRIBE packet in buf: subscribe()'s counterpart (topics: a
+    sequence of topic filters)."""
+    codec._check_pid(pid)
+    if not topics:
+        raise ValueError(codec.why(_E_NO_FILTER_UNSUB))
+    rl = 2
+    for f in topics:
+        f = codec.to_bytes(f)
+        check_filter(f, 0, len(f))
+        rl += 2 + len(f)
+    i = codec._u16(buf, codec._header(buf, _UNSUBSCRIBE << 4 | 2, rl, off), pid)
+    for f in topics:
+        i = codec._str(buf, i, codec.to_bytes(f))
     return i
 
 

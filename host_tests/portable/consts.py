@@ -23,6 +23,7 @@ CONNACK = 2
 PUBLISH = 3
 PUBACK = 4
 SKIPPED = 16  # codec.Reader.next(): an oversize PUBLISH passed over
+UNDECODED = 17  # codec.Reader.next(): a PUBLISH or SUBACK before inbound.ready()
 PUBREC = 5
 PUBREL = 6
 PUBCOMP = 7

@@ -26,9 +26,9 @@ def encode(buf, p):
         return topics.subscribe(buf, p[1], p[2])
     if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
-    if t == mq.UNSUBSCRIBE:  # subsmore.py: loaded with the first, as a client loads it
-        from holdfast import subsmore
-        return subsmore.unsubscribe(buf, p[1], p[2])
+    if t == mq.UNSUBSCRIBE:
+        from holdfast import topics
+        return topics.unsubscribe(buf, p[1], p[2])
     return c.ack(buf, t, 0)
 
 

@@ -1,7 +1,7 @@
 # The blocking client's I/O shell on a scripted socket and a fake clock: what
 # the client tests patch in (test_client_mock, test_client_edges).
 from holdfast import client as hc
-from holdfast import shell
+from holdfast import shell, sockets
 from time import ticks_add  # CPython: holdfast puts it there
 import consts as mq
 from fakebroker import ScriptedSocket, no_wait, wire
@@ -10,7 +10,7 @@ CONNACK = wire((mq.CONNACK, False, 0))
 
 
 class Dial:
-    """A connect shell.dial() began (the first of what it gives the client):
+    """A connect sockets.dial() began (the first of what it gives the client):
     here to the rig's opener, connected at the first step unless told to
     stay pending for some steps that do not wait (a reconnect's; connect()
     waits for it)."""
@@ -34,7 +34,7 @@ class Dial:
 
 
 def connected(d, host, port, ms):
-    """shell.connected on what Rig.dial gave."""
+    """sockets.connected on what Rig.dial gave."""
     return d[0].step(ms)
 
 
@@ -64,10 +64,10 @@ class Rig:
         return self.now
 
     def __enter__(self):
-        self.saved = (shell.dial, shell.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+        self.saved = (sockets.dial, sockets.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
                       hc.sleep_ms, shell.ticks_ms)
-        shell.dial = self.dial
-        shell.connected = connected
+        sockets.dial = self.dial
+        sockets.connected = connected
         hc.MQTTClient._io_wait = no_wait
         hc.ticks_ms = shell.ticks_ms = self.clock
         hc.sleep_ms = self.sleep
@@ -77,7 +77,7 @@ class Rig:
         self.now = ticks_add(self.now, ms)
 
     def __exit__(self, *a):
-        (shell.dial, shell.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
+        (sockets.dial, sockets.connected, hc.MQTTClient._io_wait, hc.ticks_ms,
          hc.sleep_ms, shell.ticks_ms) = self.saved
         Dial.pending = 0
 

@@ -3,7 +3,7 @@
 # or talks garbage. Where a real broker cannot be steered.
 import gc
 from holdfast import client as hc
-from holdfast import shell
+from holdfast import sockets
 import consts as mq
 from holdfast.errors import ConnectError, SubscribeError
 from fakebroker import wire
@@ -87,14 +87,14 @@ def test_reconnect_is_one_step_per_check_msg_and_gives_up_after_timeout():
         cl = rig.client(backoff_ms=(100, 1000), timeout_ms=2000)
         cl.connect()
         dials = []
-        real = shell.dial
+        real = sockets.dial
 
         def dial(host, port):
             d = real(host, port)
             dials.append(d[0])
             return d
 
-        shell.dial = dial
+        sockets.dial = dial
         rig.socks[0].eof = True
         cl.check_msg()
         assert not cl.isconnected()

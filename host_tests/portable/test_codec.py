@@ -2,6 +2,7 @@
 # ways, every malformed case a broker could send. Runs on CPython and MicroPython.
 import sys
 from holdfast import codec as c
+from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
 from holdfast.errors import MQTTProtocolError
@@ -53,6 +54,7 @@ def test_remaining_length_edges_decode():
     for n, lb in ((16383, b"\xff\x7f"), (16384, b"\x80\x80\x01"), (2097151, b"\xff\xff\x7f"),
                   (2097152, b"\x80\x80\x80\x01"), (268435455, b"\xff\xff\xff\x7f")):
         r = c.Reader(64)
+        inbound.ready(r)  # it decodes PUBLISH and SUBACK
         feed(r, b"\x30" + lb)
         assert r.next() == 0  # no topic length yet
         feed(r, b"\x00\x01")
@@ -61,6 +63,7 @@ def test_remaining_length_edges_decode():
 
 def test_fifth_length_byte_refused():
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, b"\x30\xff\xff\xff\xff\x01")
     e = raises(MQTTProtocolError, r.next)
     assert "fifth" in str(e)
@@ -68,6 +71,7 @@ def test_fifth_length_byte_refused():
 
 def test_fifth_length_byte_refused_before_it_arrives():
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, b"\x30\x80\x80\x80\x80")
     raises(MQTTProtocolError, r.next)
 
@@ -159,6 +163,7 @@ def test_stream_several_packets_in_one_read_and_one_byte_at_a_time():
 def test_partial_packet_waits():
     b = enc((mq.PUBLISH, b"a/b", b"payload", 1, False, False, 5))
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     for k in range(len(b) - 1):
         feed(r, b[k:k + 1])
         assert r.next() == 0
@@ -178,6 +183,7 @@ def test_inbound_publish_and_suback_decoding_allocate_only_their_views():
     if sys.implementation.name != "micropython":
         return
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     pub = b"\x32\x0e\x00\x03a/b\x00\x05payload"
     sub = b"\x90\x04\x00\x07\x01\x80"
     keep = [None, None]
@@ -207,6 +213,7 @@ def test_publish_encoding_and_puback_decoding_allocate_nothing():
     # receive buffer. CPython allocates ints and has no lock: there the same
     # steps run unlocked. (The session's whole path: test_outbox_capacity.)
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     tx = bytearray(128)
 
     def one(pid):

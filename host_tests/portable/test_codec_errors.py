@@ -1,6 +1,7 @@
 # Wire codec, what must be refused: malformed bytes from a broker and bad
 # arguments from the application. Runs on CPython and MicroPython.
 from holdfast import codec as c
+from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
 from holdfast import broker, topics
@@ -20,6 +21,7 @@ def test_too_large_packet_skipped_and_stream_stays_in_step():
     big = enc((mq.PUBLISH, b"big", b"z" * 200, 1, False, False, 42))
     small = enc((mq.PUBACK, 3))
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     data = big + small
     i = 0
     errors = []
@@ -83,6 +85,7 @@ def test_a_client_reader_refuses_what_only_clients_send():
         data = enc(p)
         assert one(data)[0] == p[0]
         r = c.Reader(64)
+        inbound.ready(r)  # it decodes PUBLISH and SUBACK
         feed(r, data)
         e = raises(MQTTProtocolError, r.next)
         assert str(e) == name + " is sent by clients, not by a broker", str(e)
@@ -132,6 +135,7 @@ def run(data, size=64, step=None):
     and (SKIPPED, length, pid, qos) tuples for oversize ones,
     that error or None); the Reader's offsets stay in its buffer throughout."""
     r = c.Reader(size)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     out = []
     i = 0
     for _ in range(2 * len(data) + 4):  # each round takes a byte or a packet
@@ -214,6 +218,7 @@ def test_a_length_the_type_fixes_is_refused_before_the_body_arrives():
                        (b"\x20\x80\x01", "CONNACK remaining length is 128"),
                        (b"\xd0\x01", "PINGRESP remaining length is 1, must be 0")):
         r = c.Reader(64)
+        inbound.ready(r)  # it decodes PUBLISH and SUBACK
         for k in range(len(data) - 1):
             feed(r, data[k:k + 1])
             assert r.next() == 0, data
@@ -226,6 +231,7 @@ def test_reset_forgets_a_publish_half_skipped():
     # over, its packet id not there yet: the next link's first bytes are
     # its own packets, not the rest of that one.
     r = c.Reader(64)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, b"\x32\x64\x00\x50" + b"t" * 40)
     assert r.next() == 0 and r.skip
     r.reset()

@@ -29,6 +29,7 @@ def pkt(first, body):
 def dec(data):
     """data (one whole packet) decoded by v5.parse into a Reader's fields."""
     r = c.Reader(len(data) + 4, 5)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, data)
     n = 0
     s = 0
@@ -249,6 +250,7 @@ def test_property_block_alone_round_trip():
     want = b"\x12\x11\xff\xff\xff\xff\x21\xff\xff\x26\x00\x00\x00\x00\x16\x00\x02\x00\xff"
     assert out(n) == want, out(n)
     r = c.Reader(32, 5)
+    inbound.ready(r)  # it decodes PUBLISH and SUBACK
     r.buf[:n] = want
     assert v5.walk(r, 0, n, mq.CONNECT) == n
     assert (r.p0, r.p1) == (1, n)
@@ -438,6 +440,7 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     data = pkt(0x32, b"\x00\x03a/b\x00\x05\x0f\x02\x00\x00\x00\x3c\x23\x00\x07\x26\x00\x01k\x00\x01vpayload")
     r = dec(data)  # warm: topics.py loaded
     r4 = c.Reader(64, 4)
+    inbound.ready(r4)  # it decodes PUBLISH and SUBACK
     feed(r4, b"\x32\x0e\x00\x03a/b\x00\x05payload")
     r4.next()
 

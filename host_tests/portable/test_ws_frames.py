@@ -8,7 +8,7 @@ import sys
 
 from holdfast.url import parse
 from holdfast.ws import WebSocket
-from holdfast.shell import flush, read_into
+from holdfast.sockets import flush, read_into
 from holdfast.session import Session
 from holdfast import errors
 from support import raises

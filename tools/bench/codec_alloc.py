@@ -7,6 +7,7 @@ import json
 
 sys.path.insert(0, (sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else ".") + "/../../firmware")
 from holdfast import codec  # noqa: E402
+from holdfast import inbound
 
 N = 1000
 TOPIC = b"sensors/dev-1/telemetry"
@@ -27,6 +28,7 @@ def per_op(op):
 
 buf = bytearray(256)
 r = codec.Reader(256)
+inbound.ready(r)  # it decodes PUBLISH and SUBACK
 puback = bytearray(4)
 codec.ack(puback, 4, 7)  # PUBACK
 pub = bytearray(128)

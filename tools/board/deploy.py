@@ -575,16 +575,16 @@ def mip_mpy(outdir, march=None, opt=0, version="0.1.0"):
 # "core client" is what a publish-only blocking client loads; the rest loads
 # on first use.
 GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pull API",
-           ("topics", "inbound", "held", "subscriptions", "subsmore", "policies", "reasons", "unload", "pull")),
+           ("topics", "inbound", "held", "subscriptions", "policies", "reasons", "unload", "pull")),
           ("umqtt.robust's drop-in (only a program that imports it)", ("robust",)),
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlssetup")),
           ("URLs and MQTT over WebSockets (url, wsopen while needed; ws for ws:// and wss://)",
-           ("url", "ws", "wsopen", "wserrors")),
+           ("url", "ws", "wsopen")),
           ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
-          ("error classes (each with the first one raised)", ("errcommon", "errmore")))
+          ("error classes (each with the first one raised)", ("errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
 
 
 def sizes(board="esp32"):

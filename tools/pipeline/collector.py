@@ -54,7 +54,7 @@ except ImportError:   # run from a checkout: the firmware is beside tools/
     sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "firmware"))
     from holdfast import codec
-from holdfast import topics, subsmore
+from holdfast import inbound, topics
 from holdfast.errors import MQTTProtocolError
 from holdfast.reasons import refused
 
@@ -270,6 +270,7 @@ class _Link:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rx = codec.Reader(RX_SIZE)
+        inbound.ready(self.rx)  # it decodes the PUBLISH packets the broker forwards
         self.buf = bytearray(512)
         self.heard = self.said = time.monotonic()
 
@@ -562,7 +563,7 @@ class Collector:
         session. Bounded: on timeout, stop anyway (at-least-once)."""
         link = self._link
         self._fence_pid = 2
-        n = subsmore.unsubscribe(link.buf, self._fence_pid, [_FENCE])
+        n = topics.unsubscribe(link.buf, self._fence_pid, [_FENCE])
         link.send(bytes(link.buf[:n]))
         deadline = time.monotonic() + timeout
         while self._fence_pid and time.monotonic() < deadline:
