@@ -47,6 +47,7 @@ _E_WHEN_FULL = const(51)
 _E_OFFLINE = const(52)
 _E_RESET_AT_CONNECT = const(64)
 _E_NOT_STARTED = const(65)
+_E_NO_TCP = const(56)
 _E_NO_ROOM = const(47)
 
 
