@@ -97,7 +97,7 @@ def request(s, topic, qos, handler=None):
 def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
     options: MQTT 5's subscription options, in the QoS the entry keeps
-    (v5more.sub_options)."""
+    (mqtt5.subscriptions.sub_options)."""
     c._idle(True)
     topic = codec.to_bytes(topic)
     if options:
@@ -184,7 +184,8 @@ class Subs:
                 return
             g[_PID] = out[out.index(0)] = s.new_pid()
             if s.v5:
-                s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
+                import holdfast.mqtt5.subscriptions as m
+                s.tx_end = m.unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
                 import holdfast.subsmore as m  # unsubscribing is rare: its packet is there
                 s.tx_end = m.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
@@ -224,7 +225,8 @@ class Subs:
             if not batch:
                 return  # no room now: the rest once tx drains
             if s.v5:  # the options byte (QoS in bits 0-1)
-                s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
+                import holdfast.mqtt5.subscriptions as m
+                s.tx_end = m.subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
                 s.tx_end = filters.subscribe(s.tx, pid, batch, s.tx_end)
             k = out.index(0)

@@ -44,12 +44,13 @@ def unsubscribe(buf, pid, topics, off=0):
 
 def options(c, qos, options):
     """subscribe()'s MQTT 5 keyword arguments (opts) as the QoS the entry
-    keeps (v5more.sub_options); ValueError below level 5."""
+    keeps (mqtt5.subscriptions.sub_options); ValueError below level 5."""
     v5 = c.session.v5
     if not v5:
-        from .v5words import text
+        from .mqtt5.reasons import text
         raise ValueError(text(35, ()))
-    return v5.more().sub_options(qos, **options)
+    from .mqtt5.subscriptions import sub_options
+    return sub_options(qos, **options)
 
 
 def answer(c, e, acked):
@@ -57,9 +58,10 @@ def answer(c, e, acked):
     no granted QoS."""
     if not acked:
         raise errors.MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
-    v5 = c.session.v5  # MQTT 5 has more refusals than 0x80, in words
-    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0])
-                                + (": " + v5.words(e[_GRANTED]) if v5 else ""))
+    if c.session.v5:  # MQTT 5 has more refusals than 0x80, in words
+        from .mqtt5.reasons import words
+        raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + ": " + words(e[_GRANTED]))
+    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]))
 
 
 def refusals(c):

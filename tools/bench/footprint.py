@@ -733,7 +733,7 @@ def wire_bytes():
         sys.path.insert(0, fw)
     from holdfast.session import Session
     from holdfast.broker import feed
-    from holdfast.v5 import Session5
+    from holdfast.mqtt5.session import Session5
 
     def engine(cls, level, connack):
         s = cls(b"wire", True, 0, level, 256, 4)
