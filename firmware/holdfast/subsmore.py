@@ -49,8 +49,8 @@ def options(c, qos, options):
     if not v5:
         from .mqtt5.reasons import text
         raise ValueError(text(35, ()))
-    from .mqtt5.subscriptions import sub_options
-    return sub_options(qos, **options)
+    import holdfast.mqtt5.subscriptions as m
+    return m.sub_options(qos, **options)
 
 
 def answer(c, e, acked):

@@ -5,13 +5,14 @@
 # rest loads on first use from the modules beside it: an inbound PUBLISH
 # (inbound.py), SUBACK and UNSUBACK (subscriptions.py), properties written
 # (properties.py), a message stored with its properties or sent again
-# (outbox.py), the words (reasons.py). They build on wire.py, never on this
-# module, so importing them here closes no circle.
+# (outbox.py), a refusal or the broker's DISCONNECT in words (refused.py).
+# They build on wire.py, never on this module, so importing them here closes
+# no circle.
 from .. import codec
 from ..codec import Reader, _length_size, put_length, _u16
 from .. import errors  # errors.X where raised or caught: the class loads with the first failure
 from ..session import Session
-from .wire import ALIASES, _words, _n16, _u32, get, left, parse as _parse_link
+from . import wire
 
 # Packet types (codec.py's), and session.py's numbers Session5 works with:
 # private, so the compiler folds them and the module holds no name for them.
@@ -29,7 +30,6 @@ _MESSAGE_EXPIRY = const(0x02)
 _SESSION_EXPIRY = const(0x11)
 _ASSIGNED_CLIENT_ID = const(0x12)
 _SERVER_KEEP_ALIVE = const(0x13)
-_REASON_STRING = const(0x1F)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
 _TOPIC_ALIAS = const(0x23)
@@ -47,12 +47,6 @@ _E_SERVER_GONE = const(30)
 # The outbound topic aliases the client sets at most, whatever the broker takes.
 _OUT = const(8)
 _MORE = const(9)  # bytes MQTT 5 adds to a PUBLISH of ours at most: property length, expiry, alias
-
-
-def said(r):
-    # The Reason String of reader r's packet, if it has one.
-    why = get(r.buf, _REASON_STRING, None, r.p0, r.p1)
-    return ": " + why.decode() if why else ""
 
 
 # -- packets out --------------------------------------------------------------
@@ -74,7 +68,7 @@ def out(s, topic, payload, qos, retain, pid, deadline):
     topic = codec.to_bytes(topic)
     payload = codec.to_bytes(payload)
     n = len(payload)
-    expiry = left(deadline)
+    expiry = wire.left(deadline)
     e = 0 if expiry is None else 5
     a = 0
     new = True
@@ -109,7 +103,7 @@ def out(s, topic, payload, qos, retain, pid, deadline):
     i = put_length(b, i, e)
     if expiry is not None:
         b[i] = _MESSAGE_EXPIRY
-        i = _u32(b, i + 1, expiry)
+        i = wire._u32(b, i + 1, expiry)
     if a:
         b[i] = _TOPIC_ALIAS
         i = _u16(b, i + 1, a)
@@ -149,14 +143,14 @@ def start(s):
     i += 1
     if p:
         b[i] = _SESSION_EXPIRY
-        i = _u32(b, i + 1, s.expiry)
+        i = wire._u32(b, i + 1, s.expiry)
     b[i] = _RECEIVE_MAXIMUM
     i = _u16(b, i + 1, min(s.store.held_max, 65535))
     b[i] = _TOPIC_ALIAS_MAXIMUM
-    i = _u16(b, i + 1, ALIASES)
+    i = _u16(b, i + 1, wire.ALIASES)
     b[i] = _MAXIMUM_PACKET_SIZE
-    i = _u32(b, i + 1, getattr(s, "rx_size", s.size))  # Session._rx_full()
-    n = 2 + _n16(b, j)
+    i = wire._u32(b, i + 1, getattr(s, "rx_size", s.size))  # Session._rx_full()
+    n = 2 + wire._n16(b, j)
     _move(b, i, j, n)
     i += n
     j += n
@@ -188,7 +182,7 @@ def parse(r, type, flags, i, end):
         import holdfast.mqtt5.subscriptions as m
         m.parse(r, type, i, end)
     else:
-        _parse_link(r, type, flags, i, end)
+        wire.parse(r, type, flags, i, end)
 
 
 # -- the session's part: Session5 --------------------------------------------
@@ -245,7 +239,7 @@ class Session5(Session):
         # outbox.publish(); _fill() drops a stored message over self.limit).
         Session.fits(self, n)
         if n > self.limit:
-            raise ValueError(_words(_E_LIMIT, (n, self.limit + _MORE)))
+            raise ValueError(wire._words(_E_LIMIT, (n, self.limit + _MORE)))
 
     def publish(self, topic, payload, qos, retain, now, deadline=0, latest=False):
         payload = codec.to_bytes(payload)  # sized as its UTF-8 bytes
@@ -287,18 +281,18 @@ class Session5(Session):
             p0 = r.p0
             p1 = r.p1
             if r.code:
-                import holdfast.mqtt5.reasons as m
-                raise errors.ConnectError(r.code, m.text(_E_REFUSED, (m.words(r.code), said(r))))
-            self.window = min(len(self._state), get(b, _RECEIVE_MAXIMUM, 65535, p0, p1))
-            ka = get(b, _SERVER_KEEP_ALIVE, -1, p0, p1)
+                import holdfast.mqtt5.refused as m
+                raise errors.ConnectError(r.code, m.said(_E_REFUSED, r))
+            self.window = min(len(self._state), wire.get(b, _RECEIVE_MAXIMUM, 65535, p0, p1))
+            ka = wire.get(b, _SERVER_KEEP_ALIVE, -1, p0, p1)
             if ka >= 0:
                 self.keepalive = ka  # and how long a PINGREQ may go unanswered
-            cid = get(b, _ASSIGNED_CLIENT_ID, None, p0, p1)
+            cid = wire.get(b, _ASSIGNED_CLIENT_ID, None, p0, p1)
             if cid:
                 self.client_id = cid
-            self.max_qos = get(b, _MAXIMUM_QOS, 2, p0, p1)
-            self.retain = get(b, _RETAIN_AVAILABLE, 1, p0, p1)
-            self.alias_max = min(get(b, _TOPIC_ALIAS_MAXIMUM, 0, p0, p1), _OUT)
+            self.max_qos = wire.get(b, _MAXIMUM_QOS, 2, p0, p1)
+            self.retain = wire.get(b, _RETAIN_AVAILABLE, 1, p0, p1)
+            self.alias_max = min(wire.get(b, _TOPIC_ALIAS_MAXIMUM, 0, p0, p1), _OUT)
             if self.alias_max:  # a new link: the broker knows none of our aliases
                 if self.topics is None:
                     self.topics = [None] * _OUT
@@ -308,10 +302,10 @@ class Session5(Session):
             # what leaves room for them. A Maximum Packet Size of 9 or less
             # leaves none: every message is refused (fits(), _fill()).
             self.limit = self.size - _ACK_ROOM
-            most = get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1)
+            most = wire.get(b, _MAXIMUM_PACKET_SIZE, 0, p0, p1)
             if most and most - _MORE < self.limit:
                 self.limit = most - _MORE
         if t == _DISCONNECT:
-            import holdfast.mqtt5.reasons as m
-            self._fail(errors.LinkDown(m.text(_E_SERVER_GONE, (m.words(r.code, _DISCONNECT), said(r)))))
+            import holdfast.mqtt5.refused as m
+            self._fail(errors.LinkDown(m.said(_E_SERVER_GONE, r, _DISCONNECT)))
         return Session._handle(self, t, now)
