@@ -1,7 +1,7 @@
-"""MQTT 5 packets built by holdfast/v5.py, over raw sockets, against two
+"""MQTT 5 packets built by holdfast/mqtt5/, over raw sockets, against two
 brokers neither of which we wrote: mosquitto (its normal listener speaks
 MQTT 5 too) and mqttools' broker (tools/fleet/v5broker.py). Their answers
-are decoded by v5.py. CPython only."""
+are decoded by mqtt5.session.parse. CPython only."""
 
 import socket
 

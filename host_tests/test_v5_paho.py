@@ -1,4 +1,4 @@
-"""holdfast/v5.py against paho-mqtt's MQTT 5 encoding (CPython only).
+"""holdfast/mqtt5/ against paho-mqtt's MQTT 5 encoding (CPython only).
 
 paho builds its packets in its own code (paho.mqtt.client's _send_*,
 paho.mqtt.properties): the same arguments must give the same bytes, and

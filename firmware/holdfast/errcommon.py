@@ -9,7 +9,7 @@ class ConnectError(MQTTError):
     MQTT 5 a reason code, 0x80 and above)."""
 
     def __init__(self, code, msg=None):
-        if msg is None:  # MQTT 5's words come from v5words.py
+        if msg is None:  # MQTT 5's words come from mqtt5/reasons.py
             from .reasons import refused  # the words load only with a refusal
             msg = refused(code)
         super().__init__(msg)

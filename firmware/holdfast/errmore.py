@@ -9,7 +9,7 @@ class MQTTProtocolError(MQTTError):
 
 
 class V5Error(MQTTProtocolError):
-    """An MQTT 5 packet broke the protocol (v5.py). .code: the reason code
+    """An MQTT 5 packet broke the protocol (mqtt5/). .code: the reason code
     that says how (0x81 malformed packet, 0x82 protocol error, ...)."""
 
     def __init__(self, code, msg):

@@ -1,4 +1,4 @@
-# MQTT 5 on the wire (holdfast/v5.py): every packet the client sends,
+# MQTT 5 on the wire (holdfast/mqtt5/): every packet the client sends,
 # byte for byte as the OASIS MQTT 5.0 layout gives it; every packet a broker
 # sends, decoded with every property; every malformed property a named
 # error with reason code 0x81 or 0x82 in words. Runs on CPython and
@@ -326,7 +326,7 @@ def test_malformed_packets_are_named_errors():
 
 
 def test_a_level_5_reader_decodes_by_v5_and_refuses_what_only_clients_send():
-    # Reader.next() hands a level-5 packet to Reader5 (v5.py): a PUBACK
+    # Reader.next() hands a level-5 packet to Reader5 (mqtt5/session.py): a PUBACK
     # with a reason code, 3 bytes that level 4 refuses, is taken; CONNECT,
     # SUBSCRIBE and UNSUBSCRIBE are refused by name, as at level 4.
     from holdfast.mqtt5.session import Reader5

@@ -1,4 +1,4 @@
-# The session at MQTT 5 (holdfast/v5.py's Session5), without a socket: the
+# The session at MQTT 5 (holdfast/mqtt5/session.py's Session5), without a socket: the
 # broker's CONNACK written into its receive buffer as a socket read would,
 # what it sends read out of its send buffer. Its CONNECT, topic aliases,
 # publish(props=...), what CONNACK allows, subscription identifiers, and
@@ -116,7 +116,7 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
 
 def test_the_sessions_connect_is_the_codecs():
     # Session5 writes its CONNECT from codec.py's 3.1.1 one, its properties
-    # moved in (s5.start); the bytes are those of v5more.connect, the
+    # moved in (s5.start); the bytes are those of packets.connect, the
     # general encoder, with every field the session can set.
     from holdfast.store import MemoryStore
     cases = ((b"c1", True, None, None, None), (b"", False, None, None, None),
