@@ -832,7 +832,7 @@ def test_engine_survives_random_faults(seed):
 # -- MQTT 5: brokers with a small Maximum Packet Size, long properties --------
 
 def v5_run(seed, steps=120):
-    """One seeded run of the level-5 engine (v5.Session5, no socket) against a
+    """One seeded run of the level-5 engine (mqtt5.session.Session5, no socket) against a
     broker played here: its CONNACK says a Maximum Packet Size from 1 byte to
     2 KB (or none) and carries long properties, its PUBACKs and PUBRECs
     refuse at random with long reason strings; messages are published
@@ -842,8 +842,8 @@ def v5_run(seed, steps=120):
     refuses exactly what can never go out, with ValueError; every accepted
     QoS 1/2 message ends delivered, refused (REJECTED) or dropped unsent
     (unsendable), once; nothing else is raised. Returns the failures."""
-    from holdfast import v5more as v5
-    from holdfast.v5 import Reader5, Session5
+    from holdfast.mqtt5 import packets as pk, properties as pr
+    from holdfast.mqtt5.session import Reader5, Session5
     from fakebroker import reads
 
     rng = random.Random(seed)
@@ -881,7 +881,7 @@ def v5_run(seed, steps=120):
     def props(room):
         # Long CONNACK / ack properties, within what the client offered (size).
         k = rng.randint(0, max(0, room))
-        return ((v5.REASON_STRING, "r" * k),) if rng.random() < 0.5 else ((v5.USER_PROPERTY, ("k", "\u00fc" * (k // 2))),)
+        return ((pr.REASON_STRING, "r" * k),) if rng.random() < 0.5 else ((pr.USER_PROPERTY, ("k", "\u00fc" * (k // 2))),)
 
     def ended(e):
         if e in (2, 4):  # DELIVERED, REJECTED
@@ -913,20 +913,20 @@ def v5_run(seed, steps=120):
                 typ = mb.PUBACK if out.flags & 6 == 2 else mb.PUBREC
                 code = rng.choice((0, 0, 0x80, 0x97))
                 p = props(size - 40) if code and rng.random() < 0.7 else ()
-                to_client(bytes(buf[:v5.ack(buf, typ, out.pid, code, p)]))
+                to_client(bytes(buf[:pk.ack(buf, typ, out.pid, code, p)]))
             elif t == mb.PUBREL:
-                to_client(bytes(buf[:v5.ack(buf, mb.PUBCOMP, out.pid)]))
+                to_client(bytes(buf[:pk.ack(buf, mb.PUBCOMP, out.pid)]))
 
     try:
         for _ in range(rng.randint(0, 6)):  # stored offline, the broker's limit unknown
             publish(False)
         s.start(0)
         s.sent(s.tx_end, 0)
-        cp = ((v5.ASSIGNED_CLIENT_ID, "c" * rng.randint(1, 60)),) + props(size - 110)
+        cp = ((pr.ASSIGNED_CLIENT_ID, "c" * rng.randint(1, 60)),) + props(size - 110)
         if mps:
-            cp = ((v5.MAXIMUM_PACKET_SIZE, mps),) + cp
+            cp = ((pr.MAXIMUM_PACKET_SIZE, mps),) + cp
         buf = bytearray(size)
-        body = b"\x00\x00" + bytes(buf[:v5.props(buf, cp, mb.CONNACK)])
+        body = b"\x00\x00" + bytes(buf[:pr.props(buf, cp, mb.CONNACK)])
         head = bytearray(5)
         to_client(b"\x20" + bytes(head[:codec.put_length(head, 0, len(body))]) + body)
         if s.state != 3:

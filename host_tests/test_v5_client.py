@@ -20,7 +20,7 @@ from holdfast import codec as c
 from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
-from holdfast import v5more as v5
+from holdfast.mqtt5 import properties as pr, session as s5, subscriptions as sb5, wire as w5
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNTIMES = {"cpython": sys.executable,
@@ -132,10 +132,10 @@ def connect_body(body):
 
 
 def props(*items, type=mq.CONNACK):
-    """A property block: its length, then the items (v5.py's encoding,
+    """A property block: its length, then the items (mqtt5.properties' encoding,
     checked against paho's in test_v5_paho.py)."""
     buf = bytearray(256)
-    return bytes(buf[:v5.props(buf, items, type)])
+    return bytes(buf[:pr.props(buf, items, type)])
 
 
 # -- (a) level 4 never loads MQTT 5 -------------------------------------------
@@ -197,11 +197,11 @@ done()
 def test_level4_clients_never_load_mqtt5(runtime, mosquitto):
     r = run(runtime, LAZY, port=mosquitto.port)
     for k in ("level4", "async4"):
-        assert "v5" not in r[k] and "v5words" not in r[k], (k, r[k])
+        assert not [m for m in r[k] if m.startswith("mqtt5")], (k, r[k])
     assert r["got"] == ["four", "five"], r
     assert r["async5"] == ["five"], r
-    # Level 5 loads v5.py; its words only come with something to explain.
-    assert "v5" in r["level5"] and "v5words" not in r["level5"], r["level5"]
+    # Level 5 loads mqtt5.session; its words only come with something to explain.
+    assert "mqtt5.session" in r["level5"] and "mqtt5.reasons" not in r["level5"], r["level5"]
 
 
 # -- (b), (c) CONNECT's properties, CONNACK's obeyed ---------------------------
@@ -244,8 +244,8 @@ def test_connect_offers_its_limits_and_obeys_the_brokers(runtime, peer):
     assert (level, flags, keepalive, cid) == (5, 2, 30, b"")
     assert (cp.ReceiveMaximum, cp.MaximumPacketSize, cp.TopicAliasMaximum) == (12, 600, 8)
     assert not hasattr(cp, "SessionExpiryInterval")  # clean: the session ends with the link
-    peer.send(0x20, b"\x00\x00" + props((v5.ASSIGNED_CLIENT_ID, "given-1"), (v5.SERVER_KEEP_ALIVE, 7),
-                                        (v5.RECEIVE_MAXIMUM, 2), (v5.MAXIMUM_PACKET_SIZE, 100)))
+    peer.send(0x20, b"\x00\x00" + props((pr.ASSIGNED_CLIENT_ID, "given-1"), (pr.SERVER_KEEP_ALIVE, 7),
+                                        (pr.RECEIVE_MAXIMUM, 2), (pr.MAXIMUM_PACKET_SIZE, 100)))
     f, body = peer.expect(mq.PUBLISH)
     assert (f, body) == (0, b"\x00\x01t\x00fits"), body
     assert peer.expect(mq.PUBLISH) == (2, b"\x00\x01t\x00\x01\x001")
@@ -257,7 +257,7 @@ def test_connect_offers_its_limits_and_obeys_the_brokers(runtime, peer):
     assert (keepalive, cid) == (7, b"given-1")  # what the broker said, kept
     # Not clean: the session outlives the link, as in 3.1.1 (MQTT 5 would end it).
     assert (flags, cp.SessionExpiryInterval) == (0, 4294967295)
-    peer.send(0x20, b"\x00\x87" + props((v5.REASON_STRING, "not on this broker")))
+    peer.send(0x20, b"\x00\x87" + props((pr.REASON_STRING, "not on this broker")))
     r = result(p)
     assert r["present"] is False
     assert (r["window"], r["keepalive"], r["client_id"]) == (2, 7, "given-1"), r
@@ -294,18 +294,18 @@ def test_inbound_properties_are_skipped_and_aliases_resolved(runtime, peer):
     # SUBSCRIBE: packet id, no properties, the filter, options = QoS 2.
     assert peer.expect(mq.SUBSCRIBE) == (2, b"\x00\x01\x00\x00\x03a/#\x02")
     peer.send(0x90, b"\x00\x01\x00\x02")
-    alias = ((v5.TOPIC_ALIAS, 1),)
-    peer.send(0x32, b"\x00\x03a/b\x00\x07" + props(*alias + ((v5.CONTENT_TYPE, "text/plain"),
-                                                           (v5.USER_PROPERTY, ("k", "v"))),
+    alias = ((pr.TOPIC_ALIAS, 1),)
+    peer.send(0x32, b"\x00\x03a/b\x00\x07" + props(*alias + ((pr.CONTENT_TYPE, "text/plain"),
+                                                           (pr.USER_PROPERTY, ("k", "v"))),
                                                  type=mq.PUBLISH) + b"one")
     assert peer.expect(mq.PUBACK) == (0, b"\x00\x07")
     peer.send(0x30, b"\x00\x00" + props(*alias, type=mq.PUBLISH) + b"two")  # the topic by its alias
-    peer.send(0x34, b"\x00\x00\x00\x08" + props(*alias + ((v5.MESSAGE_EXPIRY, 5),), type=mq.PUBLISH)
+    peer.send(0x34, b"\x00\x00\x00\x08" + props(*alias + ((pr.MESSAGE_EXPIRY, 5),), type=mq.PUBLISH)
               + b"three")
     assert peer.expect(mq.PUBREC) == (0, b"\x00\x08")
     peer.send(0x62, b"\x00\x08")
     assert peer.expect(mq.PUBCOMP) == (0, b"\x00\x08")
-    peer.send(0x30, b"\x00\x01x" + props((v5.TOPIC_ALIAS, 9), type=mq.PUBLISH) + b"bad")
+    peer.send(0x30, b"\x00\x01x" + props((pr.TOPIC_ALIAS, 9), type=mq.PUBLISH) + b"bad")
     r = result(p)
     assert r["granted"] == 2
     assert r["got"] == [["a/b", "one", 1], ["a/b", "two", 0], ["a/b", "three", 2]], r["got"]
@@ -316,13 +316,13 @@ def test_inbound_properties_are_skipped_and_aliases_resolved(runtime, peer):
 # -- (e) Message Expiry Interval, counted down while stored --------------------
 
 EXPIRY = """
-import holdfast.v5 as v5
+import holdfast.mqtt5.wire as w5
 c = MQTTClient("v5-exp", HOST, PORT, level=5, reconnect=False)
 c.publish(b"t", b"stored", False, 1, expiry=60)  # offline: into the outbox
-real = v5.wall
-v5.wall = lambda: real() + 50  # it waits there 50 s
+real = w5.wall
+w5.wall = lambda: real() + 50  # it waits there 50 s
 c.connect()
-v5.wall = real
+w5.wall = real
 c.publish(b"t", b"direct", False, 1, expiry=30)
 c.publish(b"t", b"never", False, 1)
 R["flushed"] = c.flush()
@@ -343,8 +343,8 @@ def test_message_expiry_goes_out_with_what_is_left(runtime, peer):
         r = c.Reader(len(body) + 8, 5)
         inbound.ready(r)  # it decodes PUBLISH and SUBACK
         feed(r, body)
-        v5.parse(r, mq.PUBLISH, f, 0, len(body))
-        got.append((bytes(r.payload), r.pid, v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1)))
+        s5.parse(r, mq.PUBLISH, f, 0, len(body))
+        got.append((bytes(r.payload), r.pid, w5.get(r.buf, pr.MESSAGE_EXPIRY, None, r.p0, r.p1)))
         peer.send(0x40, bytes((0, pid)))
     peer.expect(mq.DISCONNECT)
     assert result(p)["flushed"] is True
@@ -391,12 +391,12 @@ def test_refusals_are_events_in_words_and_a_disconnect_says_why(runtime, peer):
     peer.send(0x20, b"\x00\x00\x00")
     for pid in (1, 2, 3):
         assert peer.expect(mq.PUBLISH)[1][4] == pid
-    peer.send(0x40, b"\x00\x01\x97" + props((v5.REASON_STRING, "over quota"), type=mq.PUBACK))
+    peer.send(0x40, b"\x00\x01\x97" + props((pr.REASON_STRING, "over quota"), type=mq.PUBACK))
     peer.send(0x50, b"\x00\x02\x87")
     peer.send(0x40, b"\x00\x03")
     assert peer.expect(mq.SUBSCRIBE) == (2, b"\x00\x04\x00\x00\x08secret/#\x01")
     peer.send(0x90, b"\x00\x04\x00\x87")
-    peer.send(0xE0, b"\x8b" + props((v5.REASON_STRING, "bye"), type=mq.DISCONNECT))
+    peer.send(0xE0, b"\x8b" + props((pr.REASON_STRING, "bye"), type=mq.DISCONNECT))
     rest = []
     try:
         while True:
@@ -443,16 +443,16 @@ def test_round_trip_through_both_brokers(runtime, name, request):
     r = run(runtime, "QOS = %d\n" % qos + ROUND_TRIP, host=b.host, port=b.port)
     assert (r["present"], r["granted"]) == (False, qos), r
     assert r["got"] == [["v5rt/t", "there and back"]], r
-    assert r["error"] == "None" and "v5words" not in r["loaded"], r
+    assert r["error"] == "None" and "mqtt5.reasons" not in r["loaded"], r
 
 
 STORED = """
-import holdfast.v5 as v5
+import holdfast.mqtt5.wire as w5
 c = MQTTClient("v5-stored", HOST, PORT, level=5)
 c.publish(b"v5exp/t", b"late", False, 1, expiry=60)
 c.publish(b"v5exp/t", b"asked", False, 1, props=((8, "v5exp/answer"), (9, b"\\x00\\x07")))
-real = v5.wall
-v5.wall = lambda: real() + 50
+real = w5.wall
+w5.wall = lambda: real() + 50
 c.connect()
 R["flushed"] = c.flush()
 c.disconnect()
@@ -465,18 +465,18 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
     from test_v5_brokers import link, receive, send
     sub, _ = link(mosquitto, "v5-exp-sub")
     try:
-        send(sub, v5.subscribe, 1, (("v5exp/t", 1),))
+        send(sub, sb5.subscribe, 1, (("v5exp/t", 1),))
         assert receive(sub).type == mq.SUBACK
         assert run(runtime, STORED, port=mosquitto.port)["flushed"] is True
         r = receive(sub)
         assert bytes(r.payload) == b"late"
-        assert 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
+        assert 9 <= w5.get(r.buf, pr.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10
         # Published offline with a Response Topic and Correlation Data:
         # stored with them, and mosquitto passes them on.
         r = receive(sub)
         assert bytes(r.payload) == b"asked"
-        assert v5.get(r.buf, v5.RESPONSE_TOPIC, None, r.p0, r.p1) == b"v5exp/answer"
-        assert v5.get(r.buf, v5.CORRELATION_DATA, None, r.p0, r.p1) == b"\x00\x07"
+        assert w5.get(r.buf, pr.RESPONSE_TOPIC, None, r.p0, r.p1) == b"v5exp/answer"
+        assert w5.get(r.buf, pr.CORRELATION_DATA, None, r.p0, r.p1) == b"\x00\x07"
     finally:
         sub.close()
 
@@ -495,11 +495,11 @@ done()
 
 BOOT2 = """
 from holdfast.fileoutbox import FileStore
-import holdfast.v5 as v5
+import holdfast.mqtt5.wire as w5
 c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR), reconnect=False)
 R["pending"] = c.pending()
-real = v5.wall
-v5.wall = lambda: real() + 50  # the reboot and the wait took 50 s
+real = w5.wall
+w5.wall = lambda: real() + 50  # the reboot and the wait took 50 s
 c.connect()
 R["flushed"] = c.flush()
 c.disconnect()
@@ -522,11 +522,11 @@ def test_a_stored_messages_expiry_and_properties_last_across_a_reboot(runtime, p
         r = c.Reader(len(body) + 8, 5)
         inbound.ready(r)  # it decodes PUBLISH and SUBACK
         feed(r, body)
-        v5.parse(r, mq.PUBLISH, f, 0, len(body))
-        got.append((bytes(r.topic), bytes(r.payload), r.pid, 9 <= v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10,
-                    v5.get(r.buf, v5.PAYLOAD_FORMAT, None, r.p0, r.p1),
-                    v5.get(r.buf, v5.RESPONSE_TOPIC, None, r.p0, r.p1),
-                    v5.get(r.buf, v5.CORRELATION_DATA, None, r.p0, r.p1)))
+        s5.parse(r, mq.PUBLISH, f, 0, len(body))
+        got.append((bytes(r.topic), bytes(r.payload), r.pid, 9 <= w5.get(r.buf, pr.MESSAGE_EXPIRY, None, r.p0, r.p1) <= 10,
+                    w5.get(r.buf, pr.PAYLOAD_FORMAT, None, r.p0, r.p1),
+                    w5.get(r.buf, pr.RESPONSE_TOPIC, None, r.p0, r.p1),
+                    w5.get(r.buf, pr.CORRELATION_DATA, None, r.p0, r.p1)))
         peer.send(0x40, bytes((0, pid)))
     peer.expect(mq.DISCONNECT)
     assert result(p) == {"pending": 2, "flushed": True}
@@ -555,7 +555,7 @@ def test_mosquitto_resolves_the_aliases_a_client_sets(runtime, mosquitto):
     from test_v5_brokers import link, receive, send
     sub, _ = link(mosquitto, "v5-alias-sub")
     try:
-        send(sub, v5.subscribe, 1, (("v5alias/t", 0),))
+        send(sub, sb5.subscribe, 1, (("v5alias/t", 0),))
         assert receive(sub).type == mq.SUBACK
         r = run(runtime, ALIASED, port=mosquitto.port)
         # mosquitto 2.0 takes 10 aliases; the client sets one, for its topic.
@@ -590,49 +590,49 @@ def test_a_publish_above_the_brokers_maximum_qos_is_a_named_error(runtime, mqtto
                  "pending": 0}, r
 
 
-# -- request/response: properties out with publish(props=...), in by v5more.prop ---
+# -- request/response: properties out with publish(props=...), in by mqtt5.properties.prop
 
 REQUEST = """
-from holdfast import v5more as v5
+from holdfast.mqtt5 import properties as pr
 c = MQTTClient("v5-rr", HOST, PORT, level=5, keepalive=30)
 got = []
 
 def on(t, m):
     t = bytes(t)
     if t == b"v5rr/req":  # the responder: answers where the request says, with its correlation
-        R["request"] = [[k.decode(), v.decode()] for k, v in v5.user(c)]
-        c.publish(v5.prop(c, v5.RESPONSE_TOPIC), b"answer to " + bytes(m), False, 1,
-                  props=((v5.CORRELATION_DATA, v5.prop(c, v5.CORRELATION_DATA)),
-                         (v5.CONTENT_TYPE, "text/plain"), (v5.PAYLOAD_FORMAT, 1)))
+        R["request"] = [[k.decode(), v.decode()] for k, v in pr.user(c)]
+        c.publish(pr.prop(c, pr.RESPONSE_TOPIC), b"answer to " + bytes(m), False, 1,
+                  props=((pr.CORRELATION_DATA, pr.prop(c, pr.CORRELATION_DATA)),
+                         (pr.CONTENT_TYPE, "text/plain"), (pr.PAYLOAD_FORMAT, 1)))
     else:  # the requester
-        got.append([t.decode(), bytes(m).decode(), list(v5.prop(c, v5.CORRELATION_DATA)),
-                    v5.prop(c, v5.CONTENT_TYPE).decode(), v5.prop(c, v5.PAYLOAD_FORMAT),
-                    v5.prop(c, v5.RESPONSE_TOPIC), [[k.decode(), v.decode()] for k, v in v5.user(c)]])
+        got.append([t.decode(), bytes(m).decode(), list(pr.prop(c, pr.CORRELATION_DATA)),
+                    pr.prop(c, pr.CONTENT_TYPE).decode(), pr.prop(c, pr.PAYLOAD_FORMAT),
+                    pr.prop(c, pr.RESPONSE_TOPIC), [[k.decode(), v.decode()] for k, v in pr.user(c)]])
 
 c.set_callback(on)
 c.connect()
 c.subscribe(b"v5rr/req", 1)
 c.subscribe(b"v5rr/reply/1", 1)
-c.publish(b"v5rr/req", b"q1", False, 1, props=((v5.RESPONSE_TOPIC, "v5rr/reply/1"),
-                                              (v5.CORRELATION_DATA, b"\\x00\\x07"),
-                                              (v5.USER_PROPERTY, ("from", "test"))))
+c.publish(b"v5rr/req", b"q1", False, 1, props=((pr.RESPONSE_TOPIC, "v5rr/reply/1"),
+                                              (pr.CORRELATION_DATA, b"\\x00\\x07"),
+                                              (pr.USER_PROPERTY, ("from", "test"))))
 for i in range(100):
     if got:
         break
     c.wait_msg(5000)
 R["got"] = got
 try:
-    c.publish(b"v5rr/req", b"x", False, 1, props=((v5.TOPIC_ALIAS, 3),))
+    c.publish(b"v5rr/req", b"x", False, 1, props=((pr.TOPIC_ALIAS, 3),))
 except ValueError as e:
     R["alias"] = str(e)
 R["flushed"] = c.flush()  # the reply's PUBACK may still be on its way: pending() counts it
 c.disconnect()
-R["offline"] = [c.publish(b"v5rr/offline", b"waits", False, 1, props=((v5.RESPONSE_TOPIC, "v5rr/back"),
-                                                                       (v5.CORRELATION_DATA, b"\\x01"))),
+R["offline"] = [c.publish(b"v5rr/offline", b"waits", False, 1, props=((pr.RESPONSE_TOPIC, "v5rr/back"),
+                                                                       (pr.CORRELATION_DATA, b"\\x01"))),
                 c.pending()]
 d = MQTTClient("v5-rr4", HOST, PORT)
 try:
-    d.publish(b"t", b"x", False, 0, props=((v5.CONTENT_TYPE, "a"),))
+    d.publish(b"t", b"x", False, 0, props=((pr.CONTENT_TYPE, "a"),))
 except ValueError as e:
     R["level4"] = str(e)
 done()
@@ -655,11 +655,11 @@ def test_request_response_through_mosquitto(runtime, mosquitto):
 # -- subscription options and identifiers, through mosquitto ---------------------
 
 OPTIONS = """
-from holdfast import v5more as v5
+from holdfast.mqtt5 import properties as pr
 got = []
 c = MQTTClient("v5-opts", HOST, PORT, level=5, keepalive=30)
 c.set_callback(lambda t, m: got.append([bytes(t).decode(), bytes(m).decode(), c.retained,
-                                        v5.prop(c, v5.SUBSCRIPTION_ID)]))
+                                        pr.prop(c, pr.SUBSCRIPTION_ID)]))
 c.connect()
 c.publish(b"v5o/r", b"kept", True, 1)
 R["granted"] = [c.subscribe(b"v5o/own", 1, no_local=True, sub_id=7),
@@ -743,16 +743,16 @@ def test_a_malformed_packet_is_answered_with_a_disconnect(runtime, peer, bad, co
 ASYNC = """
 import asyncio
 from holdfast import AsyncClient
-from holdfast import v5more as v5
+from holdfast.mqtt5 import properties as pr
 
 async def main():
     a = AsyncClient("v5-async-rr", HOST, PORT, level=5)
     seen = []
-    a.set_callback(lambda t, m: seen.append([bytes(m).decode(), v5.prop(a, v5.SUBSCRIPTION_ID),
-                                             list(v5.prop(a, v5.CORRELATION_DATA))]))
+    a.set_callback(lambda t, m: seen.append([bytes(m).decode(), pr.prop(a, pr.SUBSCRIPTION_ID),
+                                             list(pr.prop(a, pr.CORRELATION_DATA))]))
     await a.connect()
     R["granted"] = await a.subscribe(b"v5async/t", 1, sub_id=42, no_local=False)
-    await a.publish(b"v5async/t", b"hello", False, 1, props=((v5.CORRELATION_DATA, b"\\x05"),))
+    await a.publish(b"v5async/t", b"hello", False, 1, props=((pr.CORRELATION_DATA, b"\\x05"),))
     for i in range(1000):  # a generous bound: the evidence ends the wait
         if seen:
             break

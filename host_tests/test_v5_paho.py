@@ -1,4 +1,4 @@
-"""holdfast/v5.py against paho-mqtt's MQTT 5 encoding (CPython only).
+"""holdfast/mqtt5/ against paho-mqtt's MQTT 5 encoding (CPython only).
 
 paho builds its packets in its own code (paho.mqtt.client's _send_*,
 paho.mqtt.properties): the same arguments must give the same bytes, and
@@ -17,44 +17,44 @@ from holdfast import codec as c
 from holdfast import inbound
 from holdfast.broker import feed
 import consts as mq
-from holdfast import v5more as v5
+from holdfast.mqtt5 import packets as pk, properties as pr, reasons as rs5, session as s5, subscriptions as sb5, wire as w5
 
 BUF = bytearray(4096)
 
 # Every property, a value for it, and paho's attribute name.
 VALUES = {
-    v5.PAYLOAD_FORMAT: (1, "PayloadFormatIndicator"),
-    v5.MESSAGE_EXPIRY: (4294967295, "MessageExpiryInterval"),
-    v5.CONTENT_TYPE: ("text/plain", "ContentType"),
-    v5.RESPONSE_TOPIC: ("reply/to/me", "ResponseTopic"),
-    v5.CORRELATION_DATA: (b"\x00\x01\xff", "CorrelationData"),
-    v5.SUBSCRIPTION_ID: (268435455, "SubscriptionIdentifier"),
-    v5.SESSION_EXPIRY: (86400, "SessionExpiryInterval"),
-    v5.ASSIGNED_CLIENT_ID: ("auto-1", "AssignedClientIdentifier"),
-    v5.SERVER_KEEP_ALIVE: (120, "ServerKeepAlive"),
-    v5.AUTH_METHOD: ("SCRAM", "AuthenticationMethod"),
-    v5.AUTH_DATA: (b"\x01\x02", "AuthenticationData"),
-    v5.REQUEST_PROBLEM_INFO: (0, "RequestProblemInformation"),
-    v5.WILL_DELAY: (30, "WillDelayInterval"),
-    v5.REQUEST_RESPONSE_INFO: (1, "RequestResponseInformation"),
-    v5.RESPONSE_INFO: ("resp", "ResponseInformation"),
-    v5.SERVER_REFERENCE: ("other:1883", "ServerReference"),
-    v5.REASON_STRING: ("because \u00e9", "ReasonString"),
-    v5.RECEIVE_MAXIMUM: (16, "ReceiveMaximum"),
-    v5.TOPIC_ALIAS_MAXIMUM: (10, "TopicAliasMaximum"),
-    v5.TOPIC_ALIAS: (65535, "TopicAlias"),
-    v5.MAXIMUM_QOS: (1, "MaximumQoS"),
-    v5.RETAIN_AVAILABLE: (0, "RetainAvailable"),
-    v5.MAXIMUM_PACKET_SIZE: (1 << 20, "MaximumPacketSize"),
-    v5.WILDCARD_AVAILABLE: (1, "WildcardSubscriptionAvailable"),
-    v5.SUBSCRIPTION_ID_AVAILABLE: (0, "SubscriptionIdentifierAvailable"),
-    v5.SHARED_AVAILABLE: (1, "SharedSubscriptionAvailable"),
+    pr.PAYLOAD_FORMAT: (1, "PayloadFormatIndicator"),
+    pr.MESSAGE_EXPIRY: (4294967295, "MessageExpiryInterval"),
+    pr.CONTENT_TYPE: ("text/plain", "ContentType"),
+    pr.RESPONSE_TOPIC: ("reply/to/me", "ResponseTopic"),
+    pr.CORRELATION_DATA: (b"\x00\x01\xff", "CorrelationData"),
+    pr.SUBSCRIPTION_ID: (268435455, "SubscriptionIdentifier"),
+    pr.SESSION_EXPIRY: (86400, "SessionExpiryInterval"),
+    pr.ASSIGNED_CLIENT_ID: ("auto-1", "AssignedClientIdentifier"),
+    pr.SERVER_KEEP_ALIVE: (120, "ServerKeepAlive"),
+    pr.AUTH_METHOD: ("SCRAM", "AuthenticationMethod"),
+    pr.AUTH_DATA: (b"\x01\x02", "AuthenticationData"),
+    pr.REQUEST_PROBLEM_INFO: (0, "RequestProblemInformation"),
+    pr.WILL_DELAY: (30, "WillDelayInterval"),
+    pr.REQUEST_RESPONSE_INFO: (1, "RequestResponseInformation"),
+    pr.RESPONSE_INFO: ("resp", "ResponseInformation"),
+    pr.SERVER_REFERENCE: ("other:1883", "ServerReference"),
+    pr.REASON_STRING: ("because \u00e9", "ReasonString"),
+    pr.RECEIVE_MAXIMUM: (16, "ReceiveMaximum"),
+    pr.TOPIC_ALIAS_MAXIMUM: (10, "TopicAliasMaximum"),
+    pr.TOPIC_ALIAS: (65535, "TopicAlias"),
+    pr.MAXIMUM_QOS: (1, "MaximumQoS"),
+    pr.RETAIN_AVAILABLE: (0, "RetainAvailable"),
+    pr.MAXIMUM_PACKET_SIZE: (1 << 20, "MaximumPacketSize"),
+    pr.WILDCARD_AVAILABLE: (1, "WildcardSubscriptionAvailable"),
+    pr.SUBSCRIPTION_ID_AVAILABLE: (0, "SubscriptionIdentifierAvailable"),
+    pr.SHARED_AVAILABLE: (1, "SharedSubscriptionAvailable"),
 }
 USER = [("unit", "C"), ("unit", "F"), ("", "")]
 TYPES = {PT.CONNECT: mq.CONNECT, PT.CONNACK: mq.CONNACK, PT.PUBLISH: mq.PUBLISH, PT.PUBACK: mq.PUBACK,
          PT.PUBREC: mq.PUBREC, PT.PUBREL: mq.PUBREL, PT.PUBCOMP: mq.PUBCOMP, PT.SUBSCRIBE: mq.SUBSCRIBE,
          PT.SUBACK: mq.SUBACK, PT.UNSUBSCRIBE: mq.UNSUBSCRIBE, PT.UNSUBACK: mq.UNSUBACK,
-         PT.DISCONNECT: mq.DISCONNECT, PT.WILLMESSAGE: v5.WILL}
+         PT.DISCONNECT: mq.DISCONNECT, PT.WILLMESSAGE: pk.WILL}
 
 
 def allowed(pt):
@@ -82,25 +82,25 @@ def test_property_blocks_both_ways(pt):
     # Which properties each packet may carry: the same table.
     table = Properties(pt).properties
     for i in range(256):
-        value = VALUES[i][0] if i in VALUES else ("k", "v") if i == v5.USER_PROPERTY else 0
+        value = VALUES[i][0] if i in VALUES else ("k", "v") if i == pr.USER_PROPERTY else 0
         try:
-            v5.props(BUF, ((i, value),), ours)
+            pr.props(BUF, ((i, value),), ours)
             ok = True
         except ValueError:
             ok = False
         want = i in table and pt in table[i][1]
-        if i == v5.SUBSCRIPTION_ID and ours == mq.PUBLISH:
+        if i == pr.SUBSCRIPTION_ID and ours == mq.PUBLISH:
             want = False  # paho allows it on PUBLISH: a broker may send it, a client may not
         assert ok == want, (name(pt), hex(i))
-    items = [(i, v) for i, v, _ in props if not (i == v5.SUBSCRIPTION_ID and ours == mq.PUBLISH)]
-    items += [(v5.USER_PROPERTY, u) for u in USER]
+    items = [(i, v) for i, v, _ in props if not (i == pr.SUBSCRIPTION_ID and ours == mq.PUBLISH)]
+    items += [(pr.USER_PROPERTY, u) for u in USER]
     items.sort(key=lambda it: it[0])  # paho's order; the user properties keep theirs
     # Ours read by paho.
-    n = v5.props(BUF, items, ours)
+    n = pr.props(BUF, items, ours)
     theirs = Properties(pt)
     theirs.unpack(bytes(BUF[:n]))
     for i, v in items:
-        if i != v5.USER_PROPERTY:
+        if i != pr.USER_PROPERTY:
             got = getattr(theirs, VALUES[i][1])
             assert got == v or got == [v], (hex(i), got, v)
     assert theirs.UserProperty == USER
@@ -113,11 +113,11 @@ def test_property_blocks_both_ways(pt):
     if ours != mq.PUBLISH:
         assert bytes(BUF[:n]) == packed
     r = reader(packed)
-    assert v5.walk(r, 0, len(packed), ours) == len(packed)
+    assert w5.walk(r, 0, len(packed), ours) == len(packed)
     for i, v, _ in props:
-        got = v5.get(r.buf, i, None, r.p0, r.p1)
+        got = w5.get(r.buf, i, None, r.p0, r.p1)
         assert got == (v.encode() if isinstance(v, str) else v), (hex(i), got, v)
-    assert v5.pairs(r.buf, r.p0, r.p1) == [(a.encode(), b.encode()) for a, b in USER]
+    assert pr.pairs(r.buf, r.p0, r.p1) == [(a.encode(), b.encode()) for a, b in USER]
 
 
 class Capture(paho.Client):
@@ -140,7 +140,7 @@ class Capture(paho.Client):
 def props_of(pt, items):
     p = Properties(pt)
     for i, v in items:
-        if i == v5.USER_PROPERTY:
+        if i == pr.USER_PROPERTY:
             p.UserProperty = list(getattr(p, "UserProperty", [])) + [v]
         else:
             setattr(p, VALUES[i][1], v)
@@ -148,9 +148,9 @@ def props_of(pt, items):
 
 
 def test_connect_as_paho_builds_it():
-    props = [(v5.SESSION_EXPIRY, 3600), (v5.RECEIVE_MAXIMUM, 20), (v5.TOPIC_ALIAS_MAXIMUM, 8),
-             (v5.USER_PROPERTY, ("a", "b")), (v5.MAXIMUM_PACKET_SIZE, 2048)]
-    will = [(v5.PAYLOAD_FORMAT, 1), (v5.MESSAGE_EXPIRY, 60), (v5.WILL_DELAY, 5)]
+    props = [(pr.SESSION_EXPIRY, 3600), (pr.RECEIVE_MAXIMUM, 20), (pr.TOPIC_ALIAS_MAXIMUM, 8),
+             (pr.USER_PROPERTY, ("a", "b")), (pr.MAXIMUM_PACKET_SIZE, 2048)]
+    will = [(pr.PAYLOAD_FORMAT, 1), (pr.MESSAGE_EXPIRY, 60), (pr.WILL_DELAY, 5)]
     for clean, with_will, user in ((True, False, None), (False, True, "u"), (True, True, "u")):
         p = Capture("sensor-1")
         p._clean_start = clean
@@ -160,33 +160,33 @@ def test_connect_as_paho_builds_it():
         if user:
             p.username_pw_set(user, "pw")
         p._send_connect(45)
-        n = v5.connect(BUF, "sensor-1", clean, 45, "w/t" if with_will else None, b"bye", 2, True,
+        n = pk.connect(BUF, "sensor-1", clean, 45, "w/t" if with_will else None, b"bye", 2, True,
                        user, "pw" if user else None, props, will)
         assert bytes(BUF[:n]) == p.sent[0], (bytes(BUF[:n]), p.sent[0])
 
 
 def test_publish_as_paho_builds_it():
-    items = [(v5.PAYLOAD_FORMAT, 0), (v5.MESSAGE_EXPIRY, 10), (v5.CONTENT_TYPE, "json"),
-             (v5.RESPONSE_TOPIC, "r"), (v5.CORRELATION_DATA, b"id-7"), (v5.TOPIC_ALIAS, 4),
-             (v5.USER_PROPERTY, ("k", "v"))]
+    items = [(pr.PAYLOAD_FORMAT, 0), (pr.MESSAGE_EXPIRY, 10), (pr.CONTENT_TYPE, "json"),
+             (pr.RESPONSE_TOPIC, "r"), (pr.CORRELATION_DATA, b"id-7"), (pr.TOPIC_ALIAS, 4),
+             (pr.USER_PROPERTY, ("k", "v"))]
     for qos, retain, dup, props in ((0, False, False, None), (1, True, False, items),
                                     (2, False, True, items[1:2])):
         p = Capture("x")
         p._send_publish(9 if qos else 0, b"s/t", b"\x00payload", qos, retain, dup, None,
                         props_of(PT.PUBLISH, props) if props else None)
-        n = v5.publish(BUF, "s/t", b"\x00payload", qos, retain, dup, 9 if qos else 0, 0, None, 0,
+        n = pk.publish(BUF, "s/t", b"\x00payload", qos, retain, dup, 9 if qos else 0, 0, None, 0,
                        props or ())
         assert bytes(BUF[:n]) == p.sent[0], (bytes(BUF[:n]), p.sent[0])
         # The same through the expiry and alias arguments, which go first.
         if props is items:
-            rest = [it for it in items if it[0] not in (v5.MESSAGE_EXPIRY, v5.TOPIC_ALIAS)]
-            m = v5.publish(BUF, "s/t", b"\x00payload", qos, retain, dup, 9, 0, 10, 4, rest)
+            rest = [it for it in items if it[0] not in (pr.MESSAGE_EXPIRY, pr.TOPIC_ALIAS)]
+            m = pk.publish(BUF, "s/t", b"\x00payload", qos, retain, dup, 9, 0, 10, 4, rest)
             assert m == n
             r = reader(bytes(BUF[:m]))
-            v5.parse(r, mq.PUBLISH, BUF[0] & 15, 2, m)
+            s5.parse(r, mq.PUBLISH, BUF[0] & 15, 2, m)
             for i, v in items:
-                if i != v5.USER_PROPERTY:
-                    got = v5.get(r.buf, i, None, r.p0, r.p1)
+                if i != pr.USER_PROPERTY:
+                    got = w5.get(r.buf, i, None, r.p0, r.p1)
                     assert got == (v.encode() if isinstance(v, str) else v), (i, got)
 
 
@@ -195,28 +195,28 @@ def test_subscribe_unsubscribe_disconnect_as_paho_builds_them():
     opts = [SubscribeOptions(1, noLocal=True, retainAsPublished=True,
                              retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB),
             SubscribeOptions(2), SubscribeOptions(0, retainHandling=SubscribeOptions.RETAIN_DO_NOT_SEND)]
-    sprops = props_of(PT.SUBSCRIBE, [(v5.SUBSCRIPTION_ID, 77), (v5.USER_PROPERTY, ("a", "b"))])
+    sprops = props_of(PT.SUBSCRIBE, [(pr.SUBSCRIPTION_ID, 77), (pr.USER_PROPERTY, ("a", "b"))])
     p._send_subscribe(False, [(b"a/+", opts[0]), (b"b/#", opts[1]), (b"c", opts[2])], sprops)
-    ours = [v5.options(1, True, True, 1), v5.options(2), v5.options(0, retain_handling=2)]
+    ours = [sb5.options(1, True, True, 1), sb5.options(2), sb5.options(0, retain_handling=2)]
     assert ours == [o.pack()[0] for o in opts]
-    n = v5.subscribe(BUF, 1, (("a/+", ours[0]), ("b/#", ours[1]), ("c", ours[2])), 77,
-                     ((v5.USER_PROPERTY, ("a", "b")),))
+    n = sb5.subscribe(BUF, 1, (("a/+", ours[0]), ("b/#", ours[1]), ("c", ours[2])), 77,
+                     ((pr.USER_PROPERTY, ("a", "b")),))
     assert bytes(BUF[:n]) == p.sent[0], (bytes(BUF[:n]), p.sent[0])
-    p._send_unsubscribe(False, [b"a/+", b"c"], props_of(PT.UNSUBSCRIBE, [(v5.USER_PROPERTY, ("x", "y"))]))
-    n = v5.unsubscribe(BUF, 2, ("a/+", "c"), ((v5.USER_PROPERTY, ("x", "y")),))
+    p._send_unsubscribe(False, [b"a/+", b"c"], props_of(PT.UNSUBSCRIBE, [(pr.USER_PROPERTY, ("x", "y"))]))
+    n = sb5.unsubscribe(BUF, 2, ("a/+", "c"), ((pr.USER_PROPERTY, ("x", "y")),))
     assert bytes(BUF[:n]) == p.sent[1], (bytes(BUF[:n]), p.sent[1])
-    for code, props in ((None, None), (0x04, None), (0x80, [(v5.SESSION_EXPIRY, 0),
-                                                          (v5.REASON_STRING, "bye")])):
+    for code, props in ((None, None), (0x04, None), (0x80, [(pr.SESSION_EXPIRY, 0),
+                                                          (pr.REASON_STRING, "bye")])):
         p._send_disconnect(None if code is None else ReasonCode(PT.DISCONNECT, identifier=code),
                            props_of(PT.DISCONNECT, props) if props else None)
-        n = v5.disconnect(BUF, code or 0, props or ())
+        n = pk.disconnect(BUF, code or 0, props or ())
         assert bytes(BUF[:n]) == p.sent[-1], (bytes(BUF[:n]), p.sent[-1])
 
 
 def test_reason_codes_per_packet_match_paho():
-    ours = {PT.CONNACK: v5._CONNACK_CODES, PT.PUBACK: v5._PUBACK_CODES, PT.PUBREC: v5._PUBACK_CODES,
-            PT.PUBREL: v5._PUBREL_CODES, PT.PUBCOMP: v5._PUBREL_CODES, PT.SUBACK: v5._SUBACK_CODES,
-            PT.UNSUBACK: v5._UNSUBACK_CODES, PT.DISCONNECT: v5._DISCONNECT_CODES}
+    ours = {PT.CONNACK: w5._CONNACK_CODES, PT.PUBACK: w5._PUBACK_CODES, PT.PUBREC: w5._PUBACK_CODES,
+            PT.PUBREL: w5._PUBREL_CODES, PT.PUBCOMP: w5._PUBREL_CODES, PT.SUBACK: sb5._SUBACK_CODES,
+            PT.UNSUBACK: sb5._UNSUBACK_CODES, PT.DISCONNECT: w5._DISCONNECT_CODES}
     # Where paho's table leaves out what MQTT 5.0 table 2-6 lists.
     spec_only = {PT.CONNACK: {0x99}}
     for pt, codes in ours.items():
@@ -224,4 +224,4 @@ def test_reason_codes_per_packet_match_paho():
                   for ts in names.values() if pt in ts}
         assert set(codes) == theirs | spec_only.get(pt, set()), PT.Names[pt]
         for code in codes:
-            assert "unknown" not in v5.words(code, TYPES[pt])
+            assert "unknown" not in rs5.words(code, TYPES[pt])

@@ -218,7 +218,7 @@ def publish_size(topic, length, qos):
 def publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, off=0, skip=0):
     """PUBLISH of payload; returns the offset after it. skip: bytes passed
     over (left as they are) between the header and the payload, counted in
-    the remaining length (MQTT 5's properties go there: v5.out)."""
+    the remaining length (MQTT 5's properties go there: mqtt5.session.out)."""
     payload = to_bytes(payload)
     n = len(payload)
     _check_qos(qos)
@@ -281,7 +281,7 @@ class Reader:
     """
 
     # What a subclass decodes with its decode(type, flags, i, end): Reader5
-    # (v5.py) every packet at level 5; BrokerReader (broker.py) CONNECT,
+    # (mqtt5/session.py) every packet at level 5; BrokerReader (broker.py) CONNECT,
     # SUBSCRIBE and UNSUBSCRIBE, which only travel to a broker and a client's
     # Reader refuses. Kept apart to spare a board's heap.
     decode = None
@@ -376,7 +376,7 @@ class Reader:
         # name made every global lookup in this module about twice as slow
         # on MicroPython (the QoS 0 publish path among them).
         n = b"\xff\xff\x02\xff\x02\x02\x02\x02\xff\xff\xff\x02\x00\x00\x00\xff"[type]
-        if n != 255 and rl != n and self.level < 5:  # MQTT 5: v5.parse() checks
+        if n != 255 and rl != n and self.level < 5:  # MQTT 5: mqtt5.session.parse() checks
             raise protocol_error(_E_RL0 if not n else _E_RL2, type, rl)
         total = i - s + rl
         if total > len(b):
@@ -397,7 +397,7 @@ class Reader:
         self.start = end
         self.type = type
         self.flags = flags
-        if self.level > 4:  # MQTT 5: Reader5 (v5.py) decodes its own way
+        if self.level > 4:  # MQTT 5: Reader5 (mqtt5/session.py) decodes its own way
             self.decode(type, flags, i, end)
         elif type == _PUBLISH or type == _SUBACK:
             self.inbound.parse(self, type, flags, i, end)

@@ -191,7 +191,7 @@ class Log:
         i = self._ci
         self._rd(self._unit[i], self._off[i] + _REC, memoryview(buf)[off:off + n])
         if buf[off] & 8 and not self.five:
-            from .v5more import plain
+            from .mqtt5.outbox import plain
             return plain(buf, off, off + n)
         return off + n
 

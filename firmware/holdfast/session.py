@@ -122,12 +122,12 @@ _E_TX_STALLED = const(61)
 def wall():
     """Wall-clock seconds, whole: what outbox deadlines are set and checked
     by (the unix port's and CPython's time() is a float). Here, below the
-    shells and v5.py, which both read it."""
+    shells and mqtt5/wire.py, which both read it."""
     return int(time())
 
 
 class Session:
-    """One client's MQTT session (MQTT 5: v5.Session5).
+    """One client's MQTT session (MQTT 5: mqtt5.session.Session5).
 
     receive() returns MESSAGE, DELIVERED or REFUSED, one event at a time;
     the shell hands each to the application and, for MESSAGE, calls
@@ -144,7 +144,7 @@ class Session:
     allows; counted in overflowed, expired and replaced.
     """
 
-    v5 = None  # MQTT 5's encoders, in Session5: the v5 module
+    v5 = None  # MQTT 5's encoders, in Session5: the module mqtt5.session
     # Defaults for what a client that only publishes never sets: on the
     # instance from the first time it is set. The instance's attribute table
     # then stays below 48 entries, where it grows from 47 slots to 59 (192 B
@@ -173,7 +173,7 @@ class Session:
         self.rx = codec.Reader(_RX_ACKS, level)
         # The largest PUBLISH (its 3.1.1 bytes) that may go out: the send
         # buffer's room; at MQTT 5 also the broker's Maximum Packet Size
-        # (v5.Session5). fits() says why a larger one cannot.
+        # (mqtt5.session.Session5). fits() says why a larger one cannot.
         self.limit = size - _ACK_ROOM
         # The send buffer is made by the first start(): after the first TCP
         # (and TLS) handshake, whose peak it would otherwise add to. It

@@ -58,7 +58,7 @@ class Shell:
     # hands it out (0: none held).
     pull_held = -1
     # A counter set only at MQTT 5, read as 0 until then, as every counter.
-    rejected = 0  # outgoing messages the broker refused (v5more.rejected counts them)
+    rejected = 0  # outgoing messages the broker refused (mqtt5.refused.rejected counts them)
 
     # MQTTClient's arguments and defaults (client.py says what they do);
     # AsyncClient passes its own.
@@ -87,7 +87,7 @@ class Shell:
         self.port = port or (8883 if self.tls else 1883)
         S = Session
         if level == 5:  # MQTT 5 loads only here
-            from .v5 import Session5 as S
+            from .mqtt5.session import Session5 as S
         self.session = S(client_id, True, keepalive, level, size, window, outbox, retry_ms, views,
                          drop, timeout_ms)
         if rx_size:  # the receive limit on its own (Session._rx_full())
@@ -238,7 +238,7 @@ class Shell:
         if s.v5:
             s.props = props
         elif props:
-            from .v5words import text
+            from .mqtt5.reasons import text
             raise ValueError(text(34, ()))
         if qos:
             return s.publish(topic, msg, qos, retain, ticks_ms(), wall() + expiry if expiry else 0, latest)
@@ -305,7 +305,8 @@ class Shell:
                     if self._on_delivered:
                         self._on_delivered(s.done_pid)
                 elif e == _REJECTED:
-                    s.v5.more().rejected(self)
+                    import holdfast.mqtt5.refused as m
+                    m.rejected(self)
                 else:  # REFUSED: filters the broker refused when restored
                     import holdfast.subscriptions as m
                     m.refusals(self)

@@ -103,15 +103,15 @@ def request(s, topic, qos, handler=None):
 def ask(c, topic, qos, handler, options):
     """Client c's SUBSCRIBE (qos None: UNSUBSCRIBE) queued; its entry.
     options: MQTT 5's subscription options, in the QoS the entry keeps
-    (v5more.sub_options); ValueError below level 5."""
+    (mqtt5.subscriptions.sub_options); ValueError below level 5."""
     c._idle(True)
     topic = codec.to_bytes(topic)
     if options:
-        v5 = c.session.v5
-        if not v5:
-            from .v5words import text
+        if not c.session.v5:
+            from .mqtt5.reasons import text
             raise ValueError(text(35, ()))
-        qos = v5.more().sub_options(qos, **options)
+        import holdfast.mqtt5.subscriptions as m
+        qos = m.sub_options(qos, **options)
     return request(c.session, topic, qos, handler)
 
 
@@ -123,8 +123,10 @@ def answer(c, e, acked):
         return None if e[1] < 0 else g  # None: an UNSUBSCRIBE's, or a subscribe() unsubscribed meanwhile
     if not acked:
         raise errors.MQTTTimeout(codec.why(_E_NO_UNSUBACK if e[1] < 0 else _E_NO_SUBACK, c.timeout_ms))
-    v5 = c.session.v5  # MQTT 5 has more refusals than 0x80, in words
-    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + (": " + v5.words(g) if v5 else ""))
+    if c.session.v5:  # MQTT 5 has more refusals than 0x80, in words
+        from .mqtt5.reasons import words
+        raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]) + ": " + words(g))
+    raise errors.SubscribeError(codec.why(_E_SUB_REFUSED, e[0]))
 
 
 def refusals(c):
@@ -203,7 +205,8 @@ class Subs:
                 return
             g[_PID] = out[out.index(0)] = s.new_pid()
             if s.v5:
-                s.tx_end = s.v5.more().unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
+                import holdfast.mqtt5.subscriptions as m
+                s.tx_end = m.unsubscribe(s.tx, g[_PID], (g[0],), (), s.tx_end)
             else:
                 s.tx_end = topics.unsubscribe(s.tx, g[_PID], (g[0],), s.tx_end)
         lst = self.list
@@ -242,7 +245,8 @@ class Subs:
             if not batch:
                 return  # no room now: the rest once tx drains
             if s.v5:  # the options byte (QoS in bits 0-1)
-                s.tx_end = s.v5.more().subscribe(s.tx, pid, batch, sid, (), s.tx_end)
+                import holdfast.mqtt5.subscriptions as m
+                s.tx_end = m.subscribe(s.tx, pid, batch, sid, (), s.tx_end)
             else:
                 s.tx_end = topics.subscribe(s.tx, pid, batch, s.tx_end)
             k = out.index(0)

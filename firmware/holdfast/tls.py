@@ -9,9 +9,9 @@
 # are in tlssetup.py, unloaded the same way after each use.
 # docs/security.md describes the parameters and every failure.
 
-# holdfast.tls.TLSError, as documented before it moved to errmore.py: looked
-# up by errors.py's __getattr__, which loads errmore.py only then (importing
-# the class here would load the rarer errors with every TLS client).
+# holdfast.tls.TLSError, as documented before it moved to errors/tls.py:
+# looked up by the errors package's __getattr__, which loads errors/tls.py
+# only then (importing the class here would load it with every TLS client).
 from .errors import __getattr__  # noqa: F401
 
 

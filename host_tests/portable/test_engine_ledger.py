@@ -270,7 +270,7 @@ def test_a_broker_that_closes_instead_of_answering_connect_is_named():
     # Defect 21: a closed link was reported as a CONNACK timeout.
     # The level CONNECT asked for is named (its words stay in reasons.py,
     # which loads with the error).
-    from holdfast.v5 import Session5
+    from holdfast.mqtt5.session import Session5
     for level in (3, 4, 5):
         s = (Session5 if level == 5 else Session)(b"d", True, 0, level)
         s.start(0)

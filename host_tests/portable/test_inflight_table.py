@@ -11,7 +11,7 @@ import sys
 import consts as mq
 from consts import DELIVERED, REJECTED
 from holdfast.session import Session
-from holdfast.v5 import Session5
+from holdfast.mqtt5.session import Session5
 from holdfast.inbound import handled
 from fakebroker import parse
 

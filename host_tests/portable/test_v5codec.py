@@ -1,4 +1,4 @@
-# MQTT 5 on the wire (holdfast/v5.py): every packet the client sends,
+# MQTT 5 on the wire (holdfast/mqtt5/): every packet the client sends,
 # byte for byte as the OASIS MQTT 5.0 layout gives it; every packet a broker
 # sends, decoded with every property; every malformed property a named
 # error with reason code 0x81 or 0x82 in words. Runs on CPython and
@@ -9,7 +9,7 @@ from holdfast import codec as c
 from holdfast.broker import feed
 from holdfast import inbound
 import consts as mq
-from holdfast import v5more as v5
+from holdfast.mqtt5 import packets as pk, properties as pr, reasons as rs5, session as s5, subscriptions as sb5, wire as w5
 from holdfast.errors import V5Error
 from support import allocated, raises
 
@@ -27,7 +27,7 @@ def pkt(first, body):
 
 
 def dec(data):
-    """data (one whole packet) decoded by v5.parse into a Reader's fields."""
+    """data (one whole packet) decoded by s5.parse into a Reader's fields."""
     r = c.Reader(len(data) + 4, 5)
     inbound.ready(r)  # it decodes PUBLISH and SUBACK
     feed(r, data)
@@ -42,22 +42,22 @@ def dec(data):
             break
         s += 7
     assert i + n == len(data), (i, n, len(data))
-    v5.parse(r, data[0] >> 4, data[0] & 15, i, len(data))
+    s5.parse(r, data[0] >> 4, data[0] & 15, i, len(data))
     return r
 
 
 def prop(r, p):
-    return v5.get(r.buf, p, None, r.p0, r.p1)
+    return w5.get(r.buf, p, None, r.p0, r.p1)
 
 
 # -- what the client sends ------------------------------------------------------
 
 def test_connect_every_field():
-    n = v5.connect(BUF, b"c1", clean=False, keepalive=30, will_topic=b"w/t", will_msg=b"bye",
+    n = pk.connect(BUF, b"c1", clean=False, keepalive=30, will_topic=b"w/t", will_msg=b"bye",
                    will_qos=1, will_retain=True, user=b"u", password=b"pw",
-                   props=((v5.SESSION_EXPIRY, 3600), (v5.RECEIVE_MAXIMUM, 20),
-                          (v5.TOPIC_ALIAS_MAXIMUM, 8), (v5.MAXIMUM_PACKET_SIZE, 2048)),
-                   will_props=((v5.WILL_DELAY, 5), (v5.PAYLOAD_FORMAT, 1)))
+                   props=((pr.SESSION_EXPIRY, 3600), (pr.RECEIVE_MAXIMUM, 20),
+                          (pr.TOPIC_ALIAS_MAXIMUM, 8), (pr.MAXIMUM_PACKET_SIZE, 2048)),
+                   will_props=((pr.WILL_DELAY, 5), (pr.PAYLOAD_FORMAT, 1)))
     want = (b"\x10\x38"
             b"\x00\x04MQTT\x05"  # protocol name, level 5
             b"\xec"  # user, password, will retain, will QoS 1, will, no clean start
@@ -75,19 +75,19 @@ def test_connect_every_field():
 
 
 def test_connect_smallest_and_password_alone():
-    n = v5.connect(BUF, b"")
+    n = pk.connect(BUF, b"")
     assert out(n) == b"\x10\x0d\x00\x04MQTT\x05\x02\x00\x00\x00\x00\x00", out(n)
     # MQTT 5 allows an empty client id without clean start (the server
     # assigns one), and a password without a user name.
-    n = v5.connect(BUF, b"", clean=False, password=b"k")
+    n = pk.connect(BUF, b"", clean=False, password=b"k")
     assert out(n) == b"\x10\x10\x00\x04MQTT\x05\x40\x00\x00\x00\x00\x00\x00\x01k", out(n)
 
 
 def test_publish_every_property():
-    n = v5.publish(BUF, b"a/b", b"hi", qos=1, pid=10, expiry=60, alias=3,
-                   props=((v5.PAYLOAD_FORMAT, 1), (v5.CONTENT_TYPE, b"t"), (v5.RESPONSE_TOPIC, "r/1"),
-                          (v5.CORRELATION_DATA, b"\x01\x02"), (v5.USER_PROPERTY, (b"k", b"v")),
-                          (v5.USER_PROPERTY, ("k", "w"))))
+    n = pk.publish(BUF, b"a/b", b"hi", qos=1, pid=10, expiry=60, alias=3,
+                   props=((pr.PAYLOAD_FORMAT, 1), (pr.CONTENT_TYPE, b"t"), (pr.RESPONSE_TOPIC, "r/1"),
+                          (pr.CORRELATION_DATA, b"\x01\x02"), (pr.USER_PROPERTY, (b"k", b"v")),
+                          (pr.USER_PROPERTY, ("k", "w"))))
     want = (b"\x32\x31\x00\x03a/b\x00\x0a"
             b"\x27"  # 39 bytes of properties:
             b"\x02\x00\x00\x00\x3c"  # message expiry interval 60
@@ -99,29 +99,29 @@ def test_publish_every_property():
             b"\x26\x00\x01k\x00\x01v\x26\x00\x01k\x00\x01w"  # user properties, in order
             b"hi")
     assert out(n) == want, out(n)
-    assert v5.publish_size(b"a/b", 2, 1, 60, 3, ((v5.PAYLOAD_FORMAT, 1), (v5.CONTENT_TYPE, b"t"),
-                           (v5.RESPONSE_TOPIC, "r/1"), (v5.CORRELATION_DATA, b"\x01\x02"),
-                           (v5.USER_PROPERTY, (b"k", b"v")), (v5.USER_PROPERTY, ("k", "w")))) == n
+    assert pk.publish_size(b"a/b", 2, 1, 60, 3, ((pr.PAYLOAD_FORMAT, 1), (pr.CONTENT_TYPE, b"t"),
+                           (pr.RESPONSE_TOPIC, "r/1"), (pr.CORRELATION_DATA, b"\x01\x02"),
+                           (pr.USER_PROPERTY, (b"k", b"v")), (pr.USER_PROPERTY, ("k", "w")))) == n
     # And back: a broker's PUBLISH has the same layout.
     r = dec(want)
     assert (bytes(r.topic), r.pid, bytes(r.payload)) == (b"a/b", 10, b"hi"), r.pid
-    got = [prop(r, p) for p in (v5.MESSAGE_EXPIRY, v5.TOPIC_ALIAS, v5.PAYLOAD_FORMAT, v5.CONTENT_TYPE,
-                                v5.RESPONSE_TOPIC, v5.CORRELATION_DATA, v5.SUBSCRIPTION_ID)]
+    got = [prop(r, p) for p in (pr.MESSAGE_EXPIRY, pr.TOPIC_ALIAS, pr.PAYLOAD_FORMAT, pr.CONTENT_TYPE,
+                                pr.RESPONSE_TOPIC, pr.CORRELATION_DATA, pr.SUBSCRIPTION_ID)]
     assert got == [60, 3, 1, b"t", b"r/1", b"\x01\x02", None], got
-    assert v5.pairs(r.buf, r.p0, r.p1) == [(b"k", b"v"), (b"k", b"w")], v5.pairs(r.buf, r.p0, r.p1)
+    assert pr.pairs(r.buf, r.p0, r.p1) == [(b"k", b"v"), (b"k", b"w")], pr.pairs(r.buf, r.p0, r.p1)
 
 
 def test_publish_without_properties_and_by_alias_alone():
-    n = v5.publish(BUF, b"t", b"x")
+    n = pk.publish(BUF, b"t", b"x")
     assert out(n) == b"\x30\x05\x00\x01t\x00x", out(n)  # property length 0 is still sent
-    assert v5.publish_size(b"t", 1, 0) == n
+    assert pk.publish_size(b"t", 1, 0) == n
     # With an alias the topic may be empty: the broker has it from before.
-    n = v5.publish(BUF, b"", b"x", alias=3)
+    n = pk.publish(BUF, b"", b"x", alias=3)
     assert out(n) == b"\x30\x07\x00\x00\x03\x23\x00\x03x", out(n)
     r = dec(out(n))
-    assert (bytes(r.topic), prop(r, v5.TOPIC_ALIAS), bytes(r.payload)) == (b"", 3, b"x")
+    assert (bytes(r.topic), prop(r, pr.TOPIC_ALIAS), bytes(r.payload)) == (b"", 3, b"x")
     # The expiry counts down to 0 at most; 0 is sent as it is.
-    n = v5.publish(BUF, b"t", b"", qos=2, pid=1, expiry=0, dup=True)
+    n = pk.publish(BUF, b"t", b"", qos=2, pid=1, expiry=0, dup=True)
     assert out(n) == b"\x3c\x0b\x00\x01t\x00\x01\x05\x02\x00\x00\x00\x00", out(n)
 
 
@@ -129,8 +129,8 @@ def test_publish_from_a_broker_with_subscription_ids():
     # Two matching subscriptions: the identifier may repeat here (only here).
     data = pkt(0x30, b"\x00\x01t\x05\x0b\x01\x0b\xac\x02" + b"m")
     r = dec(data)
-    assert prop(r, v5.SUBSCRIPTION_ID) == 1
-    assert v5.get(r.buf, v5.SUBSCRIPTION_ID, None, v5.find(r.buf, r.p0, r.p1, v5.SUBSCRIPTION_ID) + 1,
+    assert prop(r, pr.SUBSCRIPTION_ID) == 1
+    assert w5.get(r.buf, pr.SUBSCRIPTION_ID, None, w5.find(r.buf, r.p0, r.p1, pr.SUBSCRIPTION_ID) + 1,
                   r.p1) == 300
 
 
@@ -139,78 +139,78 @@ def test_acks_short_and_long_forms():
         ((mq.PUBACK, 7), b"\x40\x02\x00\x07"),
         ((mq.PUBACK, 7, 0x10), b"\x40\x03\x00\x07\x10"),
         ((mq.PUBREL, 7, 0x92), b"\x62\x03\x00\x07\x92"),
-        ((mq.PUBREC, 7, 0x97, ((v5.REASON_STRING, b"full"),)),
+        ((mq.PUBREC, 7, 0x97, ((pr.REASON_STRING, b"full"),)),
          b"\x50\x0b\x00\x07\x97\x07\x1f\x00\x04full"),
-        ((mq.PUBCOMP, 7, 0, ((v5.USER_PROPERTY, (b"a", b"b")),)),
+        ((mq.PUBCOMP, 7, 0, ((pr.USER_PROPERTY, (b"a", b"b")),)),
          b"\x70\x0b\x00\x07\x00\x07\x26\x00\x01a\x00\x01b"),
     )
     for args, want in cases:
-        got = out(v5.ack(BUF, *args))
+        got = out(pk.ack(BUF, *args))
         assert got == want, (got, want)
         r = dec(got)
         assert (r.pid, r.code) == (7, got[4] if len(got) > 4 else 0), (r.pid, r.code)
     r = dec(b"\x50\x0b\x00\x07\x97\x07\x1f\x00\x04full")
-    assert prop(r, v5.REASON_STRING) == b"full"
+    assert prop(r, pr.REASON_STRING) == b"full"
     # Reason code and an empty property block: as good as the short form.
     r = dec(b"\x40\x04\x00\x07\x00\x00")
     assert (r.pid, r.code, r.p0 == r.p1) == (7, 0, True)
 
 
 def test_subscribe_options_and_identifier():
-    o = v5.options(1, no_local=True, retain_as_published=True, retain_handling=2)
+    o = sb5.options(1, no_local=True, retain_as_published=True, retain_handling=2)
     assert o == 0x2D, o
-    assert [v5.options(q) for q in (0, 1, 2)] == [0, 1, 2]
-    assert v5.options(0, retain_handling=1) == 0x10
-    n = v5.subscribe(BUF, 10, ((b"a/+", o), ("c", v5.options(2))), sub_id=300)
+    assert [sb5.options(q) for q in (0, 1, 2)] == [0, 1, 2]
+    assert sb5.options(0, retain_handling=1) == 0x10
+    n = sb5.subscribe(BUF, 10, ((b"a/+", o), ("c", sb5.options(2))), sub_id=300)
     want = (b"\x82\x10\x00\x0a"
             b"\x03\x0b\xac\x02"  # subscription identifier 300, a variable byte integer
             b"\x00\x03a/+\x2d\x00\x01c\x02")
     assert out(n) == want, out(n)
-    n = v5.subscribe(BUF, 10, ((b"c", 0),))
+    n = sb5.subscribe(BUF, 10, ((b"c", 0),))
     assert out(n) == b"\x82\x07\x00\x0a\x00\x00\x01c\x00", out(n)
-    n = v5.subscribe(BUF, 10, ((b"c", 0),), props=((v5.USER_PROPERTY, (b"a", b"b")),))
+    n = sb5.subscribe(BUF, 10, ((b"c", 0),), props=((pr.USER_PROPERTY, (b"a", b"b")),))
     assert out(n) == b"\x82\x0e\x00\x0a\x07\x26\x00\x01a\x00\x01b\x00\x01c\x00", out(n)
     for bad in (3, 0x40, 0x80, 0x30):  # QoS 3, reserved bits, retain handling 3
-        e = raises(ValueError, v5.subscribe, BUF, 10, ((b"c", bad),))
+        e = raises(ValueError, sb5.subscribe, BUF, 10, ((b"c", bad),))
         assert "subscription options" in str(e), e
-    e = raises(ValueError, v5.options, 0, retain_handling=3)
+    e = raises(ValueError, sb5.options, 0, retain_handling=3)
     assert "retain handling" in str(e), e
-    raises(ValueError, v5.options, 3)
-    e = raises(ValueError, v5.subscribe, BUF, 10, ((b"c", 0),), 1 << 28)
+    raises(ValueError, sb5.options, 3)
+    e = raises(ValueError, sb5.subscribe, BUF, 10, ((b"c", 0),), 1 << 28)
     assert "subscription identifier" in str(e) and "1..268435455" in str(e), e
-    e = raises(ValueError, v5.subscribe, BUF, 10, ((b"c", 0),), 5, ((v5.SUBSCRIPTION_ID, 6),))
+    e = raises(ValueError, sb5.subscribe, BUF, 10, ((b"c", 0),), 5, ((pr.SUBSCRIPTION_ID, 6),))
     assert "given twice" in str(e), e
-    e = raises(ValueError, v5.subscribe, BUF, 10, ((b"a/#/b", 0),))
+    e = raises(ValueError, sb5.subscribe, BUF, 10, ((b"a/#/b", 0),))
     assert "wildcard" in str(e), e
 
 
 def test_unsubscribe():
-    n = v5.unsubscribe(BUF, 11, (b"a/+",))
+    n = sb5.unsubscribe(BUF, 11, (b"a/+",))
     assert out(n) == b"\xa2\x08\x00\x0b\x00\x00\x03a/+", out(n)
-    raises(ValueError, v5.unsubscribe, BUF, 11, ())
+    raises(ValueError, sb5.unsubscribe, BUF, 11, ())
 
 
 def test_suback_and_unsuback_reason_codes():
     r = dec(pkt(0x90, b"\x00\x0a\x05\x1f\x00\x02no\x01\x87"))
-    assert (r.pid, bytes(r.payload), prop(r, v5.REASON_STRING)) == (10, b"\x01\x87", b"no")
-    assert v5.words(0x87) == "not authorized (0x87)", v5.words(0x87)
-    assert v5.words(1, mq.SUBACK) == "granted QoS 1 (0x01)", v5.words(1, mq.SUBACK)
+    assert (r.pid, bytes(r.payload), prop(r, pr.REASON_STRING)) == (10, b"\x01\x87", b"no")
+    assert rs5.words(0x87) == "not authorized (0x87)", rs5.words(0x87)
+    assert rs5.words(1, mq.SUBACK) == "granted QoS 1 (0x01)", rs5.words(1, mq.SUBACK)
     r = dec(b"\xb0\x05\x00\x0b\x00\x00\x11")
     assert (r.pid, bytes(r.payload)) == (11, b"\x00\x11")
-    assert v5.words(0x11) == "no subscription existed (0x11)"
+    assert rs5.words(0x11) == "no subscription existed (0x11)"
 
 
 def test_disconnect_both_ways():
-    assert out(v5.disconnect(BUF)) == b"\xe0\x00"
-    assert out(v5.disconnect(BUF, 0x04)) == b"\xe0\x01\x04"
-    n = v5.disconnect(BUF, 0, ((v5.SESSION_EXPIRY, 0),))
+    assert out(pk.disconnect(BUF)) == b"\xe0\x00"
+    assert out(pk.disconnect(BUF, 0x04)) == b"\xe0\x01\x04"
+    n = pk.disconnect(BUF, 0, ((pr.SESSION_EXPIRY, 0),))
     assert out(n) == b"\xe0\x07\x00\x05\x11\x00\x00\x00\x00", out(n)
     assert dec(b"\xe0\x00").code == 0
     r = dec(b"\xe0\x01\x8b")
-    assert r.code == 0x8B and v5.words(r.code) == "server shutting down (0x8b)"
+    assert r.code == 0x8B and rs5.words(r.code) == "server shutting down (0x8b)"
     r = dec(b"\xe0\x0f\x9c\x0d\x1c\x00\x04srv2\x1f\x00\x03bye")
-    assert (r.code, prop(r, v5.SERVER_REFERENCE), prop(r, v5.REASON_STRING)) == (0x9C, b"srv2", b"bye")
-    assert v5.words(0, mq.DISCONNECT) == "normal disconnection (0x00)"
+    assert (r.code, prop(r, pr.SERVER_REFERENCE), prop(r, pr.REASON_STRING)) == (0x9C, b"srv2", b"bye")
+    assert rs5.words(0, mq.DISCONNECT) == "normal disconnection (0x00)"
 
 
 def test_connack_every_property():
@@ -228,35 +228,35 @@ def test_connack_every_property():
              b"\x15\x00\x01m\x16\x00\x01d")  # authentication method and data
     r = dec(pkt(0x20, b"\x01\x00" + bytes((len(props),)) + props))
     assert (r.session_present, r.code) == (True, 0)
-    got = [prop(r, p) for p in (v5.ASSIGNED_CLIENT_ID, v5.SERVER_KEEP_ALIVE, v5.RECEIVE_MAXIMUM,
-                                v5.MAXIMUM_PACKET_SIZE, v5.TOPIC_ALIAS_MAXIMUM, v5.REASON_STRING,
-                                v5.MAXIMUM_QOS, v5.RETAIN_AVAILABLE, v5.WILDCARD_AVAILABLE,
-                                v5.SUBSCRIPTION_ID_AVAILABLE, v5.SHARED_AVAILABLE, v5.SESSION_EXPIRY,
-                                v5.RESPONSE_INFO, v5.SERVER_REFERENCE, v5.AUTH_METHOD, v5.AUTH_DATA)]
+    got = [prop(r, p) for p in (pr.ASSIGNED_CLIENT_ID, pr.SERVER_KEEP_ALIVE, pr.RECEIVE_MAXIMUM,
+                                pr.MAXIMUM_PACKET_SIZE, pr.TOPIC_ALIAS_MAXIMUM, pr.REASON_STRING,
+                                pr.MAXIMUM_QOS, pr.RETAIN_AVAILABLE, pr.WILDCARD_AVAILABLE,
+                                pr.SUBSCRIPTION_ID_AVAILABLE, pr.SHARED_AVAILABLE, pr.SESSION_EXPIRY,
+                                pr.RESPONSE_INFO, pr.SERVER_REFERENCE, pr.AUTH_METHOD, pr.AUTH_DATA)]
     assert got == [b"abc", 60, 10, 1024, 5, b"ok", 1, 0, 1, 0, 1, 120, b"r", b"s", b"m", b"d"], got
-    assert v5.pairs(r.buf, r.p0, r.p1) == [(b"k", b"v")]
+    assert pr.pairs(r.buf, r.p0, r.p1) == [(b"k", b"v")]
     # A refusal, with its reason in words.
     r = dec(b"\x20\x03\x00\x87\x00")
-    assert (r.session_present, r.code, v5.words(r.code)) == (False, 0x87, "not authorized (0x87)")
+    assert (r.session_present, r.code, rs5.words(r.code)) == (False, 0x87, "not authorized (0x87)")
     # The largest u32 arrives whole on a 32-bit port too.
     r = dec(b"\x20\x08\x00\x00\x05\x27\xff\xff\xff\xff")
-    assert prop(r, v5.MAXIMUM_PACKET_SIZE) == 4294967295, prop(r, v5.MAXIMUM_PACKET_SIZE)
+    assert prop(r, pr.MAXIMUM_PACKET_SIZE) == 4294967295, prop(r, pr.MAXIMUM_PACKET_SIZE)
 
 
 def test_property_block_alone_round_trip():
-    items = ((v5.SESSION_EXPIRY, 4294967295), (v5.RECEIVE_MAXIMUM, 65535),
-             (v5.USER_PROPERTY, (b"", b"")), (v5.AUTH_DATA, b"\x00\xff"))
-    n = v5.props(BUF, items, mq.CONNECT)
+    items = ((pr.SESSION_EXPIRY, 4294967295), (pr.RECEIVE_MAXIMUM, 65535),
+             (pr.USER_PROPERTY, (b"", b"")), (pr.AUTH_DATA, b"\x00\xff"))
+    n = pr.props(BUF, items, mq.CONNECT)
     want = b"\x12\x11\xff\xff\xff\xff\x21\xff\xff\x26\x00\x00\x00\x00\x16\x00\x02\x00\xff"
     assert out(n) == want, out(n)
     r = c.Reader(32, 5)
     inbound.ready(r)  # it decodes PUBLISH and SUBACK
     r.buf[:n] = want
-    assert v5.walk(r, 0, n, mq.CONNECT) == n
+    assert w5.walk(r, 0, n, mq.CONNECT) == n
     assert (r.p0, r.p1) == (1, n)
-    assert [prop(r, p) for p, _ in items if p != v5.USER_PROPERTY] == [4294967295, 65535, b"\x00\xff"]
+    assert [prop(r, p) for p, _ in items if p != pr.USER_PROPERTY] == [4294967295, 65535, b"\x00\xff"]
     # A block of 128 bytes or more has a two-byte length.
-    n = v5.props(BUF, ((v5.USER_PROPERTY, (b"k", b"v" * 125)),), mq.CONNECT)
+    n = pr.props(BUF, ((pr.USER_PROPERTY, (b"k", b"v" * 125)),), mq.CONNECT)
     assert out(4) == b"\x83\x01\x26\x00", out(4)
     assert n == 2 + 131, n
 
@@ -303,7 +303,7 @@ def test_malformed_properties_are_named_errors_with_0x81_or_0x82():
     # Strings that are not UTF-8: malformed; binary data may be anything.
     refused(pkt(0x20, b"\x00\x00\x05\x1f\x00\x02\xc3\x28"), 0x81, "0x1f (reason string) is not valid UTF-8")
     refused(pkt(0x20, b"\x00\x00\x07\x26\x00\x01k\x00\x01\x00"), 0x81, "user property) is not valid UTF-8")
-    assert prop(dec(pkt(0x20, b"\x00\x00\x05\x16\x00\x02\xc3\x28")), v5.AUTH_DATA) == b"\xc3\x28"
+    assert prop(dec(pkt(0x20, b"\x00\x00\x05\x16\x00\x02\xc3\x28")), pr.AUTH_DATA) == b"\xc3\x28"
 
 
 def test_malformed_packets_are_named_errors():
@@ -328,10 +328,10 @@ def test_malformed_packets_are_named_errors():
 
 
 def test_a_level_5_reader_decodes_by_v5_and_refuses_what_only_clients_send():
-    # Reader.next() hands a level-5 packet to Reader5 (v5.py): a PUBACK
+    # Reader.next() hands a level-5 packet to Reader5 (mqtt5/session.py): a PUBACK
     # with a reason code, 3 bytes that level 4 refuses, is taken; CONNECT,
     # SUBSCRIBE and UNSUBSCRIBE are refused by name, as at level 4.
-    from holdfast.v5 import Reader5
+    from holdfast.mqtt5.session import Reader5
     from holdfast.errors import MQTTProtocolError
     r = Reader5(64, 5)
     feed(r, b"\x40\x03\x00\x07\x10")
@@ -360,54 +360,54 @@ def test_bad_arguments_are_named_errors_and_write_nothing():
         assert why in str(e), (why, str(e))
         assert BUF == bytearray(len(BUF)), "written before the check"
 
-    bad("0x05 is not an MQTT 5 property identifier", v5.connect, BUF, b"c", props=((5, 1),))
-    bad("0x00 is not an MQTT 5 property identifier", v5.props, BUF, ((0, 1),), mq.CONNECT)
-    bad("property 0x23 (topic alias) may not be in a CONNECT", v5.connect, BUF, b"c",
-        props=((v5.TOPIC_ALIAS, 1),))
-    bad("may not be in a will properties", v5.connect, BUF, b"c", will_topic=b"w",
-        will_props=((v5.SESSION_EXPIRY, 1),))
-    bad("property 0x11 (session expiry interval) given twice", v5.connect, BUF, b"c",
-        props=((v5.SESSION_EXPIRY, 1), (v5.SESSION_EXPIRY, 2)))
-    bad("0x21 (receive maximum): 0 is outside 1..65535", v5.connect, BUF, b"c",
-        props=((v5.RECEIVE_MAXIMUM, 0),))
-    bad("70000 is outside 1..65535", v5.connect, BUF, b"c", props=((v5.RECEIVE_MAXIMUM, 70000),))
-    bad("2 is outside 0..1", v5.connect, BUF, b"c", props=((v5.REQUEST_PROBLEM_INFO, 2),))
-    bad("4294967296 is outside 0..4294967295", v5.connect, BUF, b"c",
-        props=((v5.SESSION_EXPIRY, 4294967296),))
-    bad("string of 65536 bytes", v5.connect, BUF, b"c", props=((v5.AUTH_DATA, Long()),))
-    bad("string of 65536 bytes", v5.ack, BUF, mq.PUBACK, 1, 0x80, ((v5.USER_PROPERTY, (b"k", Long())),))
-    bad("for a broker to add", v5.publish, BUF, b"t", b"", props=((v5.SUBSCRIPTION_ID, 1),))
-    bad("0x02 (message expiry interval) given twice", v5.publish, BUF, b"t", b"", expiry=5,
-        props=((v5.MESSAGE_EXPIRY, 6),))
-    bad("0x23 (topic alias) given twice", v5.publish, BUF, b"t", b"", alias=1,
-        props=((v5.TOPIC_ALIAS, 2),))
-    bad("0x23 (topic alias): 65536 is outside 1..65535", v5.publish, BUF, b"t", b"", alias=65536)
-    bad("-1 is outside 0..4294967295", v5.publish, BUF, b"t", b"", expiry=-1)
-    bad("empty topic", v5.publish, BUF, b"", b"x")
-    bad("wildcard", v5.publish, BUF, b"a/#", b"x", alias=2)
-    bad("may not be in a PUBACK", v5.ack, BUF, mq.PUBACK, 1, 0, ((v5.CONTENT_TYPE, b"x"),))
-    bad("may not be in a DISCONNECT", v5.disconnect, BUF, 0, ((v5.RECEIVE_MAXIMUM, 1),))
-    bad("does not fit", v5.publish, bytearray(8), b"topic", b"payload")
-    bad("does not fit", v5.props, bytearray(4), ((v5.SESSION_EXPIRY, 1),), mq.CONNECT)
+    bad("0x05 is not an MQTT 5 property identifier", pk.connect, BUF, b"c", props=((5, 1),))
+    bad("0x00 is not an MQTT 5 property identifier", pr.props, BUF, ((0, 1),), mq.CONNECT)
+    bad("property 0x23 (topic alias) may not be in a CONNECT", pk.connect, BUF, b"c",
+        props=((pr.TOPIC_ALIAS, 1),))
+    bad("may not be in a will properties", pk.connect, BUF, b"c", will_topic=b"w",
+        will_props=((pr.SESSION_EXPIRY, 1),))
+    bad("property 0x11 (session expiry interval) given twice", pk.connect, BUF, b"c",
+        props=((pr.SESSION_EXPIRY, 1), (pr.SESSION_EXPIRY, 2)))
+    bad("0x21 (receive maximum): 0 is outside 1..65535", pk.connect, BUF, b"c",
+        props=((pr.RECEIVE_MAXIMUM, 0),))
+    bad("70000 is outside 1..65535", pk.connect, BUF, b"c", props=((pr.RECEIVE_MAXIMUM, 70000),))
+    bad("2 is outside 0..1", pk.connect, BUF, b"c", props=((pr.REQUEST_PROBLEM_INFO, 2),))
+    bad("4294967296 is outside 0..4294967295", pk.connect, BUF, b"c",
+        props=((pr.SESSION_EXPIRY, 4294967296),))
+    bad("string of 65536 bytes", pk.connect, BUF, b"c", props=((pr.AUTH_DATA, Long()),))
+    bad("string of 65536 bytes", pk.ack, BUF, mq.PUBACK, 1, 0x80, ((pr.USER_PROPERTY, (b"k", Long())),))
+    bad("for a broker to add", pk.publish, BUF, b"t", b"", props=((pr.SUBSCRIPTION_ID, 1),))
+    bad("0x02 (message expiry interval) given twice", pk.publish, BUF, b"t", b"", expiry=5,
+        props=((pr.MESSAGE_EXPIRY, 6),))
+    bad("0x23 (topic alias) given twice", pk.publish, BUF, b"t", b"", alias=1,
+        props=((pr.TOPIC_ALIAS, 2),))
+    bad("0x23 (topic alias): 65536 is outside 1..65535", pk.publish, BUF, b"t", b"", alias=65536)
+    bad("-1 is outside 0..4294967295", pk.publish, BUF, b"t", b"", expiry=-1)
+    bad("empty topic", pk.publish, BUF, b"", b"x")
+    bad("wildcard", pk.publish, BUF, b"a/#", b"x", alias=2)
+    bad("may not be in a PUBACK", pk.ack, BUF, mq.PUBACK, 1, 0, ((pr.CONTENT_TYPE, b"x"),))
+    bad("may not be in a DISCONNECT", pk.disconnect, BUF, 0, ((pr.RECEIVE_MAXIMUM, 1),))
+    bad("does not fit", pk.publish, bytearray(8), b"topic", b"payload")
+    bad("does not fit", pr.props, bytearray(4), ((pr.SESSION_EXPIRY, 1),), mq.CONNECT)
 
 
 def test_every_reason_code_a_packet_may_carry_has_words():
-    for codes in (v5._CONNACK_CODES, v5._PUBACK_CODES, v5._PUBREL_CODES, v5._SUBACK_CODES,
-                  v5._UNSUBACK_CODES, v5._DISCONNECT_CODES):
+    for codes in (w5._CONNACK_CODES, w5._PUBACK_CODES, w5._PUBREL_CODES, sb5._SUBACK_CODES,
+                  sb5._UNSUBACK_CODES, w5._DISCONNECT_CODES):
         for code in codes:
-            w = v5.words(code)
+            w = rs5.words(code)
             assert "unknown" not in w and w.endswith("(0x%02x)" % code), w
-    assert v5.words(0x03) == "unknown reason code (0x03)"
+    assert rs5.words(0x03) == "unknown reason code (0x03)"
 
 
 def test_the_words_load_only_when_something_is_explained():
-    sys.modules.pop("holdfast.v5words", None)
-    r = dec(out(v5.publish(BUF, b"t", b"x", 1, pid=2, expiry=9)))
-    assert prop(r, v5.MESSAGE_EXPIRY) == 9
+    sys.modules.pop("holdfast.mqtt5.reasons", None)
+    r = dec(out(pk.publish(BUF, b"t", b"x", 1, pid=2, expiry=9)))
+    assert prop(r, pr.MESSAGE_EXPIRY) == 9
     dec(b"\x40\x04\x00\x02\x97\x00")
-    assert "holdfast.v5words" not in sys.modules
+    assert "holdfast.mqtt5.reasons" not in sys.modules
     refused(b"\x40\x02\x00\x00", 0x82, "message id 0")
-    assert "holdfast.v5words" in sys.modules
+    assert "holdfast.mqtt5.reasons" in sys.modules
 
 
 def test_publish_encoding_allocates_nothing():
@@ -418,12 +418,12 @@ def test_publish_encoding_allocates_nothing():
     import micropython
     topic = b"sensors/t"
     payload = b"21.5"
-    user = ((v5.USER_PROPERTY, (b"unit", b"C")),)
-    v5.publish(BUF, topic, payload, 1, pid=3, expiry=60, alias=2, props=user)  # warm
+    user = ((pr.USER_PROPERTY, (b"unit", b"C")),)
+    pk.publish(BUF, topic, payload, 1, pid=3, expiry=60, alias=2, props=user)  # warm
     micropython.heap_lock()
     try:
-        n = v5.publish(BUF, topic, payload, 1, False, False, 3, 0, 60, 2, user)
-        m = v5.publish_header(BUF, b"", 4, 0, False, False, 0, 0, None, 2)
+        n = pk.publish(BUF, topic, payload, 1, False, False, 3, 0, 60, 2, user)
+        m = pk.publish_header(BUF, b"", 4, 0, False, False, 0, 0, None, 2)
     finally:
         micropython.heap_unlock()
     # fixed header, topic, pid, property length, expiry, alias, user property, payload
@@ -447,11 +447,11 @@ def test_inbound_publish_with_properties_allocates_what_311_does():
     body = len(data) - 2
 
     def v5_parse():
-        v5.parse(r, 3, 2, 2, 2 + body)
-        v5.find(r.buf, r.p0, r.p1, v5.TOPIC_ALIAS)
+        s5.parse(r, 3, 2, 2, 2 + body)
+        w5.find(r.buf, r.p0, r.p1, pr.TOPIC_ALIAS)
 
     def v4_parse():
         inbound.parse(r4, 3, 2, 2, 16)
 
     assert allocated(v5_parse) == allocated(v4_parse), (allocated(v5_parse), allocated(v4_parse))
-    assert v5.get(r.buf, v5.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"
+    assert w5.get(r.buf, pr.TOPIC_ALIAS, 0, r.p0, r.p1) == 7 and bytes(r.payload) == b"payload"

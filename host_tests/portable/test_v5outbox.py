@@ -2,7 +2,7 @@
 # reboot, read by a level-5 and by a level-4 session (docs/mqtt5.md). Apart
 # from test_v5session: with FileStore and FlashStore loaded too, one module
 # would not fit the portable tests' heap guard.
-from holdfast import v5more as v5
+from holdfast.mqtt5 import properties as pr, session as s5
 from holdfast.broker import feed
 
 
@@ -14,8 +14,8 @@ def test_a_level4_session_sends_a_level5_record_without_its_properties():
     from holdfast.flashoutbox import FlashStore
     from flashsim import Flash
     dev = Flash(4, 1024)
-    s = v5.Session5(b"four", False, 0, 5, 512, 4, FlashStore(dev))
-    s.props = ((v5.RESPONSE_TOPIC, b"r" * 130), (v5.CORRELATION_DATA, b"\x07"))
+    s = s5.Session5(b"four", False, 0, 5, 512, 4, FlashStore(dev))
+    s.props = ((pr.RESPONSE_TOPIC, b"r" * 130), (pr.CORRELATION_DATA, b"\x07"))
     s.publish(b"t", b"x" * 200, 1, True, 0)
     s.props = None
     s.publish(b"t", b"plain", 2, False, 0)
@@ -41,14 +41,14 @@ def test_a_stored_messages_properties_last_across_a_reboot():
     dev = Flash(4, 256)
     top = tmpdir()
     for reopen in (lambda: FlashStore(dev), lambda: FileStore(top)):
-        s = v5.Session5(b"boot", False, 0, 5, 256, 4, reopen())
-        s.props = ((v5.RESPONSE_TOPIC, b"t/answer"), (v5.CORRELATION_DATA, b"\x00#1"))
+        s = s5.Session5(b"boot", False, 0, 5, 256, 4, reopen())
+        s.props = ((pr.RESPONSE_TOPIC, b"t/answer"), (pr.CORRELATION_DATA, b"\x00#1"))
         assert s.publish(b"t", b"asked", 1, False, 0) == 1
         s.store.sync()
         for level, want in ((5, b"\x3a\x1c\x00\x01t\x00\x01\x11\x08\x00\x08t/answer\x09\x00\x03\x00#1asked"),
                             (4, b"\x3a\x0a\x00\x01t\x00\x01asked")):
             st = reopen()
-            s = (v5.Session5 if level == 5 else Session)(b"boot", False, 0, level, 256, 4, st)
+            s = (s5.Session5 if level == 5 else Session)(b"boot", False, 0, level, 256, 4, st)
             s.start(0)
             s.sent(s.tx_end, 0)
             feed(s.rx, b"\x20\x03\x00\x00\x00" if level == 5 else b"\x20\x02\x00\x00")

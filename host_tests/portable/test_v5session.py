@@ -1,4 +1,4 @@
-# The session at MQTT 5 (holdfast/v5.py's Session5), without a socket: the
+# The session at MQTT 5 (holdfast/mqtt5/session.py's Session5), without a socket: the
 # broker's CONNACK written into its receive buffer as a socket read would,
 # what it sends read out of its send buffer. Its CONNECT, topic aliases,
 # publish(props=...), what CONNACK allows, subscription identifiers, and
@@ -7,7 +7,7 @@
 import sys
 import time
 
-from holdfast import v5more as v5
+from holdfast.mqtt5 import packets as pk, properties as pr, session as s5, subscriptions as sb5
 from holdfast.broker import feed
 from holdfast.subscriptions import request
 from support import raises
@@ -16,7 +16,7 @@ from support import raises
 def connected(connack, size=256):
     """A Session5 without a socket, past CONNECT and the broker's CONNACK
     (written into the receive buffer as a socket read would)."""
-    s = v5.Session5(b"alloc", True, 0, 5, size, 4)
+    s = s5.Session5(b"alloc", True, 0, 5, size, 4)
     s.start(0)
     s.sent(s.tx_end, 0)
     r = s.rx
@@ -116,24 +116,24 @@ def test_a_topic_goes_out_once_a_link_then_by_its_alias():
 
 def test_the_sessions_connect_is_the_codecs():
     # Session5 writes its CONNECT from codec.py's 3.1.1 one, its properties
-    # moved in (v5.start); the bytes are those of v5more.connect, the
+    # moved in (s5.start); the bytes are those of packets.connect, the
     # general encoder, with every field the session can set.
     from holdfast.memstore import MemoryStore
     cases = ((b"c1", True, None, None, None), (b"", False, None, None, None),
              (b"dev", False, (b"w/t", b"bye", 1, True), b"u", b"pw"),
              (b"dev", True, (b"w/" + b"x" * 120, b"m" * 200, 0, False), b"u", None))
     for cid, clean, will, user, pw in cases:
-        s = v5.Session5(cid, clean, 30, 5, 600, 4, MemoryStore(2048, 16, 12))
+        s = s5.Session5(cid, clean, 30, 5, 600, 4, MemoryStore(2048, 16, 12))
         s.will = will
         s.user = user
         s.password = pw
         s.start(0)
-        props = ((v5.RECEIVE_MAXIMUM, 12), (v5.TOPIC_ALIAS_MAXIMUM, 8), (v5.MAXIMUM_PACKET_SIZE, 600))
+        props = ((pr.RECEIVE_MAXIMUM, 12), (pr.TOPIC_ALIAS_MAXIMUM, 8), (pr.MAXIMUM_PACKET_SIZE, 600))
         if not clean:
-            props = ((v5.SESSION_EXPIRY, 4294967295),) + props
+            props = ((pr.SESSION_EXPIRY, 4294967295),) + props
         buf = bytearray(600)
         w = will or (None, b"", 0, False)
-        n = v5.connect(buf, cid, clean, 30, w[0], w[1], w[2], w[3], user, pw, props)
+        n = pk.connect(buf, cid, clean, 30, w[0], w[1], w[2], w[3], user, pw, props)
         assert bytes(s.tx[:s.tx_end]) == bytes(buf[:n]), (cid, bytes(s.tx[:s.tx_end]), bytes(buf[:n]))
 
 
@@ -153,7 +153,7 @@ def test_connacks_maximum_qos_and_retain_available_are_obeyed():
 
 def test_publish_props_go_out_from_the_outbox_at_once_or_later():
     s = connected(b"\x20\x06\x00\x00\x03\x22\x00\x02")
-    s.props = ((v5.CORRELATION_DATA, b"\x01\x02"), (v5.USER_PROPERTY, (b"k", b"v")))
+    s.props = ((pr.CORRELATION_DATA, b"\x01\x02"), (pr.USER_PROPERTY, (b"k", b"v")))
     want = (b"\x32\x13\x00\x01t\x00\x01\x0c\x09\x00\x02\x01\x02"
             b"\x26\x00\x01k\x00\x01vx")
     got = sent(s, b"t", b"x", 1, False, 0)
@@ -177,9 +177,9 @@ def test_publish_props_go_out_from_the_outbox_at_once_or_later():
 def test_one_subscription_identifier_a_subscribe():
     # Filters queued together go out in one SUBSCRIBE while they share a
     # Subscription Identifier (none counts as one), in another when not.
-    s = v5.Session5(b"subs", True, 0, 5, 256, 4)
-    for flt, o in ((b"a", v5.sub_options(1, no_local=True, sub_id=5)), (b"b", v5.sub_options(0, sub_id=5)),
-                   (b"c", v5.sub_options(2, retain_handling=1)), (b"d", 1)):
+    s = s5.Session5(b"subs", True, 0, 5, 256, 4)
+    for flt, o in ((b"a", sb5.sub_options(1, no_local=True, sub_id=5)), (b"b", sb5.sub_options(0, sub_id=5)),
+                   (b"c", sb5.sub_options(2, retain_handling=1)), (b"d", 1)):
         request(s, flt, o)  # before the link: queued
     s.start(0)
     s.sent(s.tx_end, 0)
@@ -188,16 +188,16 @@ def test_one_subscription_identifier_a_subscribe():
     assert s.receive(0) == 0
     assert bytes(s.tx[t0:s.tx_end]) == (b"\x82\x0d\x00\x01\x02\x0b\x05\x00\x01a\x05\x00\x01b\x00"
                                     b"\x82\x0b\x00\x02\x00\x00\x01c\x12\x00\x01d\x01"), bytes(s.tx[t0:s.tx_end])
-    e = raises(ValueError, v5.sub_options, 0, sub_id=1 << 28)
+    e = raises(ValueError, sb5.sub_options, 0, sub_id=1 << 28)
     assert "subscription identifier): 268435456 is outside 1..268435455" in str(e), str(e)
-    raises(ValueError, v5.sub_options, 0, retain_handling=3)
+    raises(ValueError, sb5.sub_options, 0, retain_handling=3)
 
 
 def test_a_level5_connect_that_is_wrong_not_large_says_why():
     # As at level 4 (test_engine_ledger.py): a CONNECT refused for what it
     # says raises its own words, not the fit's, though it is also too large
     # for the first send buffer.
-    s = v5.Session5(b"d", True, 70000, 5)
+    s = s5.Session5(b"d", True, 70000, 5)
     s.user = b"u" * 300
     e = raises(ValueError, s.start, 0)
     assert "keepalive 70000" in str(e), str(e)

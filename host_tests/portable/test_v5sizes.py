@@ -4,9 +4,10 @@
 # every QoS. The session without a socket. Apart from test_sizes.py for the
 # heap guard of test_micropython.py. Runs on CPython and MicroPython.
 import consts as mq
-from holdfast import codec, v5more as v5
+from holdfast import codec
+from holdfast.mqtt5 import packets as pk, properties as pr, session as s5, wire as w5
 from holdfast.session import wall
-from holdfast.v5 import Reader5
+from holdfast.mqtt5.session import Reader5
 from fakebroker import reads
 from support import raises
 
@@ -14,7 +15,7 @@ from support import raises
 def _connack5(props):
     # A CONNACK at level 5 with these properties ((identifier, value) pairs).
     buf = bytearray(400)
-    n = v5.props(buf, props, mq.CONNACK)
+    n = pr.props(buf, props, mq.CONNACK)
     return wire5(b"\x00\x00" + bytes(buf[:n]), 0x20)
 
 
@@ -24,7 +25,7 @@ def wire5(body, first):
 
 
 def _session5(size=256, clean=True):
-    s = v5.Session5(b"dev", clean, 0, 5, size, 4)
+    s = s5.Session5(b"dev", clean, 0, 5, size, 4)
     s.start(0)
     s.sent(s.tx_end, 0)
     return s
@@ -39,7 +40,7 @@ def test_v5_stored_messages_over_the_brokers_maximum_packet_size_are_dropped_uns
         s.publish(b"t", payload, 1, False, 0)
     s.start(0)
     s.sent(s.tx_end, 0)
-    assert reads(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, 100),))) == [] and s.state == 3
+    assert reads(s, _connack5(((pr.MAXIMUM_PACKET_SIZE, 100),))) == [] and s.state == 3
     out = [bytes(r.payload) for r in _read5(bytes(s.tx[s.tx_start:s.tx_end]))]
     assert out == [b"a", b"b"] and s.unsendable == 1 and len(s.store) == 2, (out, s.unsendable)
     # publish() itself refuses one over the limit, with the words.
@@ -50,7 +51,7 @@ def test_v5_stored_messages_over_the_brokers_maximum_packet_size_are_dropped_uns
 def test_v5_a_maximum_packet_size_of_9_or_less_refuses_every_message():
     for most in (1, 9):
         s = _session5()
-        assert reads(s, _connack5(((v5.MAXIMUM_PACKET_SIZE, most),))) == [] and s.state == 3
+        assert reads(s, _connack5(((pr.MAXIMUM_PACKET_SIZE, most),))) == [] and s.state == 3
         for qos in (0, 1):
             raises(ValueError, s.publish, b"t", b"", qos, False, 0)
         assert len(s.store) == 0 and s.tx_end == s.tx_start, most
@@ -61,16 +62,16 @@ def test_v5_connack_and_puback_with_long_properties_fit_the_receive_buffer():
     # the broker may send at level 5, up to the size CONNECT offered.
     s = _session5()
     long_id = b"assigned-" + b"i" * 80
-    got = reads(s, _connack5(((v5.ASSIGNED_CLIENT_ID, long_id), (v5.USER_PROPERTY, (b"k", b"v" * 60)))))
+    got = reads(s, _connack5(((pr.ASSIGNED_CLIENT_ID, long_id), (pr.USER_PROPERTY, (b"k", b"v" * 60)))))
     assert got == [] and s.state == 3 and s.client_id == long_id, (s.state, s.client_id)
     pid = s.publish(b"t", b"m", 1, False, 0)
     s.sent(s.tx_end - s.tx_start, 0)
     why = b"quota: " + b"q" * 90
     buf = bytearray(200)
-    n = v5.ack(buf, mq.PUBACK, pid, 0x97, ((v5.REASON_STRING, why),))
+    n = pk.ack(buf, mq.PUBACK, pid, 0x97, ((pr.REASON_STRING, why),))
     # A refusal keeps its words: REJECTED, the code, the reason string.
     assert reads(s, bytes(buf[:n])) == [4] and s.rx.code == 0x97 and s.done_pid == pid
-    assert v5.get(s.rx.buf, v5.REASON_STRING, None, s.rx.p0, s.rx.p1) == why
+    assert w5.get(s.rx.buf, pr.REASON_STRING, None, s.rx.p0, s.rx.p1) == why
     assert s.state == 3 and len(s.store) == 0
 
 
@@ -90,7 +91,7 @@ def _read5(data):
 def _expiry(data):
     # The Message Expiry Interval of the one MQTT 5 PUBLISH in data (None: none).
     r, = _read5(data)
-    return v5.get(r.buf, v5.MESSAGE_EXPIRY, None, r.p0, r.p1)
+    return w5.get(r.buf, pr.MESSAGE_EXPIRY, None, r.p0, r.p1)
 
 
 def test_v5_expiry_goes_with_the_message_at_every_qos():

@@ -300,9 +300,7 @@ class Runner:
 def _library(root):
     """firmware/holdfast's modules, without broker.py (the broker's half of the
     codec: host tools and tests only, never deployed)."""
-    src = os.path.join(root, "firmware", "holdfast")
-    return ["holdfast/" + f for f in sorted(os.listdir(src))
-            if f.endswith(".py") and f != "broker.py"]
+    return [m + ".py" for m in _library_modules(root) if m != "holdfast/broker"]
 
 
 def given(ctx, name):
@@ -733,7 +731,7 @@ def wire_bytes():
         sys.path.insert(0, fw)
     from holdfast.session import Session
     from holdfast.broker import feed
-    from holdfast.v5 import Session5
+    from holdfast.mqtt5.session import Session5
 
     def engine(cls, level, connack):
         s = cls(b"wire", True, 0, level, 256, 4)

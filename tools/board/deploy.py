@@ -129,15 +129,25 @@ def decode_mpy(value):
     return value & 0xFF, (value >> 8) & 3, ARCHS[arch] if arch < len(ARCHS) else "arch%d" % arch
 
 
+def lib_files():
+    """The library's .py files, relative to LIB_SRC, its packages' too
+    (mqtt5/session.py), without LIB_SKIP."""
+    out = []
+    for d, dirs, fs in os.walk(LIB_SRC):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out += [os.path.relpath(os.path.join(d, f), LIB_SRC).replace(os.sep, "/") for f in fs
+                if f.endswith(".py") and f not in LIB_SKIP]
+    return sorted(out)
+
+
 def plan(board, source=False, extra=()):
     """[(device path, host source, compile?)] for the library and the board."""
     if board not in BOARDS:
         raise DeployError("unknown board %r: one of %s" % (board, ", ".join(BOARDS)))
     files = []
     ext = ".py" if source else ".mpy"
-    for name in sorted(os.listdir(LIB_SRC)):
-        if name.endswith(".py") and name not in LIB_SKIP:
-            files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
+    for name in lib_files():
+        files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
     seen = {}
     for d in ("common", board):  # the board's own file wins over a common one
         folder = os.path.join(ROOT, "boards", d)
@@ -423,13 +433,14 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
     copy = [d for d in targets if hashes.get(d) != hashlib.sha256(data[d]).hexdigest()]
     skipped = len(targets) - len(copy)
     remove = [t for t in twins if hashes.get(t, "-") != "-"]
-    lib_names = set(d.rsplit("/", 1)[1] for d in targets if d.startswith(LIB_DST + "/"))
+    lib_names = set(d[len(LIB_DST) + 1:].split("/")[0] for d in targets if d.startswith(LIB_DST + "/"))
     remove += [t for t in (LIB_DST + "/" + n for n in lib or () if n not in lib_names)
                if t not in remove]
     write_rom = image is not None and board != "unix"
     # An empty /lib/holdfast would still be found first (sys.path has /lib
-    # before /rom/lib) as a package without the modules.
-    rmdirs = [LIB_DST] if image is not None and lib is not None else []
+    # before /rom/lib) as a package without the modules: its packages' folders go first.
+    rmdirs = sorted(set(LIB_DST + "/" + n.rsplit("/", 1)[0] for n in lib_files() if "/" in n),
+                    reverse=True) + [LIB_DST] if image is not None and lib is not None else []
 
     if not copy and not remove and not write_rom and not rmdirs:
         out("deploy: %s on %s is up to date" % (board, port))
@@ -534,8 +545,7 @@ def build_romfs(files, stage):
 def package_json(version="0.1.0"):
     """package.json for mip: mip.install("github:OWNER/REPO") puts the
     library in /lib/holdfast (sources; the board compiles them on import)."""
-    names = sorted(n for n in os.listdir(LIB_SRC) if n.endswith(".py") and n not in LIB_SKIP)
-    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in names],
+    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in lib_files()],
            "deps": [], "version": version}
     return json.dumps(pkg, indent=2) + "\n"
 
@@ -580,11 +590,14 @@ GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pu
           ("outbox (flash: outlog + fileoutbox / flashoutbox)",
            ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
           ("asyncio front end", ("aclient",)),
-          ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlssetup")),
+          ("TLS (tls for each handshake, tlssetup only while needed)", ("tls", "tlssetup")),
           ("URLs and MQTT over WebSockets (url, wsopen while needed; ws for ws:// and wss://)",
            ("url", "ws", "wsopen")),
-          ("MQTT 5 (level=5 only; v5more and v5words on first use)", ("v5", "v5more", "v5words")),
-          ("error classes (each with the first one raised)", ("errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
+          ("MQTT 5 (level=5 only: mqtt5.wire and mqtt5.session; the rest on first use)",
+           ("mqtt5", "mqtt5.wire", "mqtt5.session", "mqtt5.properties", "mqtt5.inbound", "mqtt5.subscriptions",
+            "mqtt5.outbox", "mqtt5.refused", "mqtt5.packets", "mqtt5.reasons")),
+          ("error classes (the package's face and base load with the client; each other with the first one raised)",
+           ("errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
 
 
 def sizes(board="esp32"):
@@ -598,7 +611,9 @@ def sizes(board="esp32"):
     parts = {}
     app = 0
     for dst, _, _ in files:
-        name = dst.rsplit("/", 1)[1].split(".")[0]
+        name = dst.rsplit(".", 1)[0][len(LIB_DST) + 1:].replace("/", ".")  # mqtt5.session
+        if name.endswith(".__init__"):
+            name = name[:-9]
         if not dst.startswith(LIB_DST + "/"):
             app += len(data[dst]) if dst != "/main.py" else 0
             continue

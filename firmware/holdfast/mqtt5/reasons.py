@@ -1,7 +1,7 @@
-# The words of MQTT 5: reason codes, property names, and the errors v5.py
-# raises, by number. Kept apart from v5.py so a level-5 client that never
-# has to explain anything never loads them.
-from .reasons import NAMES
+# The words of MQTT 5: reason codes, property names, and the errors the
+# package raises, by number. Kept apart so a level-5 client that never has
+# to explain anything never loads them.
+from ..reasons import NAMES
 
 REASONS = {
     0x00: "success",
@@ -122,8 +122,9 @@ TEXT = (
 )
 
 
-def reason(code, type=0):
-    """Reason code in words, for a packet of type where that matters."""
+def words(code, type=0):
+    """A reason code in words, "quota exceeded (0x97)"; type: the packet it
+    came in, where the words depend on it (0x00 in a DISCONNECT)."""
     if not code and type == 14:
         w = "normal disconnection"
     elif not code and type == 9:
@@ -149,4 +150,4 @@ def text(n, args, code=-1):
         args = args[1:]
     if args:
         t = t % args
-    return reason(code) + ": " + t if code >= 0 else t
+    return words(code) + ": " + t if code >= 0 else t
