@@ -27,7 +27,6 @@ def encode(buf, p):
     if t == mq.SUBACK:
         return broker.suback(buf, p[1], p[2])
     if t == mq.UNSUBSCRIBE:
-        from holdfast import topics
         return topics.unsubscribe(buf, p[1], p[2])
     return c.ack(buf, t, 0)
 
