@@ -3,6 +3,7 @@
 # the names a package's face loads), and no module writes another object's
 # private attributes (state is declared, and changed, where it lives).
 import ast
+import re
 import os
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "firmware", "holdfast")
@@ -155,3 +156,29 @@ def test_no_module_writes_another_objects_private_attributes(tmp_path):
     (tmp_path / "m.py").write_text("def f(s):\n    s._x = 1\n    s._y[0] = 2\n    self_ok = s.x = 3\n")
     assert private_writes(str(tmp_path)) == ["m:2 s._x", "m:3 s._y[0]"]
     assert private_writes() == []
+
+
+CONST = re.compile(r"^(_[A-Z0-9_]+) = const\(([^)]*)\)", re.M)
+# The numbers each module keeps as its own private const() copy (a name
+# imported from another module would cost a board heap, and is no const),
+# and the module whose value is the definition.
+SHARED = {"codec": ("_CONNECT", "_CONNACK", "_PUBLISH", "_PUBACK", "_PUBREC", "_PUBREL", "_PUBCOMP",
+                    "_SUBSCRIBE", "_SUBACK", "_UNSUBSCRIBE", "_UNSUBACK", "_PINGREQ", "_PINGRESP",
+                    "_DISCONNECT"),
+          "session": ("_ACK_ROOM", "_OFFLINE", "_CONNECTING", "_CONNECTED", "_MESSAGE", "_DELIVERED",
+                      "_REJECTED", "_SKIPPED", "_UNDECODED")}
+
+
+def test_every_copy_of_a_shared_number_has_its_definitions_value():
+    mods = modules()
+    found = {name: CONST.findall(open(path).read()) for name, (path, _) in mods.items()}
+    checked = 0
+    for home, names in SHARED.items():
+        want = {n: eval(v) for n, v in found[home] if n in names}
+        assert sorted(want) == sorted(names), (home, sorted(want))
+        for name, consts in found.items():
+            for n, v in consts:
+                if n in want and name != home:
+                    assert eval(v) == want[n], (name, n, v, home, want[n])
+                    checked += 1
+    assert checked >= 30, checked  # the copies are still found
