@@ -5,7 +5,6 @@
 # first; README "MQTT over WebSockets" lists every failure.
 from binascii import b2a_base64
 from . import errors
-from .errors.websocket import refused
 from .sockets import MP
 from .ws import WebSocket
 
@@ -59,20 +58,24 @@ def upgrade(link, raw, c):
         parts = status.split()
         code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
         s = status.decode()
+        why = None
         if code != 101:
             where = fields.get(b"location")
-            raise refused(code, s, "status", "the WebSocket handshake was answered %r%s, not 101 Switching Protocols"
-                           % (s, " (Location: %s)" % where.decode() if where else ""))
-        if fields.get(b"upgrade", b"").lower() != b"websocket" or b"upgrade" not in fields.get(b"connection", b"").lower():
-            raise refused(code, s, "upgrade", "%r without Upgrade: websocket and Connection: Upgrade" % s)
-        got = fields.get(b"sec-websocket-accept")
-        if got != want:
-            raise refused(code, s, "accept", "%r with Sec-WebSocket-Accept %r, not %r: the server did not"
-                           " answer this handshake's key" % (s, got and got.decode(), want.decode()))
-        got = fields.get(b"sec-websocket-protocol")
-        if got != b"mqtt":
-            raise refused(code, s, "subprotocol", "%r without the mqtt subprotocol (Sec-WebSocket-Protocol: %s):"
-                           " is it an MQTT endpoint (path %s)?" % (s, got and got.decode(), path))
+            why = ("status", "the WebSocket handshake was answered %r%s, not 101 Switching Protocols"
+                   % (s, " (Location: %s)" % where.decode() if where else ""))
+        elif fields.get(b"upgrade", b"").lower() != b"websocket" or b"upgrade" not in fields.get(b"connection", b"").lower():
+            why = ("upgrade", "%r without Upgrade: websocket and Connection: Upgrade" % s)
+        elif fields.get(b"sec-websocket-accept") != want:
+            got = fields.get(b"sec-websocket-accept")
+            why = ("accept", "%r with Sec-WebSocket-Accept %r, not %r: the server did not"
+                   " answer this handshake's key" % (s, got and got.decode(), want.decode()))
+        elif fields.get(b"sec-websocket-protocol") != b"mqtt":
+            got = fields.get(b"sec-websocket-protocol")
+            why = ("subprotocol", "%r without the mqtt subprotocol (Sec-WebSocket-Protocol: %s):"
+                   " is it an MQTT endpoint (path %s)?" % (s, got and got.decode(), path))
+        if why:
+            from .errors.websocket import refused  # the error classes load with a refusal
+            raise refused(code, s, why[0], why[1])
         link.setblocking(False)
     except BaseException as e:
         link.close()

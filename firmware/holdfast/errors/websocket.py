@@ -1,6 +1,5 @@
 # MQTT over WebSockets (ws:// and wss://).
 from .broker import ConnectError, MQTTProtocolError
-from .link import LinkDown
 
 
 class WebSocketError(MQTTProtocolError):
@@ -48,6 +47,7 @@ def closed(ctl, n):
     """LinkDown for the server's close frame, its data in ctl[6:6 + n]."""
     code = ctl[6] << 8 | ctl[7] if n >= 2 else 1005
     why = bytes(ctl[8:6 + n]).decode() if n > 2 else ""
+    from .link import LinkDown
     e = LinkDown("the server closed the WebSocket (code %d%s)" % (code, ": " + why if why else ""))
     e.code = code
     return e
