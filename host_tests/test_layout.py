@@ -22,9 +22,10 @@ def modules(root=ROOT):
 
 
 def face(tree):
-    """The submodules a package's face loads: the values of its _WHERE table."""
+    """The modules a face loads: the values of its table (_WHERE in the
+    package's __init__.py, or WHERE in a module of the package)."""
     for n in tree.body:
-        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "_WHERE" for t in n.targets):
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") in ("_WHERE", "WHERE") for t in n.targets):
             return {v.value for v in n.value.values if isinstance(v, ast.Constant)}
     return set()
 
@@ -67,7 +68,7 @@ def graph(root=ROOT):
                     if a.name.startswith("holdfast."):
                         add(a.name[len("holdfast."):])
         for sub in face(tree):
-            add((name + "." if name else "") + sub)
+            add((here + "." if here else "") + sub)
         edges[name] = out
     return edges
 

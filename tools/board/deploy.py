@@ -597,7 +597,7 @@ GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pu
            ("mqtt5", "mqtt5.wire", "mqtt5.session", "mqtt5.properties", "mqtt5.inbound", "mqtt5.subscriptions",
             "mqtt5.outbox", "mqtt5.refused", "mqtt5.packets", "mqtt5.reasons")),
           ("error classes (the package's face and base load with the client; each other with the first one raised)",
-           ("errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
+           ("errors.where", "errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
 
 
 def sizes(board="esp32"):

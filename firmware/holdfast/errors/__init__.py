@@ -18,19 +18,16 @@
 # none of them.
 from .base import MQTTError, MQTTException
 
-# Where each class lives, by idea: link.py the link (the OSError family),
-# broker.py what the broker refused or broke, outbox.py the outbox's
-# refusal, tls.py TLS set-up, websocket.py MQTT over WebSockets.
-_WHERE = {
-    "MQTTTimeout": "link", "LinkDown": "link", "Unreachable": "link",
-    "ConnectError": "broker", "SubscribeError": "broker", "MQTTProtocolError": "broker",
-    "V5Error": "broker", "OutboxFull": "outbox", "TLSError": "tls",
-    "WebSocketError": "websocket", "WebSocketRefused": "websocket",
-}
+# Where each class lives is where.py's table, loaded with the first lookup:
+# a table of eleven names here would cost every board about 0.5 KB of heap
+# for a failure it may never meet.
 
 
 def __getattr__(name):
-    m = _WHERE.get(name)
+    if name[0] == "_":  # CPython's import asks for dunder names: no lookup for those
+        raise AttributeError(name)
+    from .where import WHERE
+    m = WHERE.get(name)
     if m is None:
         raise AttributeError(name)
     v = globals()[name] = getattr(__import__(m, globals(), None, (name,), 1), name)
