@@ -24,7 +24,7 @@ from .base import MQTTError, MQTTException
 
 
 def __getattr__(name):
-    if name[0] == "_":  # CPython's import asks for dunder names: no lookup for those
+    if not name[:1].isupper():  # only class names: CPython's import asks for others
         raise AttributeError(name)
     from .where import WHERE
     m = WHERE.get(name)
