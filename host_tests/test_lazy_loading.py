@@ -20,7 +20,8 @@ RUNTIMES = {"cpython": sys.executable,
 
 # Modules only a feature beyond publishing loads.
 LATER = {"pull", "errcommon", "errmore", "filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "tls", "tlsmore",
-         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
+         "unload", "durable", "durable.log", "durable.scan", "durable.blocks", "durable.compaction", "durable.heldlog",
+         "durable.latest", "durable.softcrc", "durable.files", "durable.flash", "aclient", "broker",
          "url", "ws", "wsopen", "wserrors", "robust"}
 
 SCRIPT = """\
@@ -148,7 +149,7 @@ FILESTORE = """\
 import sys, json
 sys.path.insert(0, %(fw)r)
 from holdfast import MQTTClient
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 c = MQTTClient("lazy-file", %(host)r, %(port)d, keepalive=30, outbox=FileStore(%(dir)r))
 c.connect()
 pid = c.publish(b"lazy/f", b"reading", False, 1)
@@ -171,8 +172,8 @@ def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquit
     assert lines, (p.stdout, p.stderr)
     r = json.loads(lines[-1][7:])
     assert r["pid"] and r["pending"] == 0, r
-    assert {"fileoutbox", "outlog", "session", "client"} <= set(r["mods"]), r["mods"]
-    assert "store" not in r["mods"] and "outscan" not in r["mods"], r["mods"]
+    assert {"durable", "durable.files", "durable.log", "session", "client"} <= set(r["mods"]), r["mods"]
+    assert "store" not in r["mods"] and "durable.scan" not in r["mods"], r["mods"]
 
 
 WS = """\

@@ -469,7 +469,7 @@ class Session5(Session):
         self.max_qos = 2
         self.retain = 1
         self.plen = 0  # bytes of props, the next message's properties (publish(props=...))
-        self.store.five = True  # outlog.Log.five
+        self.store.five = True  # durable.log.Log.five
 
     def fits(self, n):
         # The broker's Maximum Packet Size, the one check of it (publish(),
