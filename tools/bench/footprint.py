@@ -300,9 +300,7 @@ class Runner:
 def _library(root):
     """firmware/holdfast's modules, without broker.py (the broker's half of the
     codec: host tools and tests only, never deployed)."""
-    src = os.path.join(root, "firmware", "holdfast")
-    return ["holdfast/" + f for f in sorted(os.listdir(src))
-            if f.endswith(".py") and f != "broker.py"]
+    return [m + ".py" for m in _library_modules(root) if m != "holdfast/broker"]
 
 
 def given(ctx, name):

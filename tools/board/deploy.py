@@ -129,15 +129,27 @@ def decode_mpy(value):
     return value & 0xFF, (value >> 8) & 3, ARCHS[arch] if arch < len(ARCHS) else "arch%d" % arch
 
 
+def library():
+    """The library's modules as paths below firmware/holdfast, its packages'
+    included ("codec.py", "durable/log.py"), sorted; not LIB_SKIP's."""
+    names = []
+    for d, dirs, fs in os.walk(LIB_SRC):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        for f in fs:
+            rel = os.path.relpath(os.path.join(d, f), LIB_SRC).replace(os.sep, "/")
+            if f.endswith(".py") and rel not in LIB_SKIP:
+                names.append(rel)
+    return sorted(names)
+
+
 def plan(board, source=False, extra=()):
     """[(device path, host source, compile?)] for the library and the board."""
     if board not in BOARDS:
         raise DeployError("unknown board %r: one of %s" % (board, ", ".join(BOARDS)))
     files = []
     ext = ".py" if source else ".mpy"
-    for name in sorted(os.listdir(LIB_SRC)):
-        if name.endswith(".py") and name not in LIB_SKIP:
-            files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
+    for name in library():
+        files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
     seen = {}
     for d in ("common", board):  # the board's own file wins over a common one
         folder = os.path.join(ROOT, "boards", d)
@@ -423,13 +435,15 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
     copy = [d for d in targets if hashes.get(d) != hashlib.sha256(data[d]).hexdigest()]
     skipped = len(targets) - len(copy)
     remove = [t for t in twins if hashes.get(t, "-") != "-"]
-    lib_names = set(d.rsplit("/", 1)[1] for d in targets if d.startswith(LIB_DST + "/"))
+    lib_names = set(d[len(LIB_DST) + 1:].split("/")[0] for d in targets if d.startswith(LIB_DST + "/"))
     remove += [t for t in (LIB_DST + "/" + n for n in lib or () if n not in lib_names)
                if t not in remove]
     write_rom = image is not None and board != "unix"
     # An empty /lib/holdfast would still be found first (sys.path has /lib
     # before /rom/lib) as a package without the modules.
-    rmdirs = [LIB_DST] if image is not None and lib is not None else []
+    # Its packages' folders first (deepest first, as sorted backwards).
+    rmdirs = sorted(set(t.rsplit("/", 1)[0] for t in twins if t.startswith(LIB_DST + "/")) | {LIB_DST},
+                    reverse=True) if image is not None and lib is not None else []
 
     if not copy and not remove and not write_rom and not rmdirs:
         out("deploy: %s on %s is up to date" % (board, port))
@@ -534,8 +548,7 @@ def build_romfs(files, stage):
 def package_json(version="0.1.0"):
     """package.json for mip: mip.install("github:OWNER/REPO") puts the
     library in /lib/holdfast (sources; the board compiles them on import)."""
-    names = sorted(n for n in os.listdir(LIB_SRC) if n.endswith(".py") and n not in LIB_SKIP)
-    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in names],
+    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in library()],
            "deps": [], "version": version}
     return json.dumps(pkg, indent=2) + "\n"
 
@@ -577,8 +590,9 @@ def mip_mpy(outdir, march=None, opt=0, version="0.1.0"):
 GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pull API",
            ("filters", "inbound", "held", "subs", "subsmore", "policy", "reasons", "unload", "pull")),
           ("umqtt.robust's drop-in (only a program that imports it)", ("robust",)),
-          ("outbox (flash: outlog + fileoutbox / flashoutbox)",
-           ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
+          ("durable outboxes (the durable package: log + files / flash)",
+           ("durable", "durable/log", "durable/scan", "durable/blocks", "durable/compaction", "durable/heldlog",
+            "durable/latest", "durable/softcrc", "durable/files", "durable/flash")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls for each handshake, tlsmore only while needed)", ("tls", "tlsmore")),
           ("URLs and MQTT over WebSockets (url, wsopen while needed; ws for ws:// and wss://)",
@@ -598,7 +612,7 @@ def sizes(board="esp32"):
     parts = {}
     app = 0
     for dst, _, _ in files:
-        name = dst.rsplit("/", 1)[1].split(".")[0]
+        name = dst[len(LIB_DST) + 1:].rsplit(".", 1)[0].replace("/__init__", "")
         if not dst.startswith(LIB_DST + "/"):
             app += len(data[dst]) if dst != "/main.py" else 0
             continue
