@@ -176,6 +176,47 @@ def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquit
     assert "store" not in r["mods"] and "durable.scan" not in r["mods"], r["mods"]
 
 
+DURABLE = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+
+def loaded():
+    return sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+
+r = {}
+import holdfast.durable
+r["face"] = loaded()
+from holdfast.durable import FlashStore
+r["flash"] = loaded()
+import holdfast
+r["same"] = [holdfast.FlashStore is FlashStore, holdfast.FileStore is holdfast.durable.FileStore]
+r["file"] = loaded()
+try:
+    holdfast.durable.Log
+    r["unknown"] = None
+except AttributeError as e:
+    r["unknown"] = type(e).__name__
+print("RESULT " + json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_durable_package_loads_each_store_with_its_first_use(runtime):
+    # holdfast.durable is a face: importing it loads neither store, nor the
+    # log they share; each store's name (there or at holdfast's top level)
+    # loads that store's module and the log, and the boot scan stays out.
+    p = subprocess.run([RUNTIMES[runtime], "-c", DURABLE % {"fw": os.path.join(ROOT, "firmware")}],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    r = json.loads(lines[-1][7:])
+    outbox = {m for m in LATER if m.startswith("durable")}
+    assert outbox & set(r["face"]) == {"durable"}, r["face"]
+    assert outbox & set(r["flash"]) == {"durable", "durable.flash", "durable.log"}, r["flash"]
+    assert outbox & set(r["file"]) == {"durable", "durable.flash", "durable.log", "durable.files"}, r["file"]
+    assert r["same"] == [True, True] and r["unknown"] == "AttributeError", r
+
+
 WS = """\
 import sys, json
 sys.path.insert(0, %(fw)r)
