@@ -125,17 +125,22 @@ print("RESULT " + json.dumps(r))
 """
 
 
+def _result(runtime, script):
+    """What a script that needs no broker printed on its RESULT line, run by runtime."""
+    p = subprocess.run([RUNTIMES[runtime], "-c", script % {"fw": os.path.join(ROOT, "firmware")}],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    return json.loads(lines[-1][7:])
+
+
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_the_error_classes_keep_their_documented_names(runtime):
     # The classes errors.py loads on first use (errcommon.py, errmore.py)
     # are found where the docs name them (holdfast, holdfast.errors,
     # holdfast.tls.TLSError), the same class each time and with the family
     # README.md gives it; importing errors.py or tls.py loads neither.
-    p = subprocess.run([RUNTIMES[runtime], "-c", NAMES % {"fw": os.path.join(ROOT, "firmware")}],
-                       capture_output=True, text=True, timeout=120)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, (p.stdout, p.stderr)
-    r = json.loads(lines[-1][7:])
+    r = _result(runtime, NAMES)
     assert r == {"alone": [], "common": ["errcommon"],
                  "names": ["ConnectError", "OutboxFull", "MQTTTimeout", "LinkDown", "Unreachable",
                            "MQTTProtocolError", "V5Error", "SubscribeError", "TLSError"],
@@ -205,11 +210,7 @@ def test_the_durable_package_loads_each_store_with_its_first_use(runtime):
     # holdfast.durable is a face: importing it loads neither store, nor the
     # log they share; each store's name (there or at holdfast's top level)
     # loads that store's module and the log, and the boot scan stays out.
-    p = subprocess.run([RUNTIMES[runtime], "-c", DURABLE % {"fw": os.path.join(ROOT, "firmware")}],
-                       capture_output=True, text=True, timeout=120)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, (p.stdout, p.stderr)
-    r = json.loads(lines[-1][7:])
+    r = _result(runtime, DURABLE)
     outbox = {m for m in LATER if m.startswith("durable")}
     assert outbox & set(r["face"]) == {"durable"}, r["face"]
     assert outbox & set(r["flash"]) == {"durable", "durable.flash", "durable.log"}, r["flash"]
