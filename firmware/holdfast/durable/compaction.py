@@ -32,10 +32,8 @@ def move(log, old):
                     parts[1] = body
                     log._append(_aligned(n), parts, 0)
                     parts[1] = None
-                else:  # the entry, as it was, at its copy (its live bytes move with it)
-                    log._tally(i, -1)
-                    log._index(i, log._key[i], new, p, n, log._pid[i], log._state[i],
-                               log._dl[i] if log._dl else 0)
+                else:
+                    log._rehome(i, new, p)
                 p += _aligned(n)
         h = log.held_ids
         for i in range(len(h._hpid) if h else 0):

@@ -125,13 +125,17 @@ class FileStore(Log):
     def _rd(self, unit, pos, mv):
         f = self._f
         if unit != self._wunit or f is None:
-            if unit != self._rseg:
-                self._close_reader()
-                self._rf = self._fopen(self._path(unit), "rb")
-                self._rseg = unit
-            f = self._rf
+            f = self._reader(unit)
         f.seek(pos)
         return f.readinto(mv) or 0
+
+    def _reader(self, unit):
+        # The read handle on segment unit, opened if it is not the one open.
+        if unit != self._rseg:
+            self._close_reader()
+            self._rf = self._fopen(self._path(unit), "rb")
+            self._rseg = unit
+        return self._rf
 
     def _close_reader(self):
         if self._rf is not None:

@@ -220,9 +220,13 @@ class Log:
         i = m.entry(self, topic, h, after)
         if i < 0:
             return -1
+        self._hashed(i, h)
+        return self._key[i]
+
+    def _hashed(self, i, h):
+        # Entry i's topic has hash h (find_topic() is in use).
         self._th[i] = h
         self._state[i] |= _S_TH
-        return self._key[i]
 
     def uses(self, pid):
         st = self._state
@@ -318,8 +322,7 @@ class Log:
         self._n = i + 1
         self._index(i, k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
         if self._th:  # find_topic() is in use: its hashes from now on
-            self._th[i] = crc32(topic) & 0xFFFF
-            self._state[i] |= _S_TH
+            self._hashed(i, crc32(topic) & 0xFFFF)
         return k
 
     def release(self, key):
@@ -424,6 +427,13 @@ class Log:
         if self._dl:
             self._dl.extend(array("I", [0] * k))
         self._state.extend(bytearray(k))
+
+    def _rehome(self, i, unit, pos):
+        # Entry i's record has a durable copy at pos in unit (a compaction).
+        self._tally(i, -1)
+        self._unit[i] = unit
+        self._off[i] = pos
+        self._tally(i, 1)
 
     def _copy_entry(self, i, k):
         self._key[k] = self._key[i]

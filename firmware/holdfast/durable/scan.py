@@ -287,10 +287,12 @@ def files(log, kind):
     end = 0
     clean = False
     for n in nums:
-        got = log._rd(n, 0, log._unithead)  # opens the segment's read handle
-        size = log._rf.seek(0, 2)
+        f = log._reader(n)
+        size = f.seek(0, 2)
         if size > 0x10000:  # written with larger segments: its offsets need 4 bytes
             log._grow(0)
+        f.seek(0)
+        got = f.readinto(log._unithead) or 0
         if got < _UNIT:
             # Created, header not (all) written: a power cut at creation.
             # It can hold no record.
