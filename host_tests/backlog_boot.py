@@ -48,9 +48,9 @@ class FileFlash:
 
 def store():
     if kind == "file":
-        from holdfast.fileoutbox import FileStore
+        from holdfast.durable import FileStore
         return FileStore(path, slots=SLOTS, fsync=False)
-    from holdfast.flashoutbox import FlashStore
+    from holdfast.durable import FlashStore
     return FlashStore(FileFlash(path, mode == "fill"), slots=SLOTS)
 
 

@@ -135,7 +135,7 @@ def outbox_policies(host, port, tag, d):
     full: an expired message, a state value replaced by a newer one, two
     messages dropped for room. A subscriber sees what is left once the link
     is up."""
-    from holdfast.fileoutbox import FileStore
+    from holdfast.durable import FileStore
     got = []
     sub = MQTTClient(tag + "-sub", host, port)
     sub.set_callback(lambda t, m: got.append(m.decode()))

@@ -8,7 +8,7 @@ import pytest
 
 import holdfast.shell
 from holdfast import MQTTClient
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 
 
 def _offline(store, **kw):

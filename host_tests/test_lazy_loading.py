@@ -19,9 +19,10 @@ RUNTIMES = {"cpython": sys.executable,
             "micropython": os.path.join(os.path.dirname(sys.executable), "micropython")}
 
 # Modules only a feature beyond publishing loads.
-LATER = {"pull", "errors.where", "errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket", "topics", "inbound", "held",
-         "subscriptions", "policies", "reasons", "tls", "tlssetup",
-         "unload", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox", "aclient", "broker",
+LATER = {"pull", "errors.where", "errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket",
+         "topics", "inbound", "held", "subscriptions", "policies", "reasons", "tls", "tlssetup",
+         "unload", "durable", "durable.log", "durable.scan", "durable.blocks", "durable.compaction", "durable.heldlog",
+         "durable.latest", "durable.softcrc", "durable.files", "durable.flash", "aclient", "broker",
          "url", "ws", "wsopen", "robust"}
 
 SCRIPT = """\
@@ -128,17 +129,22 @@ print("RESULT " + json.dumps(r))
 """
 
 
+def _result(runtime, script):
+    """What a script that needs no broker printed on its RESULT line, run by runtime."""
+    p = subprocess.run([RUNTIMES[runtime], "-c", script % {"fw": os.path.join(ROOT, "firmware")}],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, (p.stdout, p.stderr)
+    return json.loads(lines[-1][7:])
+
+
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_the_error_classes_keep_their_documented_names(runtime):
     # The classes the errors package loads on first use (its face's table)
     # are found where the docs name them (holdfast, holdfast.errors,
     # holdfast.tls.TLSError), the same class each time and with the family
     # README.md gives it; importing holdfast.errors or tls.py loads none.
-    p = subprocess.run([RUNTIMES[runtime], "-c", NAMES % {"fw": os.path.join(ROOT, "firmware")}],
-                       capture_output=True, text=True, timeout=120)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, (p.stdout, p.stderr)
-    r = json.loads(lines[-1][7:])
+    r = _result(runtime, NAMES)
     assert r == {"alone": [], "common": ["errors.link"],
                  "names": ["ConnectError", "OutboxFull", "MQTTTimeout", "LinkDown", "Unreachable",
                            "MQTTProtocolError", "V5Error", "SubscribeError", "TLSError"],
@@ -152,7 +158,7 @@ FILESTORE = """\
 import sys, json
 sys.path.insert(0, %(fw)r)
 from holdfast import MQTTClient
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 c = MQTTClient("lazy-file", %(host)r, %(port)d, keepalive=30, outbox=FileStore(%(dir)r))
 c.connect()
 pid = c.publish(b"lazy/f", b"reading", False, 1)
@@ -175,8 +181,45 @@ def test_a_client_with_a_file_outbox_never_loads_the_ram_outbox(runtime, mosquit
     assert lines, (p.stdout, p.stderr)
     r = json.loads(lines[-1][7:])
     assert r["pid"] and r["pending"] == 0, r
-    assert {"fileoutbox", "outlog", "session", "client"} <= set(r["mods"]), r["mods"]
-    assert "memstore" not in r["mods"] and "outscan" not in r["mods"], r["mods"]
+    assert {"durable", "durable.files", "durable.log", "session", "client"} <= set(r["mods"]), r["mods"]
+    assert "memstore" not in r["mods"] and "durable.scan" not in r["mods"], r["mods"]
+
+
+DURABLE = """\
+import sys, json
+sys.path.insert(0, %(fw)r)
+
+def loaded():
+    return sorted(m[9:] for m in sys.modules if m.startswith("holdfast."))
+
+r = {}
+import holdfast.durable
+r["face"] = loaded()
+from holdfast.durable import FlashStore
+r["flash"] = loaded()
+import holdfast
+r["same"] = [holdfast.FlashStore is FlashStore, holdfast.FileStore is holdfast.durable.FileStore]
+r["file"] = loaded()
+try:
+    holdfast.durable.Log
+    r["unknown"] = None
+except AttributeError as e:
+    r["unknown"] = type(e).__name__
+print("RESULT " + json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_durable_package_loads_each_store_with_its_first_use(runtime):
+    # holdfast.durable is a face: importing it loads neither store, nor the
+    # log they share; each store's name (there or at holdfast's top level)
+    # loads that store's module and the log, and the boot scan stays out.
+    r = _result(runtime, DURABLE)
+    outbox = {m for m in LATER if m.startswith("durable")}
+    assert outbox & set(r["face"]) == {"durable"}, r["face"]
+    assert outbox & set(r["flash"]) == {"durable", "durable.flash", "durable.log"}, r["flash"]
+    assert outbox & set(r["file"]) == {"durable", "durable.flash", "durable.log", "durable.files"}, r["file"]
+    assert r["same"] == [True, True] and r["unknown"] == "AttributeError", r
 
 
 WS = """\

@@ -58,7 +58,9 @@ def test_mip_installs_the_mpy_package_and_the_board_runs_it(board, tmp_path, mos
     assert "holdfast/client.mpy" in listed and "holdfast/compat.mpy" not in listed, listed
     out = mpremote(board, "mip", "install", pkg)
     assert out.rstrip().endswith("Done"), out
-    on_flash = sorted(os.listdir(os.path.join(board.flash, "lib", "holdfast")))
+    lib = os.path.join(board.flash, "lib", "holdfast")
+    on_flash = sorted(os.path.relpath(os.path.join(d, f), lib).replace(os.sep, "/")
+                      for d, _, fs in os.walk(lib) for f in fs)
     assert on_flash == sorted(d[len("holdfast/"):] for d in listed), on_flash
     out = mpremote(board, "exec", ON_BOARD % {"host": mosquitto.host, "port": mosquitto.port})
     assert "from /lib/holdfast/client.mpy" in out and "received installed with mip" in out, out

@@ -10,8 +10,9 @@ import pytest
 FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware", "holdfast")
 CONST = re.compile(r"^(_[A-Z0-9_]+) = const\(([^)]*)\)", re.M)
 # source module -> the modules that copy its constants
-COPIES = {"outlog": ["fileoutbox", "flashoutbox", "outscan", "outblocks", "outmove", "outheld", "outfind"],
-          "flashoutbox": ["outblocks"]}
+COPIES = {"durable/log": ["durable/files", "durable/flash", "durable/scan", "durable/blocks", "durable/compaction",
+                          "durable/heldlog", "durable/latest"],
+          "durable/flash": ["durable/blocks"]}
 
 
 def consts(name):

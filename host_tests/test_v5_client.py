@@ -485,7 +485,7 @@ def test_mosquitto_passes_on_what_is_left_of_the_expiry(runtime, mosquitto):
 # -- the expiry of a stored message across a reboot ----------------------------
 
 BOOT1 = """
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR))
 c.publish(b"t", b"kept", False, 1, expiry=60)  # offline, then the board reboots
 c.publish(b"t", b"asked", False, 1, expiry=60, props=((1, 1), (8, "t/answer"), (9, b"\\x00#1")))
@@ -494,7 +494,7 @@ done()
 """
 
 BOOT2 = """
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 import holdfast.mqtt5.wire as w5
 c = MQTTClient("v5-boot", HOST, PORT, level=5, outbox=FileStore(DIR), reconnect=False)
 R["pending"] = c.pending()

@@ -81,8 +81,9 @@ def check_names():
         if not os.path.exists(os.path.join(ROOT, path)):
             raise SystemExit("docs_diagrams: %s is drawn but not in the checkout" % path)
     sys.path.insert(0, os.path.join(ROOT, "firmware"))
-    from holdfast import fileoutbox, flashoutbox, memstore
-    for cls in (store.MemoryStore, fileoutbox.FileStore, flashoutbox.FlashStore):
+    from holdfast import memstore
+    from holdfast.durable import FileStore, FlashStore
+    for cls in (memstore.MemoryStore, FileStore, FlashStore):
         for call in [c for step in STEPS for c in step[3]]:
             if not callable(getattr(cls, call, None)):
                 raise SystemExit("docs_diagrams: %s.%s is drawn but does not exist"

@@ -43,7 +43,7 @@ def _exists(p):
 
 
 if False:  # the type checker's import (typing is not on the boards)
-    from holdfast.fileoutbox import FileStore
+    from holdfast.durable import FileStore
 
 # -- boot counter and sequence numbers ------------------------------------------
 class Seq:

@@ -43,7 +43,7 @@ def seq(Seq, store, qos, path=STATE):
 
 def open_outbox(cfg):
     try:
-        from holdfast.fileoutbox import FileStore
+        from holdfast.durable import FileStore
     except ImportError as e:  # the library without the flash outbox: RAM only
         from holdfast.memstore import MemoryStore
         print("holdfast: no flash outbox (%s): outbox in RAM, readings do not survive a reboot" % e)

@@ -1,16 +1,16 @@
 # The inbound QoS 2 ids a store holds between PUBREC and PUBREL. Only a
 # client that receives QoS 2 messages needs them: the store's table
 # (store.held_ids) is made by table() with the first id it holds, so a
-# publish-only client never loads this module; a persistent store (outlog.Log)
-# makes its own, an outheld.Logged, which records each id in the log.
+# publish-only client never loads this module; a durable store (durable.log.Log)
+# makes its own, a durable.heldlog.Logged, which records each id in the log.
 from array import array
 
 
 def table(st):
     """Store st's table of held ids, st.held_ids, made now if it has none:
-    a Held, or what the store makes itself (outlog.Log.held_table: an
-    outheld.Logged, which records each id in the log). The store names
-    its table's module, not this one: outheld builds on Held."""
+    a Held, or what the store makes itself (durable.log.Log.held_table: a
+    durable.heldlog.Logged, which records each id in the log). The store names
+    its table's module, not this one: heldlog builds on Held."""
     h = st.held_ids
     if h is None:
         make = getattr(st, "held_table", None)

@@ -78,16 +78,16 @@ TEXT = (
     'cannot resolve the host name %r (port %d): check the name, or give an IP address (%s)',  # 66 net: NO_HOST
     'connection to %s:%d refused: nothing listens there; is the broker running on that port?',  # REFUSED
     'no connection to %s:%d (%s)',  # NO_ROUTE
-    'a %d-byte message is too large for the outbox (most 65535)',  # 69 outlog: TOO_LARGE
+    'a %d-byte message is too large for the outbox (most 65535)',  # 69 durable.log: TOO_LARGE
     'outbox full: %d bytes pending, limit %d, the next record needs %d',  # FULL_LIMIT
     'outbox full: %d messages pending (slots=%d)',  # FULL_INDEX
     'outbox full: no room to record that message %d reached PUBREC',  # NO_REL
     'outbox full: the filesystem has no room for the %d bytes it keeps for acknowledgements (%s);'
-    ' %d messages pending',  # fileoutbox: FS_RESERVE
+    ' %d messages pending',  # durable.files: FS_RESERVE
     'outbox full: the filesystem has no room for a %d-byte record (%s); %d messages pending',  # FS_RECORD
-    'a %d-byte record does not fit a %d-byte flash block',  # 75 flashoutbox: BLOCK_FIT
+    'a %d-byte record does not fit a %d-byte flash block',  # 75 durable.flash: BLOCK_FIT
     'flash outbox full: %d pending messages and %d held ids fill %d blocks of %d bytes',  # FLASH_FULL
-    'outbox full: no room to record that inbound message %d is complete',  # outheld: NO_UNHOLD
+    'outbox full: no room to record that inbound message %d is complete',  # durable.heldlog: NO_UNHOLD
     'not an MQTT broker at %s:%d: it answered CONNECT with %r (%s)',  # 78 front: NOT_BROKER
 )
 

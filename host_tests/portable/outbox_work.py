@@ -379,7 +379,7 @@ def record(t, key, pid, body=b""):
     writes it (docs/outbox.md), valid CRC: what a payload may carry, as a
     forwarded outbox record would."""
     import struct
-    from holdfast.outlog import crc32
+    from holdfast.durable.log import crc32
     h = bytearray(struct.pack("<BBHIHBBI", t, 1 if t == 0x4D else 0, len(body), key, pid, 255, 255, 0))
     c = crc32(body, crc32(h))
     struct.pack_into("<I", h, 12, c)

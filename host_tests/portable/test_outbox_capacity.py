@@ -8,8 +8,8 @@ from holdfast.broker import feed
 from consts import CONNECTED
 from drain import drain
 from holdfast.memstore import MemoryStore
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import tmpdir, rmtree, raises, held
@@ -288,7 +288,7 @@ def test_finding_a_topic_on_a_persistent_store_allocates_nothing_per_candidate()
         want_short = st.put(short, b"v", 1, False, 1)
         st.put(b"state/c", b"v", 1, False, 1)
         st = b.reopen(kind, st)
-        st.find_topic(b"none", -1)  # warm: outfind.py loaded, the hash table made
+        st.find_topic(b"none", -1)  # warm: durable/latest.py loaded, the hash table made
         got = [0] * 4
         locked = sys.implementation.name == "micropython" and sys.maxsize > 1 << 32
         if locked:
@@ -319,7 +319,7 @@ def test_deadline_survives_compaction():
     import os
     assert "00000001.hfo" not in os.listdir(top + "/ob")  # its first segment is gone
     assert st.deadline(st.next(-1)) == 777
-    assert "holdfast.outmove" not in sys.modules, "the compaction's code stayed loaded"
+    assert "holdfast.durable.compaction" not in sys.modules, "the compaction's code stayed loaded"
     st.close()
     st = FileStore(top + "/ob", segment_bytes=256, compact=2)
     assert st.deadline(st.next(-1)) == 777 and _payloads(st) == [_msg(0), _msg(39)]
@@ -331,7 +331,7 @@ def test_deadline_survives_compaction():
     s.publish(T, _msg(0), 1, False, 0, 888)
     _churn(s, st)
     assert dev.erased >= 3, dev.erased  # every block reused: message 0 was moved
-    assert "holdfast.outmove" not in sys.modules, "the compaction's code stayed loaded"
+    assert "holdfast.durable.compaction" not in sys.modules, "the compaction's code stayed loaded"
     st = FlashStore(dev)
     assert st.deadline(st.next(-1)) == 888 and _payloads(st) == [_msg(0), _msg(39)]
 

@@ -1,10 +1,10 @@
-# FileStore (holdfast.fileoutbox): the outbox in segment files, here in a
+# FileStore (holdfast.durable.files): the outbox in segment files, here in a
 # directory (both runtimes). Power cuts at every write, torn and damaged
 # records, a full filesystem. The same on LittleFS: test_outbox_lfs.py.
 import os
-from holdfast.fileoutbox import FileStore
-from holdfast.outlog import crc32
-from holdfast.outmove import crc32_soft
+from holdfast.durable import FileStore
+from holdfast.durable.log import crc32
+from holdfast.durable.softcrc import crc32_soft
 from support import tmpdir, rmtree, raises
 from cutfs import CutFS
 import outbox_work as w
@@ -204,12 +204,12 @@ def test_missing_parent_directory_is_named():
 
 
 def test_a_store_that_fails_to_open_leaves_its_opening_code_unloaded():
-    # outscan.py is what a store runs only to open: a board that retries a
+    # durable/scan.py is what a store runs only to open: a board that retries a
     # failed open (a missing card, say) must not keep it on the heap.
     import sys
     top, d = _new()
     raises(OSError, FileStore, top + "/no/such/ob")
-    assert "holdfast.outscan" not in sys.modules and "holdfast.unload" not in sys.modules
+    assert "holdfast.durable.scan" not in sys.modules and "holdfast.unload" not in sys.modules
     rmtree(top)
 
 

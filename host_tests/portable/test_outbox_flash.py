@@ -1,8 +1,8 @@
-# FlashStore (holdfast.flashoutbox): the outbox as a ring log on raw NOR
+# FlashStore (holdfast.durable.flash): the outbox as a ring log on raw NOR
 # flash. The simulated chip refuses any program that would need an erase, so
 # every test also checks that the store only programs erased bytes.
-from holdfast.flashoutbox import FlashStore
-from holdfast import outscan
+from holdfast.durable import FlashStore
+import holdfast.durable.scan as boot_scan
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import raises
@@ -44,7 +44,7 @@ def _undone(st):
 
     for b in range(st.n):
         if st._bst[b] == 2:
-            outscan.scan(st, b, 20, st.bs, True, on)
+            boot_scan.scan(st, b, 20, st.bs, True, on)
     return n[0]
 
 
@@ -194,7 +194,7 @@ def test_a_block_of_a_newer_format_is_left_alone():
     # A block whose header says a later holdfast wrote it is counted in
     # foreign and never erased nor written, however often the ring wraps.
     import struct
-    from holdfast.outlog import crc32
+    from holdfast.durable.log import crc32
     dev = Flash(5, 256, 1)
     h = bytearray(struct.pack("<4sBBHIII", b"hfOB", 9, 0x42, 0, 7, 0, 0))
     struct.pack_into("<I", h, 16, crc32(h[0:16]))

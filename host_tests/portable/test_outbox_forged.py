@@ -3,8 +3,8 @@
 # found, so, that the boot scan took such records for real (C9). Both
 # stores, fixed seeds; host_tests/test_review_fuzz.py runs the same with
 # SEED=random.
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
 from flashsim import Flash
 from cutfs import CutFS
 from support import tmpdir, rmtree

@@ -5,9 +5,9 @@
 # ids in the same order, and the same tail. Then the store takes new work.
 import os
 from holdfast.memstore import MemoryStore
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
-from holdfast import outscan
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
+import holdfast.durable.scan as boot_scan
 from flashsim import Flash
 from support import tmpdir, rmtree
 import outbox_images as img
@@ -34,7 +34,7 @@ def _flags(st, units, ends, blank):
             flags.append(f)
 
     for i in range(len(units)):
-        outscan.scan(st, units[i], 20, ends[i], blank, on)
+        boot_scan.scan(st, units[i], 20, ends[i], blank, on)
     return flags
 
 

@@ -4,8 +4,8 @@
 # when compaction has copied an old hold past newer ones; and on flash, holds
 # never take the block kept for compaction.
 from holdfast.memstore import MemoryStore
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
 from holdfast.errors import OutboxFull
 from flashsim import Flash
 from support import tmpdir, rmtree, raises, held
@@ -206,7 +206,7 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
     # What a sensor that only publishes does not carry on its heap: the
     # held-id table (and its code), and the boot scan once the store is open.
     import sys
-    import holdfast
+    import holdfast.durable
     s = Stores()
     for kind in ("file", "flash"):
         st = s.fresh(kind)
@@ -217,14 +217,14 @@ def test_a_persistent_store_makes_its_table_with_the_first_hold_and_drops_the_sc
         st = s.reopen(kind, st)
         assert len(st) == 1, kind
         assert st.held_ids is None, (kind, "a table made with no id held")
-        assert "holdfast.outscan" not in sys.modules, (kind, "the scan's code stayed loaded")
-        assert "outscan" not in holdfast.__dict__, (kind, "the package still holds the scan")
+        assert "holdfast.durable.scan" not in sys.modules, (kind, "the scan's code stayed loaded")
+        assert "scan" not in holdfast.durable.__dict__, (kind, "the package still holds the scan")
         assert "holdfast.unload" not in sys.modules and "unload" not in holdfast.__dict__, kind
         table(st).hold(7)
         assert st.held_ids is not None and held(st, 7), kind
         st = s.reopen(kind, st)  # the scan finds the hold and makes the table
         assert held(st, 7) and len(st) == 1 and st.next(-1) == keep, kind
-        assert "holdfast.outscan" not in sys.modules, kind
+        assert "holdfast.durable.scan" not in sys.modules, kind
         if kind == "file":
             st.close()
     s.done()

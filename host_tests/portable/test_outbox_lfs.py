@@ -4,7 +4,7 @@
 # there these tests are not defined at all (test_outbox_file.py runs the same
 # workload on a directory on both runtimes).
 import os
-from holdfast.fileoutbox import FileStore
+from holdfast.durable import FileStore
 from flashsim import Flash
 import outbox_work as w
 

@@ -7,8 +7,8 @@ from holdfast.session import Session
 from holdfast.broker import feed
 from consts import CONNECTED, FAILED
 from drain import drain
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
 from flashsim import Flash
 from support import tmpdir, rmtree
 

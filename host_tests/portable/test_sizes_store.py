@@ -4,8 +4,8 @@
 # test_micropython.py. Runs on CPython and MicroPython.
 from holdfast import codec
 from holdfast.memstore import MemoryStore
-from holdfast.fileoutbox import FileStore
-from holdfast.flashoutbox import FlashStore
+from holdfast.durable import FileStore
+from holdfast.durable import FlashStore
 from holdfast.errors import OutboxFull
 from fakebroker import session
 from flashsim import Flash

@@ -11,7 +11,7 @@ def test_a_level4_session_sends_a_level5_record_without_its_properties():
     # record's properties are left out, the 3.1.1 PUBLISH goes (DUP: a new
     # session cannot know whether the outbox's messages went out before).
     from holdfast.session import Session
-    from holdfast.flashoutbox import FlashStore
+    from holdfast.durable import FlashStore
     from flashsim import Flash
     dev = Flash(4, 1024)
     s = s5.Session5(b"four", False, 0, 5, 512, 4, FlashStore(dev))
@@ -34,8 +34,8 @@ def test_a_stored_messages_properties_last_across_a_reboot():
     # properties offline; after the reboot (the store opened again) a
     # level-5 session sends it with them, a level-4 one without.
     from holdfast.session import Session
-    from holdfast.fileoutbox import FileStore
-    from holdfast.flashoutbox import FlashStore
+    from holdfast.durable import FileStore
+    from holdfast.durable import FlashStore
     from flashsim import Flash
     from support import tmpdir, rmtree
     dev = Flash(4, 256)

@@ -24,6 +24,7 @@ from bench.mprun import MP, RunError, min_heap
 from bench.mpy import FIRMWARE, compile_tree, micropython_exe
 from bench.peers import PEERS, fetch
 from bench.sub import Counter
+from board.deploy import library
 from fleet.mosquitto import Mosquitto
 from fleet.proxy import Proxy
 
@@ -102,7 +103,7 @@ def run(ctx):
                  [f for f in os.listdir(MP_SRC) if f.endswith(".py")])
     compile_tree(os.path.join(MP_SRC, "shim"), os.path.join(build, "mpy", "shim"))
     hf_dir = compile_tree(os.path.dirname(FIRMWARE), os.path.join(build, "mpy", "holdfast"),
-                          ["holdfast/" + f for f in os.listdir(FIRMWARE) if f.endswith(".py")])
+                          ["holdfast/" + f for f in library()])
     peers = {}
     for r in rows:
         r.setdefault("label", r["id"])
@@ -292,14 +293,12 @@ def code_sizes(rows, hf_dir):
         r["res"]["code"] = {"total": sum(files.values()), "files": files}
         if r["kind"] == "holdfast":
             allf = {}
-            pkg = os.path.join(hf_dir, "holdfast")
-            for f in sorted(os.listdir(pkg)):
-                if f.endswith(".mpy"):
-                    allf["holdfast/" + f] = os.path.getsize(os.path.join(pkg, f))
+            for f in library():
+                k = "holdfast/" + f[:-3] + ".mpy"
+                allf[k] = os.path.getsize(os.path.join(hf_dir, k))
             core = {k: v for k, v in allf.items() if k in files}
-            backends = {k: v for k, v in allf.items()
-                        if k.split("/")[1][:-4] in ("fileoutbox", "flashoutbox", "outlog", "outscan", "outblocks", "outmove", "outheld", "outfind")}
-            aio = {k: v for k, v in allf.items() if k.split("/")[1][:-4] == "aclient"}
+            backends = {k: v for k, v in allf.items() if k.startswith("holdfast/durable/")}
+            aio = {k: v for k, v in allf.items() if k == "holdfast/aclient.mpy"}
             other = {k: v for k, v in allf.items() if k not in core and k not in backends
                      and k not in aio}
             r["res"]["code_split"] = {"core client": core, "outbox backends": backends,

@@ -85,8 +85,8 @@ def report(rows, plan, rtt_lo, rtt_px, peers):
     lines.append("| broker got (QoS 0 / QoS 1 counted run) | " +
                  " | ".join(_verify_cell(r) for r in main_rows) + " |")
     feats = [("QoS 2", 0), ("persistence", 1), ("reconnect", 2)]
-    backends = [m for m in ("fileoutbox", "flashoutbox")
-                if os.path.exists(os.path.join(FIRMWARE, m + ".py"))]
+    backends = [c for c, f in (("FileStore", "files.py"), ("FlashStore", "flash.py"))
+                if os.path.exists(os.path.join(FIRMWARE, "durable", f))]
     if backends:
         f = list(FEATURES["holdfast"])
         f[1] = "yes: outbox on file or flash (%s) survives reboots; RAM by default" % ", ".join(backends)

@@ -46,8 +46,8 @@ _here = sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else "."
 sys.path.insert(0, _here + "/../../firmware")
 sys.path.insert(0, _here + "/../../host_tests/portable")
 from flashsim import Flash  # noqa: E402
-from holdfast.flashoutbox import FlashStore  # noqa: E402
-from holdfast.fileoutbox import FileStore  # noqa: E402
+from holdfast.durable import FlashStore  # noqa: E402
+from holdfast.durable import FileStore  # noqa: E402
 
 MPY = sys.implementation.name == "micropython"
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1000

@@ -23,10 +23,10 @@ def run(ctx):
     repeats = 1 if ctx.quick else 3
     probe = os.path.join(ctx.root, "tools", "bench", "mp", "ws_probe.py")
     from bench.mpy import compile_tree
+    from board.deploy import library
     fw = os.path.join(ctx.root, "firmware")
     mpy = os.path.join(ctx.build, "ws-mpy")
-    compile_tree(fw, mpy, ["holdfast/" + f for f in sorted(os.listdir(os.path.join(fw, "holdfast")))
-                           if f.endswith(".py")])
+    compile_tree(fw, mpy, ["holdfast/" + f for f in library()])
     mp = os.path.join(os.path.dirname(sys.executable), "micropython")
     # The unix port from .mpy (as `make deploy` copies it to a board) and from
     # source; CPython for the rates.

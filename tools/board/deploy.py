@@ -129,15 +129,17 @@ def decode_mpy(value):
     return value & 0xFF, (value >> 8) & 3, ARCHS[arch] if arch < len(ARCHS) else "arch%d" % arch
 
 
-def lib_files():
-    """The library's .py files, relative to LIB_SRC, its packages' too
-    (mqtt5/session.py), without LIB_SKIP."""
-    out = []
+def library():
+    """The library's modules as paths below firmware/holdfast, its packages'
+    included ("codec.py", "durable/log.py"), sorted; not LIB_SKIP's."""
+    names = []
     for d, dirs, fs in os.walk(LIB_SRC):
         dirs[:] = [x for x in dirs if x != "__pycache__"]
-        out += [os.path.relpath(os.path.join(d, f), LIB_SRC).replace(os.sep, "/") for f in fs
-                if f.endswith(".py") and f not in LIB_SKIP]
-    return sorted(out)
+        for f in fs:
+            rel = os.path.relpath(os.path.join(d, f), LIB_SRC).replace(os.sep, "/")
+            if f.endswith(".py") and rel not in LIB_SKIP:
+                names.append(rel)
+    return sorted(names)
 
 
 def plan(board, source=False, extra=()):
@@ -146,7 +148,7 @@ def plan(board, source=False, extra=()):
         raise DeployError("unknown board %r: one of %s" % (board, ", ".join(BOARDS)))
     files = []
     ext = ".py" if source else ".mpy"
-    for name in lib_files():
+    for name in library():
         files.append((LIB_DST + "/" + name[:-3] + ext, os.path.join(LIB_SRC, name), not source))
     seen = {}
     for d in ("common", board):  # the board's own file wins over a common one
@@ -438,9 +440,10 @@ def _deploy(dev, board, port, files, hashes, twins, lib, mpy, march, cfg_bytes, 
                if t not in remove]
     write_rom = image is not None and board != "unix"
     # An empty /lib/holdfast would still be found first (sys.path has /lib
-    # before /rom/lib) as a package without the modules: its packages' folders go first.
-    rmdirs = sorted(set(LIB_DST + "/" + n.rsplit("/", 1)[0] for n in lib_files() if "/" in n),
-                    reverse=True) + [LIB_DST] if image is not None and lib is not None else []
+    # before /rom/lib) as a package without the modules.
+    # Its packages' folders first (deepest first, as sorted backwards).
+    rmdirs = sorted(set(t.rsplit("/", 1)[0] for t in twins if t.startswith(LIB_DST + "/")) | {LIB_DST},
+                    reverse=True) if image is not None and lib is not None else []
 
     if not copy and not remove and not write_rom and not rmdirs:
         out("deploy: %s on %s is up to date" % (board, port))
@@ -545,7 +548,7 @@ def build_romfs(files, stage):
 def package_json(version="0.1.0"):
     """package.json for mip: mip.install("github:OWNER/REPO") puts the
     library in /lib/holdfast (sources; the board compiles them on import)."""
-    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in lib_files()],
+    pkg = {"urls": [["holdfast/" + n, "firmware/holdfast/" + n] for n in library()],
            "deps": [], "version": version}
     return json.dumps(pkg, indent=2) + "\n"
 
@@ -587,17 +590,18 @@ def mip_mpy(outdir, march=None, opt=0, version="0.1.0"):
 GROUPS = (("on first use: subscribe, inbound, policies, words, unloading, the pull API",
            ("topics", "inbound", "held", "subscriptions", "policies", "reasons", "unload", "pull")),
           ("umqtt.robust's drop-in (only a program that imports it)", ("robust",)),
-          ("outbox (flash: outlog + fileoutbox / flashoutbox)",
-           ("outlog", "outscan", "outblocks", "outmove", "outheld", "outfind", "fileoutbox", "flashoutbox")),
+          ("durable outboxes (the durable package: log + files / flash)",
+           ("durable", "durable/log", "durable/scan", "durable/blocks", "durable/compaction", "durable/heldlog",
+            "durable/latest", "durable/softcrc", "durable/files", "durable/flash")),
           ("asyncio front end", ("aclient",)),
           ("TLS (tls for each handshake, tlssetup only while needed)", ("tls", "tlssetup")),
           ("URLs and MQTT over WebSockets (url, wsopen while needed; ws for ws:// and wss://)",
            ("url", "ws", "wsopen")),
-          ("MQTT 5 (level=5 only: mqtt5.wire and mqtt5.session; the rest on first use)",
-           ("mqtt5", "mqtt5.wire", "mqtt5.session", "mqtt5.properties", "mqtt5.inbound", "mqtt5.subscriptions",
-            "mqtt5.outbox", "mqtt5.refused", "mqtt5.packets", "mqtt5.reasons")),
+          ("MQTT 5 (level=5 only: mqtt5/wire and mqtt5/session; the rest on first use)",
+           ("mqtt5", "mqtt5/wire", "mqtt5/session", "mqtt5/properties", "mqtt5/inbound", "mqtt5/subscriptions",
+            "mqtt5/outbox", "mqtt5/refused", "mqtt5/packets", "mqtt5/reasons")),
           ("error classes (the package's face and base load with the client; each other with the first one raised)",
-           ("errors.where", "errors.link", "errors.broker", "errors.outbox", "errors.tls", "errors.websocket")))
+           ("errors/where", "errors/link", "errors/broker", "errors/outbox", "errors/tls", "errors/websocket")))
 
 
 def sizes(board="esp32"):
@@ -611,9 +615,7 @@ def sizes(board="esp32"):
     parts = {}
     app = 0
     for dst, _, _ in files:
-        name = dst.rsplit(".", 1)[0][len(LIB_DST) + 1:].replace("/", ".")  # mqtt5.session
-        if name.endswith(".__init__"):
-            name = name[:-9]
+        name = dst[len(LIB_DST) + 1:].rsplit(".", 1)[0].replace("/__init__", "")
         if not dst.startswith(LIB_DST + "/"):
             app += len(data[dst]) if dst != "/main.py" else 0
             continue

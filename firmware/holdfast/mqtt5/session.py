@@ -232,7 +232,7 @@ class Session5(Session):
         # stored with its property block in front of its payload: out() then
         # sends it from the outbox record, not from the caller's objects.
         self.stored = False
-        self.store.five = True  # outlog.Log.five
+        self.store.five = True  # durable.log.Log.five
 
     def fits(self, n):
         # The broker's Maximum Packet Size, the one check of it (publish(),

@@ -177,10 +177,10 @@ def holdfast(cfg, host, port, n, o, report):
         from holdfast.memstore import MemoryStore
         kw = {"size": 256, "window": 4, "outbox": MemoryStore(1024, 8)}
     elif cfg == "file":
-        from holdfast.fileoutbox import FileStore
+        from holdfast.durable import FileStore
         kw["outbox"] = FileStore(o["dir"])
     elif cfg == "flash":
-        from holdfast.flashoutbox import FlashStore
+        from holdfast.durable import FlashStore
         kw["outbox"] = FlashStore(dev)
     elif cfg == "pub5":
         if SPLIT[0]:

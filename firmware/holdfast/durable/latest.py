@@ -1,21 +1,16 @@
-# find_topic() of a persistent outbox (outlog.Log): what a client that
-# publishes with latest=True runs (policy.replace), loaded with its first
-# use; a store that never looks for a topic never carries this code.
-from array import array
-from . import codec
-from .outlog import crc32
-# outlog's constants (const() names with _ are not importable; test_outbox_consts.py
+# The search of find_topic() of a durable outbox (log.Log): what a client
+# that publishes with latest=True runs (policies.replace), loaded with its
+# first use; a store that never looks for a topic never carries this code.
+# The log keeps the hashes; this only reads.
+# log's constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _REC = const(16)  # record header
 _S_TH = const(32)  # _th holds its topic's hash (not after a reboot, until compared)
 
 
-def find_topic(log, topic, after):
-    """First pending key > after whose message has this topic, or -1."""
-    topic = codec.to_bytes(topic)
-    h = crc32(topic) & 0xFFFF
-    if not log._th:
-        log._th = array("H", [0] * log.slots)
+def entry(log, topic, h, after):
+    """The entry of the first pending key > after whose message has this
+    topic (bytes, of hash h), or -1."""
     # Reads go into views of the scratch buffer that the store made when it
     # opened (a slice for each read would allocate for each candidate), each
     # placed to end inside the record: 16 bytes up to the packet's 7th, then
@@ -49,8 +44,6 @@ def find_topic(log, topic, after):
                         break
                 k = e
             if same:
-                log._th[i] = h
-                st[i] = s | _S_TH
-                return log._key[i]
+                return i
         i += 1
     return -1

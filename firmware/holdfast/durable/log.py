@@ -1,18 +1,18 @@
-# What the persistent outboxes (fileoutbox.FileStore, flashoutbox.FlashStore)
-# share: the record format and its CRC; the in-RAM index of pending messages
-# and held inbound ids, with the bytes of live records in each unit (segment
-# file, flash block); what put(), release(), done() and the held ids write.
-# Making a store's state and the scan that rebuilds it after a reboot are
-# outscan.py, loaded only while a store opens; copying a unit's live records
-# forward is outmove.py, loaded only while a store compacts; find_topic() is
-# outfind.py, loaded with its first use. A backend only reads (_rd), appends
+# What the durable outboxes (files.FileStore, flash.FlashStore) share: the
+# record format and its CRC; the in-RAM index of pending messages and held
+# inbound ids, with the bytes of live records in each unit (segment file,
+# flash block); what put(), release(), done() and the held ids write. The
+# scan that rebuilds the index after a reboot is scan.py, loaded only while
+# a store opens; copying a unit's live records forward is compaction.py,
+# loaded by a store only while it compacts; find_topic()'s search is
+# latest.py, loaded with its first use. A backend only reads (_rd), appends
 # a record to the unit it writes (_append) and marks a record released or
 # done (_mark).
 # Format and recovery rules: docs/outbox.md.
 import struct
 from array import array
-from . import codec
-from . import errors  # errors.X where raised or caught: the class loads with the first failure
+from .. import codec
+from .. import errors  # errors.X where raised or caught: the class loads with the first failure
 
 
 # The format (docs/outbox.md). The modules that use a constant have their
@@ -53,8 +53,8 @@ def _aligned(blen):
 
 try:
     from binascii import crc32
-except ImportError:  # a port without it: the table-free one (after _aligned, which outmove imports)
-    from .outmove import crc32_soft as crc32
+except ImportError:  # a port without it: the table-free one
+    from .softcrc import crc32_soft as crc32
 
 
 class Log:
@@ -63,19 +63,18 @@ class Log:
     Pending messages sit in arrays sorted by key (puts append; a binary
     search finds a key): the unit and offset of the record, its body length,
     pid, deadline, topic hash, state. Up to `slots` messages may be pending,
-    however far apart their keys. Held inbound ids: held_ids, an
-    outheld.Logged made by held.table() with the first id held (a store that
+    however far apart their keys. Held inbound ids: held_ids, a
+    heldlog.Logged made by held.table() with the first id held (a store that
     never holds one never loads its code), with the unit and offset of each
     one's H record; an H record's seq is its hold number, so the oldest stays oldest across copies
     and reboots. _live[unit]: bytes of the live records in a unit (a dict
     or an array), 0 when it can go.
 
-    The state, the index and buffers here and each store's own, is made by
-    outscan.init() and the store's opening there (outscan.files(),
-    outblocks.blocks()): the code a store runs only when it opens is loaded
-    then, and unloaded after. Each store has _live, _wunit / _wpos (the unit
-    being written, -1 for none, and where its next record goes); a subclass
-    provides the store's tick(now) and sync() and
+    __init__ makes the index and buffers; each store's __init__ makes its
+    own state, then runs its opening scan (scan.py, blocks.py), which reads
+    the units back through the methods here. Each store has _live, _wunit /
+    _wpos (the unit being written, -1 for none, and where its next record
+    goes); a subclass provides the store's tick(now) and sync() and
         _commit() makes the records appended so far durable
         _rd(unit, pos, mv) -> bytes read into mv
         _append(n, parts, t) -> offset in _wunit of a record of n bytes (4
@@ -93,7 +92,7 @@ class Log:
     held_ids = None  # made by held.table() with the first id held (or by the scan)
     held_evicted = 0
     _dl = None  # deadlines: made with the first one (a sensor's readings seldom have one)
-    _th = None  # topic hashes: made by outfind with the first find_topic() (latest=True)
+    _th = None  # topic hashes: made with the first find_topic() (latest=True)
     corrupt = 0  # records (or unreadable headers) skipped by the scan
     foreign = 0  # segments / blocks of a newer format, left alone
     unsaved = 0  # acks / held ids kept in RAM only: no room to write them
@@ -105,6 +104,51 @@ class Log:
     # 3.1.1 PUBLISH without the properties. MemoryStore needs no such
     # check: its records do not outlive the program that marked them.
     five = False
+
+    def __init__(self, slots, held, limit, size, units):
+        """The index of `slots` pending messages, the buffers put() and the
+        markers are built in, the counters. size: the size of a unit
+        (segment, block): a record starts below it, so with units of at
+        most 64 KiB an offset takes 2 bytes (the scan widens the table for a
+        file written with larger segments). units: how many unit numbers
+        there are (flash blocks; 0: no bound, segment files): at most
+        65536, a unit number takes 2 bytes."""
+        self.held_max = held
+        if held < 1:
+            from ..held import Held
+            Held(self)  # raises ValueError with the words
+        self.slots = slots
+        self._key = array("i", [0] * slots)
+        self._unit = array("H" if 0 < units <= 0x10000 else "i", [0] * slots)
+        self._off = array("H" if size <= 0x10000 else "i", [0] * slots)
+        self._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
+        self._pid = array("H", [0] * slots)
+        self._state = bytearray(slots)
+        self._n = 0  # entries in use (some may be done)
+        self._count = 0  # pending
+        self._ci = 0  # the entry found last
+        self.limit = limit  # most bytes of pending records; 0: no limit
+        # The record limit (memstore.MemoryStore.most): the largest PUBLISH
+        # whose record, with a deadline's 4 bytes, is within 64 KB, the
+        # limit and a flash block (units: a FlashStore's).
+        m = 65531
+        if limit:
+            m = min(m, (limit & ~3) - _REC - 4)
+        if units:
+            m = min(m, ((size - _UNIT) & ~3) - _REC - 4)
+        self.most = m
+        self.bytes = 0  # bytes of pending records
+        self.tail = 0  # key of the next put
+        # What put() fills: the record header + PUBLISH fixed header + topic
+        # length (by the length's bytes: 0-3), the packet id (4), the deadline (5).
+        v = memoryview(bytearray(29))
+        self._mbufs = (v[0:20], v[0:21], v[0:22], v[0:23], v[23:25], v[25:29])
+        self._mparts = [None] * 5  # what put() appends: header, topic, packet id, payload, deadline
+        self._rparts = (bytearray(_REC),)  # a hold or marker record
+        v = self.buf = memoryview(bytearray(64))  # scan / copy scratch
+        self._unithead = v[0:_UNIT]
+        self._buf16 = v[0:_REC]
+        self._bw = 0  # bytes_written = _bwh * _WRAP + _bw (_bwh: a class default until the first wrap)
 
     # -- MemoryStore interface, RAM side ---------------------------------------
 
@@ -167,8 +211,22 @@ class Log:
         return self._dl[i] if i >= 0 and self._dl else 0
 
     def find_topic(self, topic, after):
-        import holdfast.outfind as m  # what latest=True runs: loaded on first use (the import allocates nothing after)
-        return m.find_topic(self, topic, after)
+        """First pending key > after whose message has this topic, or -1."""
+        import holdfast.durable.latest as m  # what latest=True runs: loaded on first use (the import allocates nothing after)
+        topic = codec.to_bytes(topic)
+        h = crc32(topic) & 0xFFFF
+        if not self._th:
+            self._th = array("H", [0] * self.slots)
+        i = m.entry(self, topic, h, after)
+        if i < 0:
+            return -1
+        self._hashed(i, h)
+        return self._key[i]
+
+    def _hashed(self, i, h):
+        # Entry i's topic has hash h (find_topic() is in use).
+        self._th[i] = h
+        self._state[i] |= _S_TH
 
     def uses(self, pid):
         st = self._state
@@ -181,7 +239,7 @@ class Log:
     def held_table(self):
         # held.table() asks for it with the first id held: a table that also
         # records each hold and its end in the log.
-        from .outheld import Logged
+        from .heldlog import Logged
         return Logged(self)
 
     def get(self, key, buf, off):
@@ -191,7 +249,7 @@ class Log:
         i = self._ci
         self._rd(self._unit[i], self._off[i] + _REC, memoryview(buf)[off:off + n])
         if buf[off] & 8 and not self.five:
-            from .mqtt5.outbox import plain
+            from ..mqtt5.outbox import plain
             return plain(buf, off, off + n)
         return off + n
 
@@ -223,7 +281,7 @@ class Log:
         blen = p + (4 if deadline else 0)
         if blen > 65535:
             raise errors.OutboxFull(codec.why(_E_TOO_LARGE, blen))
-        if p > self.most:  # the record limit: one number, deadline or not (outscan.init)
+        if p > self.most:  # the record limit: one number, deadline or not (__init__)
             raise errors.OutboxFull(codec.why(_E_NEVER_FITS, p, self.most))
         n = _aligned(blen)
         # Room in the index, made by closing the gaps done() left when it is full.
@@ -264,8 +322,7 @@ class Log:
         self._n = i + 1
         self._index(i, k, self._wunit, p, blen, pid, flags | _S_PEND, deadline)
         if self._th:  # find_topic() is in use: its hashes from now on
-            self._th[i] = crc32(topic) & 0xFFFF
-            self._state[i] |= _S_TH
+            self._hashed(i, crc32(topic) & 0xFFFF)
         return k
 
     def release(self, key):
@@ -273,7 +330,10 @@ class Log:
         if i >= 0:
             if not self._mark(_T_REL, self._unit[i], self._off[i], key, self._pid[i]):
                 raise errors.OutboxFull(codec.why(_E_NO_REL, self._pid[i]))
-            self._state[i] |= _F_REL
+            self._released(i)
+
+    def _released(self, i):
+        self._state[i] |= _F_REL
 
     def done(self, key):
         i = self._find(key)
@@ -319,7 +379,11 @@ class Log:
         n = sign * _aligned(self._size[i])
         self._count += sign
         self.bytes += n
-        self._live[self._unit[i]] += n
+        self._use(self._unit[i], n)
+
+    def _use(self, unit, n):
+        # n bytes more (or fewer) of the records in unit are live.
+        self._live[unit] += n
 
     def _forget(self, i):
         self._tally(i, -1)
@@ -340,6 +404,36 @@ class Log:
             st[i] = 0
         self._n = j
         return j
+
+    def _room(self, i):
+        """Entry i made free for a key older than those from i on (the scan
+        finds a compaction's copy after newer keys): the later ones move up."""
+        for j in range(self._n, i, -1):
+            self._copy_entry(j - 1, j)
+        self._n += 1
+
+    def _grow(self, k):
+        """k entries more in the index, and 4-byte units and offsets: the
+        scan found more messages pending than slots (the store was written
+        with more), or a segment larger than 64 KiB."""
+        self.slots += k
+        self._unit = array("i", self._unit)  # 4-byte entries, as the extension below
+        self._off = array("i", self._off)
+        for a in (self._key, self._unit, self._off):
+            a.extend(array("i", [0] * k))
+        for a in (self._size, self._pid, self._th):
+            if a:
+                a.extend(array("H", [0] * k))
+        if self._dl:
+            self._dl.extend(array("I", [0] * k))
+        self._state.extend(bytearray(k))
+
+    def _rehome(self, i, unit, pos):
+        # Entry i's record has a durable copy at pos in unit (a compaction).
+        self._tally(i, -1)
+        self._unit[i] = unit
+        self._off[i] = pos
+        self._tally(i, 1)
 
     def _copy_entry(self, i, k):
         self._key[k] = self._key[i]

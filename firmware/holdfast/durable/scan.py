@@ -1,13 +1,12 @@
-# Reading a persistent outbox back after a reboot: the scan of a unit's
-# records and what the log rebuilds from them (docs/outbox.md, recovery).
-# A store needs this once, when it opens: FileStore and FlashStore (with
-# outblocks.py, its own opening) load it then and unload it again
-# (unload.py), so its code does not stay on the heap.
-import os
+# Reading a durable outbox back after a reboot: the scan of a unit's
+# records and what the log rebuilds from them (docs/outbox.md, recovery),
+# and FileStore's segment files. A store needs this once, when it opens:
+# FileStore and FlashStore (with blocks.py, its own opening) load it then
+# and unload it again (unload.py), so its code does not stay on the heap.
+# It changes the store only through the store's methods.
 import struct
-from array import array
-from .outlog import crc32, _aligned, _UFMT, _MAGIC
-# outlog's and flashoutbox's constants (const() names with _ are not importable;
+from .log import crc32, _aligned, _UFMT, _MAGIC
+# log's and flash's constants (const() names with _ are not importable;
 # host_tests/test_outbox_consts.py checks that the copies agree):
 _VERSION = const(2)  # 2 added _F_EXP; version 1 units are read as they are
 _UNIT = const(20)  # segment file / flash block header
@@ -21,58 +20,12 @@ _F_REL = const(4)
 _F_EXP = const(8)
 _S_PEND = const(16)
 
-_holds = None  # during the scan: [hold number, pid, unit, pos] of each held id
+_holds = None  # during the scan: [hold number, pid, unit, pos] of each held id (made with the first)
 
 
 def u32(b, i):
     """The little-endian 32-bit number at b[i] (no tuple, as unpack_from makes)."""
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
-
-
-def init(log, slots, held, limit, size, units):
-    """A new Log's (outlog.Log) state: its index of `slots` pending
-    messages, the buffers put() and the markers are built in, its counters.
-    size: the size of a unit (segment, block): a record starts below it, so
-    with units of at most 64 KiB an offset takes 2 bytes (the scan widens
-    the table for a file written with larger segments). units: how many
-    unit numbers there are (flash blocks; 0: no bound, segment files): at
-    most 65536, a unit number takes 2 bytes."""
-    log.held_max = held
-    if held < 1:
-        from .held import Held
-        Held(log)  # raises ValueError with the words
-    log.slots = slots
-    log._key = array("i", [0] * slots)
-    log._unit = array("H" if 0 < units <= 0x10000 else "i", [0] * slots)
-    log._off = array("H" if size <= 0x10000 else "i", [0] * slots)
-    log._size = array("H", [0] * slots)  # a body is at most 65535 bytes (put() checks)
-    log._pid = array("H", [0] * slots)
-    log._state = bytearray(slots)
-    log._n = 0  # entries in use (some may be done)
-    log._count = 0  # pending
-    log._ci = 0  # the entry found last
-    log.limit = limit  # most bytes of pending records; 0: no limit
-    # The record limit (store.MemoryStore.most): the largest PUBLISH whose
-    # record, with a deadline's 4 bytes, is within 64 KB, the limit and a
-    # flash block (units: a FlashStore's).
-    m = 65531
-    if limit:
-        m = min(m, (limit & ~3) - _REC - 4)
-    if units:
-        m = min(m, ((size - _UNIT) & ~3) - _REC - 4)
-    log.most = m
-    log.bytes = 0  # bytes of pending records
-    log.tail = 0  # key of the next put
-    # What put() fills: the record header + PUBLISH fixed header + topic
-    # length (by the length's bytes: 0-3), the packet id (4), the deadline (5).
-    v = memoryview(bytearray(29))
-    log._mbufs = (v[0:20], v[0:21], v[0:22], v[0:23], v[23:25], v[25:29])
-    log._mparts = [None] * 5  # what put() appends: header, topic, packet id, payload, deadline
-    log._rparts = (bytearray(_REC),)  # a hold or marker record
-    v = log.buf = memoryview(bytearray(64))  # scan / copy scratch
-    log._unithead = v[0:_UNIT]
-    log._buf16 = v[0:_REC]
-    log._bw = 0  # bytes_written = _bwh * _WRAP + _bw (_bwh: a class default until the first wrap)
 
 
 def unit_check(buf, kind):
@@ -228,7 +181,8 @@ def found(log, unit, pos, t, flags, size, key, pid, rel, done):
     records of a key or a held id supersede earlier ones. Each pending
     message goes straight into the index; nothing else is kept per message,
     so booting takes no more heap with a long backlog. The held ids are
-    collected in _holds (a list the caller makes, opened() empties)."""
+    collected in _holds (made with the first, opened() empties it)."""
+    global _holds
     if t == _T_MSG:
         if key >= log.tail:
             log.tail = key + 1
@@ -250,13 +204,13 @@ def found(log, unit, pos, t, flags, size, key, pid, rel, done):
                     log._tally(i, -1)
             else:
                 if log._n == log.slots and log._close_gaps() == log.slots:
-                    grow(log, log.slots + 8)
+                    log._grow(8)  # written with more slots
                 i = log._at(key)
-                for j in range(log._n, i, -1):
-                    log._copy_entry(j - 1, j)
-                log._n += 1
+                log._room(i)
             log._index(i, key, unit, pos, size, pid, flags & 15 | _S_PEND | (_F_REL if rel else 0), d)
     elif t == _T_HOLD or t == _T_UNHOLD:
+        if _holds is None:
+            _holds = []
         holds = _holds
         for i in range(len(holds)):
             if holds[i][1] == pid:
@@ -273,7 +227,7 @@ def found(log, unit, pos, t, flags, size, key, pid, rel, done):
             if t == _T_DONE:
                 log._forget(i)
             else:
-                log._state[i] |= _F_REL
+                log._released(i)
 
 
 def _superseded(log, unit, pos):
@@ -295,7 +249,7 @@ def opened(log):
     _holds = None
     if not holds:
         return  # the table is made with the first hold
-    from .held import table
+    from ..held import table
     h = table(log)
     while len(holds) > len(h._hpid):
         j = 0
@@ -306,63 +260,15 @@ def opened(log):
         log.held_evicted += 1
     for i in range(len(holds)):
         n, pid, u, p = holds[i]
-        h._hpid[i] = pid
-        h._hord[i] = n
-        h._hunit[i] = u
-        h._hpos[i] = p
-        log._live[u] += _REC
-        if n >= h._hnext:
-            h._hnext = n + 1
+        h._restore(i, n, pid, u, p)
 
 
-def grow(log, n):
-    """n entries in the index: the scan found more messages pending than
-    slots (the store was written with more)."""
-    k = n - log.slots
-    log.slots = n
-    log._unit = array("i", log._unit)  # 4-byte entries, as the extension below
-    log._off = array("i", log._off)
-    for a in (log._key, log._unit, log._off):
-        a.extend(array("i", [0] * k))
-    for a in (log._size, log._pid, log._th):
-        if a:
-            a.extend(array("H", [0] * k))
-    if log._dl:
-        log._dl.extend(array("I", [0] * k))
-    log._state.extend(bytearray(k))
-
-
-def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve, limit,
-          group, group_ms):
-    """FileStore's opening (its arguments): makes its state, then scans the
-    segment files of dir, oldest first, and goes on appending to the newest
-    if it ended cleanly."""
-    init(log, slots, held, limit, segment_bytes, 0)  # segment numbers grow with every segment
-    log.group = group
-    log.group_ms = group_ms
-    log.uncommitted = 0  # puts since the last commit (lost by a power cut)
-    log._csize = 0  # size of the active segment at its last commit (smaller than _wpos: uncommitted records)
-    log.dir = dir = dir.rstrip("/") if len(dir) > 1 else dir
-    log._fmt = dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
-    log._paths = [-1, None, -1, None]  # the segments of the two paths made last, and the paths
-    log.segment_bytes = segment_bytes
-    log.sync_done = sync_done
-    log.compact = compact
-    log.fs = fs or os
-    log._fopen = fs.open if fs else open
-    log.fsync = fsync
-    log._f = None  # active segment, open "a+b"
-    log._wunit = -1  # its number
-    log._wpos = 0  # its size
-    log._rf = None  # a read handle on an older segment
-    log._rseg = -1
-    log._segs = []  # segment numbers, oldest first (ours, readable)
-    log._live = {}  # segment -> bytes of its live records
-    log._nseg = 1  # number of the next new segment
-    log.reserve = reserve
-    log._kept = False  # the reserve file is there, whole
+def files(log, kind):
+    """FileStore log's opening: scans the segment files of log.dir, oldest
+    first. Returns the number of the next new segment and, if the newest
+    ended cleanly with room left, its size (writing goes on there), else 0."""
     try:
-        log.fs.mkdir(dir)
+        log.fs.mkdir(log.dir)
     except OSError:
         pass  # there already, or its parent is missing: listdir says which
     nums = []
@@ -378,19 +284,13 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             except ValueError:
                 pass
     nums.sort()
-    global _holds
-    _holds = []
     end = 0
     clean = False
     for n in nums:
-        if n >= log._nseg:
-            log._nseg = n + 1
-        f = log._fopen(log._path(n), "rb")
-        log._rf = f
-        log._rseg = n
+        f = log._reader(n)
         size = f.seek(0, 2)
         if size > 0x10000:  # written with larger segments: its offsets need 4 bytes
-            log._off = array("i", log._off)
+            log._grow(0)
         f.seek(0)
         got = f.readinto(log._unithead) or 0
         if got < _UNIT:
@@ -414,17 +314,14 @@ def files(log, kind, dir, segment_bytes, slots, held, sync_done, compact, fs, fs
             continue
         if u[2] > log.tail:
             log.tail = u[2]
-        log._segs.append(n)
-        log._live[n] = 0
+        log._add(n)
         end = scan(log, n, _UNIT, size, False, found)
         clean = end == size and whole
         if end == _UNIT and not whole:
-            log._segs.pop()
-            del log._live[n]
+            log._drop(n)
         log._close_reader()
     opened(log)
-    if log._segs and clean and end < log.segment_bytes and log._segs[-1] == nums[-1]:
-        n = log._segs[-1]
-        log._f = log._fopen(log._path(n), "a+b")
-        log._wunit = n
-        log._wpos = log._csize = end
+    n = nums[-1] if nums else 0
+    if log._segs and clean and end < log.segment_bytes and log._segs[-1] == n:
+        return n + 1, end
+    return n + 1, 0

@@ -3,10 +3,10 @@
 # recovery rules and what each failure keeps or drops: docs/outbox.md.
 import os
 from time import ticks_ms, ticks_diff
-from . import codec
-from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log
-# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+from .. import codec
+from .. import errors  # errors.X where raised or caught: the class loads with the first failure
+from .log import Log
+# log's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _UNIT = const(20)  # segment file / flash block header
 _REC = const(16)  # record header
@@ -68,13 +68,40 @@ class FileStore(Log):
 
     def __init__(self, dir, segment_bytes=4096, slots=32, held=32, sync_done=True, compact=4,
                  fs=None, fsync=True, reserve=8192, limit=0, group=1, group_ms=0):
-        from .unload import unload  # loaded first: loading it in the finally could hide the error
-        from . import outscan as sc  # its state and the scan: the code a store runs only to open
+        from ..unload import unload  # loaded first: loading it in the finally could hide the error
+        from .scan import files as scan  # the code a store runs only to open
         try:
-            sc.files(self, _KIND, dir, segment_bytes, slots, held, sync_done, compact, fs, fsync, reserve,
-                     limit, group, group_ms)
+            Log.__init__(self, slots, held, limit, segment_bytes, 0)  # segment numbers grow with every segment
+            self.group = group
+            self.group_ms = group_ms
+            self.uncommitted = 0  # puts since the last commit (lost by a power cut)
+            self._csize = 0  # size of the active segment at its last commit (smaller than _wpos: uncommitted records)
+            self.dir = dir = dir.rstrip("/") if len(dir) > 1 else dir
+            self._fmt = dir.replace("%", "%%") + "/%08x.hfo"  # a segment's path (no tuple to format it)
+            self._paths = [-1, None, -1, None]  # the segments of the two paths made last, and the paths
+            self.segment_bytes = segment_bytes
+            self.sync_done = sync_done
+            self.compact = compact
+            self.fs = fs or os
+            self._fopen = fs.open if fs else open
+            self.fsync = fsync
+            self._f = None  # active segment, open "a+b"
+            self._wunit = -1  # its number
+            self._wpos = 0  # its size
+            self._rf = None  # a read handle on an older segment
+            self._rseg = -1
+            self._segs = []  # segment numbers, oldest first (ours, readable)
+            self._live = {}  # segment -> bytes of its live records
+            self.reserve = reserve
+            self._kept = False  # the reserve file is there, whole
+            self._nseg, end = scan(self, _KIND)  # the number of the next new segment
         finally:
-            unload("outscan")
+            unload("durable.scan")
+        if end:  # the newest segment ended cleanly: writing goes on in it
+            n = self._segs[-1]
+            self._f = self._fopen(self._path(n), "a+b")
+            self._wunit = n
+            self._wpos = self._csize = end
         self._reclaim()
 
     # -- paths and handles -------------------------------------------------
@@ -98,13 +125,17 @@ class FileStore(Log):
     def _rd(self, unit, pos, mv):
         f = self._f
         if unit != self._wunit or f is None:
-            if unit != self._rseg:
-                self._close_reader()
-                self._rf = self._fopen(self._path(unit), "rb")
-                self._rseg = unit
-            f = self._rf
+            f = self._reader(unit)
         f.seek(pos)
         return f.readinto(mv) or 0
+
+    def _reader(self, unit):
+        # The read handle on segment unit, opened if it is not the one open.
+        if unit != self._rseg:
+            self._close_reader()
+            self._rf = self._fopen(self._path(unit), "rb")
+            self._rseg = unit
+        return self._rf
 
     def _close_reader(self):
         if self._rf is not None:
@@ -155,8 +186,7 @@ class FileStore(Log):
             self._commit()
             return True
         except OSError as e:
-            import holdfast.outmove as m  # the rare paths: loaded on first use
-            m.fail(self, _full(e))
+            self._failed(_full(e))
             return False
 
     def _append(self, n, parts, t):
@@ -166,8 +196,7 @@ class FileStore(Log):
         # the segment it goes into is.
         if t == _T_MSG and not self._kept and self.reserve:
             # The reserve file: made with the first put, and again after it was
-            # spent (here: outmove, loaded for it, would intern its names with
-            # every store's first message).
+            # spent.
             try:
                 f = self._fopen(self.dir + "/reserve", "a+b")
                 try:
@@ -218,8 +247,7 @@ class FileStore(Log):
                 if not t:
                     raise
                 full = _full(e)
-                import holdfast.outmove as m  # the rare paths: loaded on first use
-                m.fail(self, full)
+                self._failed(full)
                 if not full:
                     raise
                 room = not attempt and (self._reclaim(True) if t == _T_MSG else self._kept)
@@ -231,6 +259,39 @@ class FileStore(Log):
                         room = False
                 if not room:
                     raise errors.OutboxFull(codec.why(_E_FS_RECORD, n, e, len(self)))
+
+    def _failed(self, full):
+        """A write failed (full: the filesystem is). The filesystem keeps
+        what was committed before it; if the segment file now holds a
+        partial record, writing goes on in a new segment. Resident, as what
+        runs on a failure is."""
+        f = self._f
+        self._f = None
+        if f is None:
+            return
+        if self.uncommitted:
+            # The uncommitted tail of the active segment may be gone: forget
+            # the messages stored there (a reboot may still find some of them).
+            for i in range(self._n):
+                if self._state[i] and self._unit[i] == self._wunit and self._off[i] >= self._csize:
+                    self._forget(i)
+                    self.lost += 1
+            self._wpos = self._csize
+            self.uncommitted = 0
+        try:
+            f.close()
+        except OSError:
+            pass
+        if not full:
+            return
+        try:
+            f = self._fopen(self._path(self._wunit), "a+b")
+            if f.seek(0, 2) == self._wpos:
+                self._f = f
+                return
+            f.close()
+        except OSError:
+            pass
 
     def _mark(self, t, unit, pos, key, pid):
         segs = self._segs
@@ -279,17 +340,26 @@ class FileStore(Log):
         self._f = f
         self._wunit = n
         self._wpos = self._csize = _UNIT
-        segs.append(n)
-        self._live[n] = 0
+        self._add(n)
         self._reclaim()
         if len(segs) >= self.compact and len(segs) > 1 and self._live[segs[0]] * 4 <= self.segment_bytes:
-            from . import outmove
-            from .unload import unload
+            from .compaction import move
+            from ..unload import unload
             try:
-                outmove.move(self, segs[0])
+                move(self, segs[0])
             finally:
-                unload("outmove")
+                unload("durable.compaction")
             self._reclaim()
+
+    def _add(self, n):
+        # Segment n is the newest of the log.
+        self._segs.append(n)
+        self._live[n] = 0
+
+    def _drop(self, n):
+        # Segment n is no part of the log (its file deleted, or left alone).
+        self._segs.remove(n)
+        del self._live[n]
 
     def _reclaim(self, all=False):
         """Deletes segments with nothing pending, oldest first (a younger one
@@ -312,7 +382,6 @@ class FileStore(Log):
             if n == self._rseg:
                 self._close_reader()
             self.fs.remove(self._path(n))
-            segs.pop(0)
-            del self._live[n]
+            self._drop(n)
             gone = True
         return gone

@@ -3,10 +3,11 @@
 # ever programs erased bytes (NOR flash: bits go 1 -> 0) and erases a block
 # only to reuse it once nothing in it is pending. Format, recovery rules and
 # what each failure keeps or drops: docs/outbox.md.
-from . import codec
-from . import errors  # errors.X where raised or caught: the class loads with the first failure
-from .outlog import Log
-# outlog's format constants (const() names with _ are not importable; test_outbox_consts.py
+from array import array
+from .. import codec
+from .. import errors  # errors.X where raised or caught: the class loads with the first failure
+from .log import Log
+# log's format constants (const() names with _ are not importable; test_outbox_consts.py
 # checks that the copies agree):
 _UNIT = const(20)  # segment file / flash block header
 _T_REL = const(0x52)  # 'R' file log: message seq reached PUBREC
@@ -15,7 +16,7 @@ _KIND = const(0x42)  # 'B': a flash block
 # Error reasons (reasons.py has the words).
 _E_BLOCK_FIT = const(75)
 _E_FLASH_FULL = const(76)
-# Block states (outblocks.py has its own _USED and _FOREIGN: const() names with _ are not importable)
+# Block states (blocks.py has its own _USED and _FOREIGN: const() names with _ are not importable)
 _UNKNOWN = const(0)  # no valid header: must be blank-checked (and maybe erased) before use
 _BLANK = const(1)  # erased by us
 _USED = const(2)  # valid header: part of the log
@@ -43,12 +44,27 @@ class FlashStore(Log):
     """
 
     def __init__(self, bdev, slots=32, held=32, prog=1, start=0, blocks=0, limit=0):
-        from .unload import unload  # loaded first: loading it in the finally could hide the error
-        from . import outblocks as sc  # its state and the scan (with outscan): run only to open
+        from ..unload import unload  # loaded first: loading it in the finally could hide the error
+        from .blocks import blocks as scan  # with scan.py: run only to open
         try:
-            sc.blocks(self, _KIND, bdev, slots, held, prog, start, blocks, limit)
+            bs = bdev.ioctl(5, 0)
+            n = blocks or bdev.ioctl(4, 0) - start
+            Log.__init__(self, slots, held, limit, bs, n)
+            self.dev = bdev
+            self.bs = bs
+            self.start = start
+            self.n = n
+            if n < 3:
+                raise ValueError("a flash outbox needs at least 3 blocks, has %d" % n)
+            self._page = bytearray(prog) if prog > 1 else None  # a page, for prog > 1
+            self._zero = bytearray(1)
+            self.erases = 0
+            self._live = array("i", [0] * n)  # block -> bytes of its live records
+            # Each block's state; the block being written (-1: none), where
+            # its next record goes; the sequence number of the next block taken.
+            self._bst, self._wunit, self._wpos, self._nseq = scan(self, _KIND)
         finally:
-            unload("outblocks", "outscan")
+            unload("durable.blocks", "durable.scan")
 
     def sync(self, now=0):
         """Makes what was written durable: it is, once programmed. Nothing
@@ -162,13 +178,13 @@ class FlashStore(Log):
                     raise errors.OutboxFull(codec.why(_E_FLASH_FULL, len(self), held, k, self.bs))
                 # The mover is loaded before the spare block is taken: a
                 # MemoryError loading it leaves the reserve as it was.
-                from . import outmove
-                from .unload import unload
+                from .compaction import move
+                from ..unload import unload
                 try:
                     self._take(first)
-                    outmove.move(self, v)
+                    move(self, v)
                 finally:
-                    unload("outmove")
+                    unload("durable.compaction")
                 self._erase(v)
         b = self._wunit
         p = q = self._wpos
