@@ -1,10 +1,14 @@
 # What the outbox may drop, and when: a passed deadline (expiry), a newer
 # value of the same topic (latest), room for a new message (drop_oldest);
-# and set_next_pid, the hook for tests of id wrap-around. (The retry of
-# unacknowledged messages, retry_ms, is the session's own: it writes the
-# in-flight table.) Loaded the first time one of them is
+# the retry of unacknowledged messages (retry_ms); and set_next_pid, the
+# hook for tests of id wrap-around. Loaded the first time one of them is
 # used, so a sensor that never sets them does not carry this code.
+from time import ticks_diff
 from . import codec
+
+_ACK_ROOM = const(16)  # session.py's
+_PUBREL = const(6)
+_WAIT_PUBCOMP = const(7)
 
 _E_PID_SET = const(39)  # error reason (reasons.py has the words)
 
@@ -70,3 +74,22 @@ def next_pid(s):
             raise ValueError(codec.why(_E_PID_SET, pid))
         s.next_pid = pid
     return set_next_pid
+
+
+def retry(s, now):
+    """Session s's retry (tick() calls it when s.retry_ms is set): what has
+    waited s.retry_ms for its acknowledgement goes out again, with DUP (a
+    PUBREL past PUBREC), while tx has room. s.sent_at: when each slot of the
+    in-flight table last went out, the session's field for this."""
+    st = s._state
+    for i in range(s.window):
+        w = st[i]
+        if w and ticks_diff(now, s.sent_at[i]) >= s.retry_ms:
+            n = s.store.size(s._key[i])
+            if s.make_room(n) - _ACK_ROOM < n:
+                break
+            if w == _WAIT_PUBCOMP:
+                s._ack(_PUBREL, s._pid[i])
+            else:
+                s._resend(s._key[i], True)
+            s.sent_at[i] = now

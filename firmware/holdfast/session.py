@@ -11,7 +11,7 @@
 #   any link state --protocol error, refusal, EOF, dead link--> FAILED
 #   any --lost()--> OFFLINE (CLOSED after disconnect())
 #
-# and one ledger per packet id: the inflight window (_pid/_state/_key/_sent)
+# and one ledger per packet id: the inflight window (_pid/_state/_key, and sent_at)
 # for outgoing messages, the outbox's held ids for inbound QoS 2 messages,
 # and Subs' filters and pending unsubscribes for SUBSCRIBE/UNSUBSCRIBE.
 # _handle()'s CONNACK reconciles all of them with the broker's session in
@@ -199,7 +199,7 @@ class Session:
         # A list, not an int array: ticks keep the width the port gives them
         # (62 bits on the 64-bit unix port, where array("i") cut them at
         # 2**31); a tick is a small int, so storing one allocates nothing.
-        self._sent = [0] * window if retry_ms else None
+        self.sent_at = [0] * window if retry_ms else None
         self.inflight = 0
         self.cursor = -1  # highest outbox key sent on this connection
         self.dup_upto = self.store.tail - 1  # keys up to here went out before: re-send with DUP
@@ -213,7 +213,7 @@ class Session:
         self.expired = 0
         self.replaced = 0
         self.next_pid = 1
-        self.retry_ms = retry_ms  # _retry() sends again what waits this long for its ack
+        self.retry_ms = retry_ms  # policies.retry() sends again what waits this long for its ack
         self.connack_ms = connack_ms
         self.views = views
         self.will = None
@@ -450,8 +450,8 @@ class Session:
                 self._key[i] = key
                 self._pid[i] = pid
                 self._state[i] = state
-                if self._sent:
-                    self._sent[i] = now
+                if self.sent_at:
+                    self.sent_at[i] = now
                 self.inflight += 1
                 self.cursor = key
                 return
@@ -554,8 +554,8 @@ class Session:
                     if self._republish and k in self._republish:
                         self._republish.remove(k)
                     st[i] = _WAIT_PUBCOMP
-                    if self._sent:
-                        self._sent[i] = now
+                    if self.sent_at:
+                        self.sent_at[i] = now
                 self._ack(_PUBREL, r.pid)
             elif e:
                 # The flow is over: the message is delivered, or refused.
@@ -642,21 +642,7 @@ class Session:
                     and self.make_room() >= _ACK_ROOM):
                 self.ping(now)
         if self.retry_ms and self.inflight:
-            self._retry(now)
+            import holdfast.policies as m  # policies.py: loaded on first use
+            m.retry(self, now)
         self._fill(now)
 
-    def _retry(self, now):
-        # retry_ms: what has waited retry_ms for its acknowledgement goes out
-        # again, with DUP (a PUBREL past PUBREC), while tx has room.
-        st = self._state
-        for i in range(self.window):
-            w = st[i]
-            if w and ticks_diff(now, self._sent[i]) >= self.retry_ms:
-                n = self.store.size(self._key[i])
-                if self.make_room(n) - _ACK_ROOM < n:
-                    break
-                if w == _WAIT_PUBCOMP:
-                    self._ack(_PUBREL, self._pid[i])
-                else:
-                    self._resend(self._key[i], True)
-                self._sent[i] = now
