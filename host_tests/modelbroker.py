@@ -311,7 +311,7 @@ class Net:
 
 
 class Dial:
-    """A connect shell.dial() began: a reconnect's takes a few steps, drawn at
+    """A connect sockets.dial() began: a reconnect's takes a few steps, drawn at
     the first; connect() waits for it, which takes none."""
 
     def __init__(self, net, host, port):

@@ -12,7 +12,7 @@ import pytest
 
 from fleet.mosquitto import Mosquitto
 from holdfast import MQTTClient
-from holdfast.shell import read_into
+from holdfast.sockets import read_into
 
 
 @pytest.fixture

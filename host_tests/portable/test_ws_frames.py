@@ -219,7 +219,7 @@ def test_a_write_that_blocks_is_finished_with_the_same_bytes_masked_once():
     tx = bytearray(b"\x30\x07\x00\x03s/tabcd")
     sent = 0
     while sent < len(tx):
-        n = w.write(tx, sent, len(tx) - sent)  # as shell.flush offers the rest again
+        n = w.write(tx, sent, len(tx) - sent)  # as sockets.flush offers the rest again
         sent += n
     (op, fin, key, payload), = frames(link.take())
     assert payload == b"\x30\x07\x00\x03s/tabcd", payload
