@@ -93,3 +93,99 @@ class Pico:
 
     def __exit__(self, *exc):
         self.kill()
+
+
+# -- heap figures ------------------------------------------------------------------
+
+# One fresh interpreter (mpremote's soft reset) per configuration: the free
+# heap after a collection before the import, after it, after connect and after
+# a QoS 1 publish is acknowledged. The store's import is part of the code.
+_PROBE = """\
+import gc,sys
+%(path)sgc.collect()
+a=gc.mem_free()
+from holdfast import MQTTClient
+%(imp)s
+gc.collect()
+b=gc.mem_free()
+c=MQTTClient('hf-pico-heap',%(host)r,port=%(port)d,keepalive=30%(outbox)s)
+c.connect()
+gc.collect()
+d=gc.mem_free()
+c.publish(b'hf-pico/heap',b'21.5',qos=1)
+ok=c.flush(10000)
+gc.collect()
+print('HF heap',a,b,d,gc.mem_free(),ok)
+c.disconnect()
+"""
+
+# (name, import, outbox argument)
+CONFIGS = (
+    ("publish-only", "", ""),
+    ("+ FileStore outbox", "from holdfast.fileoutbox import FileStore",
+     ",outbox=FileStore('/hf-heap-ob')"),
+    ("+ FlashStore outbox (rp2.Flash, 16 blocks of 4 KB)",
+     "import rp2\nfrom holdfast.flashoutbox import FlashStore",
+     ",outbox=FlashStore(rp2.Flash(),prog=256,start=FLASH_START,blocks=16)"),
+)
+# The FlashStore's blocks: the last 16 of rp2.Flash(), which a filesystem
+# with little in it does not reach (docs/boards.md says what a real Pico needs).
+FLASH_START = 352 - 16
+MPY_DIR = "/hft/firmware"  # where make board-test copies holdfast as .mpy
+
+
+def copy_mpy(url):
+    """holdfast as .mpy on the board's filesystem, where board-test puts it."""
+    from board import boardtest
+    files, _ = boardtest.payload()
+    lib = {p: b for p, b in files.items() if p.startswith(MPY_DIR + "/")}
+    boardtest.copy(deploy.Board(url), lib)
+
+
+def heap(url, broker, mode):
+    """{configuration: (before, after import, after connect, after publish)}
+    free bytes; mode "frozen" (the firmware's) or "mpy" (copy_mpy's files)."""
+    dev = deploy.Board(url)
+    out = {}
+    for name, imp, outbox in CONFIGS:
+        code = _PROBE % {"path": "sys.path[:0]=[%r]\n" % MPY_DIR if mode == "mpy" else "",
+                         "imp": imp, "host": broker[0], "port": broker[1],
+                         "outbox": outbox.replace("FLASH_START", str(FLASH_START))}
+        _, text = dev.run(["exec", code], resume=False, timeout=300)
+        m = re.search(r"^HF heap (\d+) (\d+) (\d+) (\d+) True", text, re.M)
+        if not m:
+            raise RuntimeError("%s (%s): no figures from the board:\n%s" % (name, mode, text))
+        out[name] = tuple(int(g) for g in m.groups())
+    return out
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="Heap figures of holdfast on the emulated Pico.")
+    ap.add_argument("--flash", default=os.path.join(ROOT, "build", "emulated", "pico-heap.bin"),
+                    help="its flash file (default build/emulated/pico-heap.bin)")
+    a = ap.parse_args(argv)
+    have, why = given()
+    if have is None:
+        raise SystemExit("board.pico: " + why)
+    from fleet.mosquitto import Mosquitto
+    os.makedirs(os.path.dirname(a.flash), exist_ok=True)
+    if os.path.exists(a.flash):  # a fresh board: the FlashStore's blocks clear of old files
+        os.remove(a.flash)
+    broker = Mosquitto()
+    broker.start()
+    try:
+        with Pico(have[0], have[1], a.flash) as pico:
+            copy_mpy(pico.url)
+            for mode in ("frozen", "mpy"):
+                for name, (a0, b, d, e) in heap(pico.url, (broker.host, broker.port),
+                                                mode).items():
+                    print("%-6s %-52s free %d; code %.1f KB, after connect %.1f KB, "
+                          "after publish %.1f KB" % (mode, name, a0, (a0 - b) / 1024,
+                                                     (a0 - d) / 1024, (a0 - e) / 1024))
+    finally:
+        broker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -47,11 +47,14 @@ def _send(kind, ch, data=b"", start=0, n=0):
 
 def _pump():
     """Reads what UART0 has and hands each whole frame to its socket."""
+    global _rx
     u = _link()
-    while u.any():
-        n = u.readinto(_chunk)
+    while True:
+        # No more than it has: readinto waits out the timeout for the rest.
+        n = min(u.any(), len(_chunk))
         if not n:
             break
+        n = u.readinto(_chunk, n)
         _rx.extend(memoryview(_chunk)[:n])
     while len(_rx) >= 4:
         n = (_rx[2] << 8) | _rx[3]
@@ -70,7 +73,7 @@ def _pump():
             elif k == 120:  # x: the peer closed
                 s.eof = 1
                 _open.pop(s.ch)
-        del _rx[:4 + n]
+        _rx = _rx[4 + n:]  # a board's bytearray has no slice deletion
 
 
 def getaddrinfo(host, port, af=0, type=0, proto=0, flags=0):
@@ -139,7 +142,7 @@ class socket(io.IOBase):
             raise OSError(self.err)
         n = min(len(self.buf), len(buf) if nbytes < 0 else nbytes)
         buf[:n] = self.buf[:n]
-        del self.buf[:n]
+        self.buf = self.buf[n:]
         return n
 
     def recv(self, n):
