@@ -276,7 +276,8 @@ function serveRepl(board, port) {
 // A frame is kind (1 byte), channel (1), length (2, big-endian), data.
 // From the board: C connect (data "host:port"), D data, X close, R a new
 // interpreter (every channel closed). To it: c connected, e failed (data: the
-// errno, decimal), d data, x closed by the peer.
+// errno, decimal), d data, x closed by the peer, r the answer to R (data SYNC).
+const SYNC = Buffer.from('HFSYNC');
 
 const ERRNO = { ECONNREFUSED: 111, ETIMEDOUT: 110, EHOSTUNREACH: 113, ENETUNREACH: 101,
   ECONNRESET: 104, ENOTFOUND: 2, EAI_AGAIN: 2 };
@@ -317,7 +318,13 @@ function bridgeUart(board) {
   };
   const onFrame = (kind, ch, data) => {
     if (kind === 'R') {
+      // What was on its way to the earlier interpreter is stale; the board
+      // reads up to the mark and starts its frames after it.
       for (const c of [...channels.keys()]) close(c);
+      toBoard.length = 0;
+      queued = 0;
+      uart.rxFIFO.reset();
+      send('r', 0, SYNC);
     } else if (kind === 'C') {
       close(ch);
       const text = data.toString();

@@ -22,6 +22,7 @@ _POLLOUT = 4
 _POLLERR = 8
 _POLLHUP = 16
 
+_SYNC = b"r\x00\x00\x06HFSYNC"  # the runner's answer to R: frames start after it
 _uart = None
 _open = {}  # channel: socket
 _rx = bytearray()  # bytes from UART0 not yet a whole frame
@@ -32,9 +33,19 @@ _next = [0]  # the last channel given out: a closed one is not reused at once
 def _link():
     global _uart
     if _uart is None:
-        _uart = machine.UART(0, 115200, rxbuf=4096, txbuf=1024, timeout=1000, timeout_char=1000)
-        # A new interpreter (a soft reset): what an earlier one left open goes.
-        _uart.write(b"R\x00\x00\x00")
+        u = machine.UART(0, 115200, rxbuf=4096, txbuf=1024, timeout=1000, timeout_char=1000)
+        # A new interpreter (a soft reset): what an earlier one left open
+        # goes, and bytes meant for it may still come, up to the runner's mark.
+        u.write(b"R\x00\x00\x00")
+        seen = b""
+        t0 = time.ticks_ms()
+        while not seen.endswith(_SYNC):
+            if time.ticks_diff(time.ticks_ms(), t0) > 5000:
+                raise OSError(110)  # ETIMEDOUT: no runner on UART0
+            b = u.read(1)
+            if b:
+                seen = (seen + b)[-len(_SYNC):]
+        _uart = u
     return _uart
 
 
