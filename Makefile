@@ -6,9 +6,9 @@ PY     := $(VENV)/bin/python
 TOOL   := PYTHONPATH=tools $(PY) -m
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: setup test bench clean mosquitto java wasm wsbrokers demo
+.PHONY: setup test bench clean mosquitto java wasm wsbrokers rp2040js demo
 
-setup: $(STAMP) mosquitto java wasm wsbrokers
+setup: $(STAMP) mosquitto java wasm wsbrokers rp2040js
 
 # Re-runs pip only when requirements.txt changed (or the venv is new).
 $(STAMP): requirements.txt
@@ -87,6 +87,18 @@ $(WSB_STAMP): | $(WASM_STAMP)
 	npm install --prefix $(WSB_DIR) --no-save --no-audit --no-fund $(WSB_PKGS)
 	touch $@
 
+# The emulated Raspberry Pi Pico of make emulate-rp2040: rp2040js (npm), run
+# by tools/board/rp2040.mjs, which adds what it lacks for MicroPython.
+RP2040JS_DIR     := build/rp2040js
+RP2040JS_VERSION := 1.4.1
+RP2040JS_STAMP   := $(RP2040JS_DIR)/.installed-$(RP2040JS_VERSION)
+rp2040js: $(RP2040JS_STAMP)
+$(RP2040JS_STAMP): | $(WASM_STAMP)
+	@echo "installing rp2040js@$(RP2040JS_VERSION) (the emulated Raspberry Pi Pico) into $(RP2040JS_DIR)"
+	mkdir -p $(RP2040JS_DIR)
+	npm install --prefix $(RP2040JS_DIR) --no-save --no-audit --no-fund rp2040js@$(RP2040JS_VERSION)
+	touch $@
+
 test: setup
 	$(PY) -m pytest host_tests -q
 
@@ -95,7 +107,10 @@ test: setup
 # MicroPython unix ports you built from its source (docs/footprint.md: the
 # project has no recipe that builds MicroPython); left out, saying so, without.
 # make test passes them on too: the tests that run them skip, saying why, without.
-export FROZEN_UNIX UNIX32
+# FIRMWARE=path BOOTROM=path: an RP2040 firmware with holdfast frozen and the
+# RP2040 bootrom, yours (docs/boards.md, "The emulated Pico"): the tests on
+# the emulated Pico (host_tests/test_rp2040.py) skip, saying why, without.
+export FROZEN_UNIX UNIX32 FIRMWARE BOOTROM
 bench: setup
 	$(TOOL) bench $(BENCH_ARGS)
 
@@ -104,7 +119,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 # -- boards: deploy, emulated board, type checks (docs/boards.md) -------------
-.PHONY: deploy emulate typecheck board-test mip-mpy
+.PHONY: deploy emulate emulate-rp2040 typecheck board-test mip-mpy
 
 BOARD ?= esp32
 # make deploy BOARD=esp32|rp2040|unix PORT=/dev/ttyUSB0|socket://127.0.0.1:NNNN [CONFIG=my.json]
@@ -141,6 +156,20 @@ FLASH ?= build/emulated/flash
 emulate: $(STAMP)
 	$(TOOL) board.emulator $(FLASH) $(if $(REPL_PORT),--port $(REPL_PORT)) \
 	  $(if $(RUN),--run) $(if $(HEAP),--heap $(HEAP))
+
+# make emulate-rp2040 FIRMWARE=firmware.uf2 BOOTROM=bootrom.bin [PICO_FLASH=file]
+#   [REPL_PORT=n]: the emulated Raspberry Pi Pico in the foreground, MicroPython's
+#   own rp2 firmware on rp2040js: its REPL on socket://127.0.0.1:REPL_PORT (printed
+#   at start), its 2 MB flash kept in PICO_FLASH across power cycles (ctrl-C or a
+#   kill is one), UART0 bridged to the hosts its socket stand-in dials (docs/boards.md)
+PICO_FLASH ?= build/emulated/rp2040-flash.bin
+emulate-rp2040: $(RP2040JS_STAMP)
+	@test -n "$(FIRMWARE)" -a -n "$(BOOTROM)" || { echo "usage: make emulate-rp2040" \
+	  "FIRMWARE=firmware.uf2 BOOTROM=bootrom.bin [PICO_FLASH=file] [REPL_PORT=n]" \
+	  "(docs/boards.md, \"The emulated Pico\": a firmware with holdfast frozen, and the RP2040 bootrom)" >&2; exit 2; }
+	mkdir -p $(dir $(PICO_FLASH))
+	node tools/board/rp2040.mjs --firmware $(FIRMWARE) --bootrom $(BOOTROM) --flash $(PICO_FLASH) \
+	  $(if $(REPL_PORT),--port $(REPL_PORT))
 
 # mypy over firmware/ and boards/ once per port, each against its own
 # MicroPython stubs, installed apart in build/stubs/<port> (installed together
@@ -188,10 +217,12 @@ help:
 	@echo "make mip-mpy [MARCH=xtensawin|armv6m|...]   the library as .mpy with a package.json, for mpremote mip install (build/mip/ARCH)"
 	@echo "make board-test PORT=... [BROKER=host:port] [K=substring] [TIMEOUT=s]   the portable tests on a board over mpremote, a broker on this host (docs/boards.md)"
 	@echo "make emulate [FLASH=dir] [REPL_PORT=n] [RUN=1] [HEAP=256k]   an emulated board (REPL on a TCP port and a pty)"
+	@echo "make emulate-rp2040 FIRMWARE=fw.uf2 BOOTROM=rom.bin [PICO_FLASH=file] [REPL_PORT=n]   the emulated Raspberry Pi Pico (rp2040js): REPL on a TCP port, flash kept in a file"
 	@echo "make typecheck   mypy over firmware/ and boards/ against each port's MicroPython stubs"
 	@echo "make clean       remove build/ and the caches"
 	@echo "make mosquitto   install the mosquitto broker if missing (part of setup)"
 	@echo "make java        install a Java runtime if missing (part of setup)"
 	@echo "make wasm        install Node/npm if missing and the 32-bit MicroPython port (part of setup)"
+	@echo "make rp2040js    install rp2040js (npm), the emulated Raspberry Pi Pico (part of setup)"
 	@echo "make wsbrokers   install aedes (npm), the MQTT-over-WebSockets broker of the tests (part of setup)"
 	@echo "make help        this list"
