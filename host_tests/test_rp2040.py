@@ -115,9 +115,9 @@ print('HF drained', c.flush(60000), len(st))
 c.disconnect()
 """
 STORES = {
-    "FileStore": "from holdfast.fileoutbox import FileStore\nst=FileStore('/ob',slots=64)",
+    "FileStore": "from holdfast.durable import FileStore\nst=FileStore('/ob',slots=64)",
     # The last 16 blocks of rp2.Flash(): this board writes no files there.
-    "FlashStore": "import rp2\nfrom holdfast.flashoutbox import FlashStore\n"
+    "FlashStore": "import rp2\nfrom holdfast.durable import FlashStore\n"
                   "st=FlashStore(rp2.Flash(),slots=64,prog=256,start=%d,blocks=16)"
                   % pico.FLASH_START,
 }

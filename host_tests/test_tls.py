@@ -265,7 +265,7 @@ def test_tls_failure_is_a_named_error_with_the_cause_in_words(runtime, case, pki
     assert r["type"] == "TLSError" and r["mqtt_error"], r
     assert r["reason"] == reason, r
     assert words in r["msg"] and r["msg"].startswith("TLS with "), r
-    assert not r["tlsmore_loaded"] and not r["tls_loaded"], r  # the words leave the heap again
+    assert not r["tlssetup_loaded"] and not r["tls_loaded"], r  # the words leave the heap again
     # The handshake ran before the send buffer was made (a board whose
     # mbedtls allocates on the GC heap has the most free for its peak).
     assert r["tx"] == 0, r
@@ -275,7 +275,7 @@ def test_tls_failure_is_a_named_error_with_the_cause_in_words(runtime, case, pki
 def test_tls_context_is_built_once_and_reused_across_reconnects(runtime, pki, tls_broker):
     # Five links dropped under the client, five TLS reconnects by
     # check_msg(): the client keeps the context its constructor built (no
-    # second build, no CA read again), tlsmore stays unloaded, and on
+    # second build, no CA read again), tlssetup stays unloaded, and on
     # MicroPython the heap after the last reconnect is what it was after the
     # first (nothing kept per handshake).
     r = run(runtime, "reconnects", tls_broker.ports["good"],
@@ -283,7 +283,7 @@ def test_tls_context_is_built_once_and_reused_across_reconnects(runtime, pki, tl
     assert r["connected"] and r["links"] == 6, r
     # tls.py is loaded for each handshake and dropped after it: a connected
     # client keeps the context and the wrapped socket only.
-    assert r["same_context"] and not r["tlsmore_loaded"] and not r["tls_loaded"], r
+    assert r["same_context"] and not r["tlssetup_loaded"] and not r["tls_loaded"], r
     assert r["heap"][-1] <= r["heap"][0], r
 
 
@@ -356,7 +356,7 @@ def test_tls_settings_and_their_config_errors(runtime, pki):
         "key": pki.client["key"], "other_key": pki.rogue["key"], "enc_key": pki.client["enc_key"],
         "cert_der": pki.client["cert_der"], "key_der": pki.client["key_der"]})
     assert r["tls_port"] == 8883 and r["plain_port"] == 1883, r
-    assert not r["tlsmore_loaded"] and not r["tls_loaded"], r  # built the context, then dropped
+    assert not r["tlssetup_loaded"] and not r["tls_loaded"], r  # built the context, then dropped
     assert r["plain_tls"] and r["ssl_false"], r
     assert r["der_matches"] and r["der_passthrough"], r
     expect = {

@@ -45,8 +45,8 @@ def info(e, ms=0):
 
 
 def loaded(name):
-    # tlsmore leaves once the context is built and once a failure is
-    # explained, tls.py after each handshake and with tlsmore, unload.py
+    # tlssetup leaves once the context is built and once a failure is
+    # explained, tls.py after each handshake and with tlssetup, unload.py
     # (which unloads them) with them: neither sys.modules nor the package
     # may keep them.
     import holdfast
@@ -102,7 +102,7 @@ def fail(host, port, a, tag):
         c.connect()
     except Exception as e:  # noqa: BLE001 - the test asserts what it was
         r = info(e, ticks_diff(ticks_ms(), t0))
-        r["tlsmore_loaded"] = loaded("tlssetup")
+        r["tlssetup_loaded"] = loaded("tlssetup")
         r["tls_loaded"] = loaded("tls") or loaded("unload")
         r["tx"] = None if c is None else len(c.session.tx)
         return r
@@ -114,7 +114,7 @@ def reconnects(host, port, a, tag):
     """Connects over TLS, then a["n"] times closes the socket under the
     client and calls check_msg() until it is connected again (backoff_ms
     (10, 20)). Reports whether it kept the context it built in the
-    constructor, the links, whether tlsmore is loaded, and on MicroPython
+    constructor, the links, whether tlssetup is loaded, and on MicroPython
     the heap held after each reconnect (gc.mem_alloc() after gc.collect())."""
     import gc
     c = client(a, tag, host, port, backoff_ms=(10, 20), timeout_ms=5000)
@@ -131,7 +131,7 @@ def reconnects(host, port, a, tag):
         gc.collect()
         heap.append(gc.mem_alloc() if MP else 0)
     r = {"same_context": c.tls is first, "links": c.links, "connected": c.isconnected(),
-         "tlsmore_loaded": loaded("tlssetup"), "tls_loaded": loaded("tls") or loaded("unload"), "heap": heap, "last_error": str(c.last_error)}
+         "tlssetup_loaded": loaded("tlssetup"), "tls_loaded": loaded("tls") or loaded("unload"), "heap": heap, "last_error": str(c.last_error)}
     c.disconnect()
     return r
 
@@ -223,7 +223,7 @@ def defaults(host, port, a, tag):
     (reason config) for each unusable setting."""
     r = {}
     r["tls_port"] = MQTTClient("d", host, ssl=True, ssl_params={"cafile": a["ca"]}).port
-    r["tlsmore_loaded"] = loaded("tlssetup")
+    r["tlssetup_loaded"] = loaded("tlssetup")
     r["tls_loaded"] = loaded("tls") or loaded("unload")
     plain = MQTTClient("d", host)
     r["plain_port"] = plain.port

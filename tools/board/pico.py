@@ -126,10 +126,10 @@ c.disconnect()
 # (name, import, outbox argument)
 CONFIGS = (
     ("publish-only", "", ""),
-    ("+ FileStore outbox", "from holdfast.fileoutbox import FileStore",
+    ("+ FileStore outbox", "from holdfast.durable import FileStore",
      ",outbox=FileStore('/hf-heap-ob')"),
     ("+ FlashStore outbox (rp2.Flash, 16 blocks of 4 KB)",
-     "import rp2\nfrom holdfast.flashoutbox import FlashStore",
+     "import rp2\nfrom holdfast.durable import FlashStore",
      ",outbox=FlashStore(rp2.Flash(),prog=256,start=FLASH_START,blocks=16)"),
 )
 # The FlashStore's blocks: the last 16 of rp2.Flash(), which a filesystem
