@@ -96,6 +96,92 @@ def test_the_contract_cases_on_the_collectors_side():
 DEAD = 2 ** 22 + 12345          # above pid_max: never alive
 
 
+def _publish_cases():
+    """PUBLISH packets the codec encodes, each also mutated byte by byte and
+    cut short, and the packets a broker must not send: QoS 3, DUP at QoS 0,
+    an empty topic, wildcards, a NUL, bad UTF-8, packet id 0, a length past
+    the packet, a packet larger than the reader's buffer, other types."""
+    import random
+    from holdfast import codec
+    rnd = random.Random(11)
+    buf = bytearray(4096)
+    valid = []
+    for qos in (0, 1, 2):
+        for topic in ("holdfast/dev-1/telemetry", "h/\u00e9\u4e2d/t", "a"):
+            for payload in (b"", b'{"d":"x","b":1}', bytes(300), b"x" * 1500):
+                dup = bool(qos) and rnd.random() < 0.5
+                n = codec.publish(buf, topic, payload, qos=qos, dup=dup, retain=rnd.random() < 0.3,
+                                  pid=rnd.randint(1, 65535) if qos else 0)
+                valid.append(bytes(buf[:n]))
+    cases = list(valid)
+    for p in valid:
+        for _ in range(40):
+            q = bytearray(p[:64])
+            q[rnd.randrange(len(q))] = rnd.choice([0, 35, 43, 0xFF, 0xC0, 0xED, 0xA0, 0x80, 0x32,
+                                                   0x36, 0x38, rnd.randrange(256)])
+            cases.append(bytes(q) + p[64:])
+        cases.append(p[:rnd.randrange(1, len(p))])
+    cases += [b"\x36\x05\x00\x01a\x00\x01",       # QoS 3
+              b"\x38\x03\x00\x01a",               # DUP at QoS 0
+              b"\x30\x02\x00\x00",                # empty topic
+              b"\x32\x05\x00\x01a\x00\x00",       # packet id 0
+              b"\x32\x04\x00\x01a\x00",           # no room for the packet id
+              b"\x30\x03\x00\x05a",               # topic past the packet
+              b"\x30\x04\x00\x02\xed\xa0",         # a surrogate in the topic
+              b"\x30\xff\xff\xff\xff\x7f",         # a fifth length byte
+              b"\x40\x02\x00\x01", b"\x90\x03\x00\x01\x01", b"\xd0\x00"]
+    return valid, cases
+
+
+def test_the_publish_fast_path_takes_what_the_codec_takes_and_nothing_else():
+    # The collector decodes a PUBLISH with CPython's builtins
+    # (collector._next_publish) and leaves everything else to the codec:
+    # for every packet, either both take it, with the same fields, or the
+    # fast path leaves the reader as it was and the codec does not return
+    # a whole PUBLISH (it waits, skips it, or refuses it).
+    from holdfast import codec
+    from holdfast.errors import MQTTProtocolError
+    from pipeline import collector
+    valid, cases = _publish_cases()
+
+    def readers(data):
+        rs = [codec.Reader(1024), codec.Reader(1024)]
+        for r in rs:
+            n = min(len(data), len(r.buf))
+            r.buf[:n] = data[:n]
+            r.end = n
+        return rs
+
+    def fields(r):
+        return (r.start, r.type, r.flags, r.pid, bytes(r.topic), bytes(r.payload))
+
+    took = 0
+    for data in cases:
+        fast, ref = readers(data)
+        try:
+            t = ref.next()
+        except MQTTProtocolError:
+            t = None
+        if collector._next_publish(fast):
+            took += 1
+            assert t == collector.PUBLISH and fields(fast) == fields(ref), data
+        else:
+            assert (fast.start, fast.end) == (0, min(len(data), 1024)), data
+            assert t != collector.PUBLISH, data
+    assert took > len(valid) / 2
+    # A stream of them, back to back: the same packets, in step.
+    stream = b"".join(p for p in valid if len(p) < 1000)
+    fast, ref = codec.Reader(1 << 16), codec.Reader(1 << 16)
+    for r in (fast, ref):
+        r.buf[:len(stream)] = stream
+        r.end = len(stream)
+    n = 0
+    while collector._next_publish(fast):
+        assert ref.next() == collector.PUBLISH and fields(fast) == fields(ref)
+        n += 1
+    assert n == len([p for p in valid if len(p) < 1000]) and ref.next() == 0
+
+
 def _dead_file(tmp_path, data, n=0, pid=DEAD):
     d = tmp_path / "date=2026-01-01" / "hour=00"
     d.mkdir(parents=True, exist_ok=True)

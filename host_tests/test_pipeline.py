@@ -323,6 +323,65 @@ def test_report(batch):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def _spark_latency_reference(spark, readings):
+    """What the health tables' latency figures were when Spark computed
+    them (F.percentile per device and per QoS class, and the latency plot's
+    count per (QoS, value)): the reference the counts in Python must equal,
+    exactly."""
+    from pyspark.sql import functions as F
+    from pipeline.health import PERCENTILES
+    r = spark.read.parquet(readings)
+    aggs = [F.count("latency_ms").alias("n"),
+            F.percentile("latency_ms", list(PERCENTILES)).alias("p")]
+    per_dev = {x["device"]: (x["n"], x["p"]) for x in r.groupBy("device").agg(*aggs).collect()}
+    qos = {x["device"]: x["q"] for x in r.groupBy("device").agg(
+        F.collect_set("qos").alias("q")).collect()}
+    mixed = [d for d, q in qos.items() if len(q) > 1]
+    cls = F.col("qos").cast("string")
+    if mixed:
+        cls = F.when(F.col("device").isin(mixed), F.lit("mixed")).otherwise(cls)
+    per_cls = {x["c"]: (x["n"], x["p"]) for x in
+               r.groupBy(cls.alias("c")).agg(*aggs).collect()}
+    v = F.expr("CASE WHEN abs(latency_ms) < 10000 THEN latency_ms ELSE "
+               "CAST(round(latency_ms / pow(10, floor(log10(abs(latency_ms))) - 3))"
+               " * pow(10, floor(log10(abs(latency_ms))) - 3) AS BIGINT) END")
+    plot = {}
+    for x in (r.where(F.col("latency_ms").isNotNull()).groupBy("qos", v.alias("v"))
+              .count().collect()):
+        plot.setdefault(str(x["qos"]), {})[x["v"]] = x["count"]
+    return per_dev, per_cls, plot
+
+
+def _latency_cols(row):
+    p = [row["latency_p50_ms"], row["latency_p95_ms"], row["latency_p99_ms"]]
+    return row["latency_samples"], (None if p[0] is None else p)
+
+
+@pytest.mark.parametrize("landing_kind", ["fixture", "generated"])
+def test_latency_figures_counted_in_python_equal_sparks_percentiles(
+        batch, spark, tmp_path, landing_kind):
+    # The health's percentiles, per device and per QoS class, and the
+    # latency plot's counts come from one aggregate of per-value counts
+    # (health.Figures); they must be the tables Spark's own exact
+    # percentile gave, to the last bit. The generated landing has late
+    # readings (latencies of hours, rounded for the plot) and 200 devices.
+    from pyspark.sql import functions as F
+    from pipeline import health
+    if landing_kind == "fixture":
+        out, summary = batch["out"], batch["summary"]
+    else:
+        landing, out = str(tmp_path / "landing"), str(tmp_path / "out")
+        gen_landing.generate(landing, 30000, devices=200, seed=5, late_rate=0.01)
+        summary = run_batch(spark, landing, out, plots=False)
+    per_dev, per_cls, plot = _spark_latency_reference(spark, os.path.join(out, "readings"))
+    assert {h["device"]: _latency_cols(h) for h in summary["health"]} == per_dev
+    assert {q["qos"]: _latency_cols(q) for q in summary["qos"]} == per_cls
+    dedup = spark.read.parquet(os.path.join(out, "readings")).withColumn(
+        "copies", F.lit(1)).withColumn("collision", F.lit(False))
+    assert health.Figures(dedup).plot == plot
+    assert any(n > 1 for n, _ in per_dev.values())
+
+
 def test_timeline_counts_taken_and_delivered_per_second(spark, tmp_path):
     # dev-a takes 3 readings in second 0 and 1 in second 2; two of them wait
     # in its outbox until second 3. The gap between the curves is the outbox.

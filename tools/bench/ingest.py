@@ -3,6 +3,10 @@ fsync'ed, then acknowledged), its reader on holdfast's codec against the paho
 reader it replaced, with one collector and with two sharing a subscription.
 
     PYTHONPATH=tools .venv/bin/python -m bench.ingest [--quick]
+    PYTHONPATH=tools .venv/bin/python -m bench.ingest --profile [--quick]
+
+--profile drains one case (the codec collector, QoS 1, one collector) with
+the collector's thread under cProfile and prints where its CPU goes.
 
 Each case first lets the collectors subscribe (persistent sessions) and stop,
 then a fleet of paho devices in 4 processes publishes the readings, which
@@ -95,13 +99,29 @@ def _collector_class(source):
     return mod.Collector
 
 
-def _collect(source, kwargs, acked, cpu, go, done, stop):
+def _collect(source, kwargs, acked, cpu, go, done, stop, profile=None):
     """One collector process: starts at go, publishes its acked count, and
-    its CPU seconds once done (every collector's count reached), stops at stop."""
+    its CPU seconds once done (every collector's count reached), stops at
+    stop. With profile (a path), the collector's thread runs under cProfile
+    until done, and its stats are written there."""
     Collector = _collector_class(source)
     go.wait()
     c0 = time.process_time()
-    col = Collector(**kwargs).start()
+    col = Collector(**kwargs)
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+        run = col._run
+
+        def profiled():
+            prof.enable()
+            try:
+                run()
+            finally:
+                prof.disable()
+                prof.dump_stats(profile)
+        col._run = profiled
+    col.start()
     while not done.wait(0.005):
         acked.value = col.stats()["acked"]
     cpu.value = time.process_time() - c0
@@ -116,16 +136,18 @@ def _cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _run_collectors(source, kwargs_list, total=0, timeout=180, broker_pid=None):
+def _run_collectors(source, kwargs_list, total=0, timeout=180, broker_pid=None, profile=None):
     """Starts one process a collector; with total, returns (seconds from their
     start to total acknowledgements, the collectors' CPU seconds, the
-    broker's), else returns once all are subscribed."""
+    broker's), else returns once all are subscribed. profile: see _collect
+    (the first collector's)."""
     ctx = multiprocessing.get_context("fork")
     go, done, stop = ctx.Event(), ctx.Event(), ctx.Event()
     counts = [ctx.Value("q", 0, lock=False) for _ in kwargs_list]
     cpus = [ctx.Value("d", 0.0, lock=False) for _ in kwargs_list]
-    procs = [ctx.Process(target=_collect, args=(source, kw, v, c, go, done, stop))
-             for kw, v, c in zip(kwargs_list, counts, cpus)]
+    procs = [ctx.Process(target=_collect, args=(source, kw, v, c, go, done, stop,
+                                                profile if k == 0 else None))
+             for k, (kw, v, c) in enumerate(zip(kwargs_list, counts, cpus))]
     for p in procs:
         p.start()
     time.sleep(0.5)    # forked and imported: the time is the collectors' own
@@ -163,7 +185,7 @@ def landed_count(landing):
     return seen
 
 
-def case(broker, path, source, qos, ncol, devices, n, workdir, log):
+def case(broker, path, source, qos, ncol, devices, n, workdir, log, profile=None):
     tag = "%s-q%d-c%d" % (path, qos, ncol)
     landing = os.path.join(workdir, "landing-" + tag)
     kwargs = [dict(host=broker.host, port=broker.port, landing=landing,
@@ -174,7 +196,8 @@ def case(broker, path, source, qos, ncol, devices, n, workdir, log):
     log("%s: %d devices x %d readings queued at QoS %d" % (tag, devices, n, qos))
     _fill(broker, devices, n, qos, tag)
     want = devices * n
-    secs, cpu, broker_cpu = _run_collectors(source, kwargs, want, broker_pid=broker.pid)
+    secs, cpu, broker_cpu = _run_collectors(source, kwargs, want, broker_pid=broker.pid,
+                                            profile=profile)
     seen = landed_count(landing)
     rate = want / secs
     log("%s: %.0f landed/s (%.2f s; CPU: collectors %.2f s, mosquitto %.2f s)"
@@ -186,15 +209,17 @@ def case(broker, path, source, qos, ncol, devices, n, workdir, log):
             "missing": want - len(seen), "duplicates": sum(seen.values()) - len(seen)}
 
 
-def measure(quick, log):
+def measure(quick, log, profile=None):
+    """The table's rows; with profile (a path), only the codec collector's
+    QoS 1 case with one collector, profiled (see _collect)."""
     from fleet.mosquitto import Mosquitto
     devices, n = (20, 500) if quick else (100, 500)
     work = tempfile.mkdtemp(prefix="hf-ingest-")
     paho = paho_source()
-    paths = [("codec", None)] + ([("paho", paho)] if paho else [])
+    paths = [("codec", None)] + ([("paho", paho)] if paho and not profile else [])
     rows = []
     try:
-        for qos in (1, 2):
+        for qos in (1,) if profile else (1, 2):
             # The queued backlog must all stay (mosquitto drops QoS 1/2
             # messages past 1000 queued per client by default); no log line
             # a packet (the fixture's log_type all costs mosquitto half its
@@ -204,9 +229,10 @@ def measure(quick, log):
                                           "log_type none\n" % INFLIGHT[qos])
             broker.start()
             try:
-                for ncol in (1, 2):
+                for ncol in (1,) if profile else (1, 2):
                     for path, source in paths:
-                        rows.append(case(broker, path, source, qos, ncol, devices, n, work, log))
+                        rows.append(case(broker, path, source, qos, ncol, devices, n, work, log,
+                                         profile))
             finally:
                 broker.close()
     finally:
@@ -261,5 +287,20 @@ def run(ctx):
     return {"markdown": markdown(rows), "data": rows, "targets": targets}
 
 
+def main(argv):
+    def log(m):
+        print(m, flush=True)
+    if "--profile" not in argv:
+        print(markdown(measure("--quick" in argv, log)))
+        return
+    import pstats
+    path = os.path.join(tempfile.mkdtemp(prefix="hf-ingest-profile-"), "collector.prof")
+    rows = measure("--quick" in argv, log, profile=path)
+    print(markdown(rows))
+    st = pstats.Stats(path)
+    st.sort_stats("tottime").print_stats(25)
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
 if __name__ == "__main__":
-    print(markdown(measure("--quick" in sys.argv, lambda m: print(m, flush=True))))
+    main(sys.argv[1:])

@@ -78,7 +78,10 @@ def du(path):
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            total += os.path.getsize(os.path.join(root, name))
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except FileNotFoundError:
+                pass   # a table's temporary file, gone between the listing and here
     return total
 
 
@@ -236,8 +239,10 @@ def run(sizes, master, devices, workdir, keep, driver_memory):
                             "spark_ref_seconds": spark_ref_secs,
                             "cpu": None if c0 is None or c1 is None else c1 - c0,
                             "warm_cpu": None if c2 is None or c3 is None else c3 - c2})
-            _err("%d records: %.1fs from JSON, %.1fs compacting, %.1fs warm"
-                 % (truth["lines"], secs, first_secs, warm_secs))
+            _err("%d records: %.1fs from JSON, %.1fs compacting, %.1fs warm; DuckDB %.2fs, "
+                 "Spark on its work %.2fs; warm / DuckDB %.2fx (load average %.1f)"
+                 % (truth["lines"], secs, first_secs, warm_secs, ref_secs, spark_ref_secs,
+                    warm_secs / ref_secs, os.getloadavg()[0]))
             if not keep:
                 shutil.rmtree(d, ignore_errors=True)
     finally:

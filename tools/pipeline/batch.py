@@ -6,8 +6,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
-from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, device_health, qos2_duplicate_flag,
-                             qos2_duplicates, qos_health)
+from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, Figures, device_health,
+                             qos2_duplicate_flag, qos2_duplicates, qos_health)
 from pipeline import compact
 from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
@@ -21,12 +21,12 @@ def _default_report(output):
     return "pipeline-report.md"
 
 
-def _plots(dedup, health_rows, events, rdir, stem, origin_ms):
+def _plots(dedup, fig, health_rows, events, rdir, stem, origin_ms):
     """The report's plots: their file names (None: no data for one)."""
     from pipeline import plots as P
     latency_png = delivery_png = timeline_png = None
     with Step("plots"):
-        data = P.latency_data(dedup)
+        data = P.latency_data(fig.plot)
         if data is not None:
             latency_png = stem + "-latency.png"
             P.plot_latency(data, os.path.join(rdir, latency_png))
@@ -133,8 +133,9 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     try:
         writes = pool.submit(write_tables)
         with Step("computing health"):
-            health_rows = device_health(dedup)
-            qos_rows = qos_health(dedup, health_rows)
+            fig = Figures(dedup)
+            health_rows = device_health(dedup, fig)
+            qos_rows = qos_health(fig, health_rows)
             small = pool.submit(write_small, health_rows, qos_rows)
             q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
         with Step("report"):
@@ -168,7 +169,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             latency_png = delivery_png = timeline_png = None
             if plots:
                 latency_png, delivery_png, timeline_png = _plots(
-                    dedup, health_rows, events, rdir, stem, origin_ms)
+                    dedup, fig, health_rows, events, rdir, stem, origin_ms)
             summary = {
                 "mode": mode, "input": input_uri, "output": output_uri,
                 "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,

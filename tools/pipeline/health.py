@@ -2,6 +2,9 @@
 received, missing, gaps, duplicates, reboots, latency percentiles) and per
 QoS."""
 
+import bisect
+import itertools
+import math
 
 # Faults that drop the collector's connection or the broker's state, and
 # how long before the first copy of a reading one may have begun.
@@ -114,25 +117,86 @@ def boot_loss(boots):
     return missing
 
 
-def _percentiles(col):
-    """p50, p95, p99, exact with linear interpolation (like numpy's default).
-
-    Spark's exact percentile keeps a count per distinct value, and latencies
-    in ms have few distinct values, so it is cheaper than the approximate one.
-    """
-    from pyspark.sql import functions as F
-    return F.percentile(col, [0.5, 0.95, 0.99])
+PERCENTILES = (0.5, 0.95, 0.99)
 
 
-def _latency_aggs():
-    from pyspark.sql import functions as F
-    return [F.count("latency_ms").alias("latency_samples"),
-            _percentiles("latency_ms").alias("lat")]
+def percentiles(counts, ps=PERCENTILES):
+    """Exact percentiles of the values counted in `counts` ({value: n}),
+    linearly interpolated, computed as Spark's `percentile` computes them
+    (position (n - 1) * p between the closest ranks, lo + (pos - lower) *
+    (hi - lo) in doubles: the form whose last bit matched this Spark's on
+    every one of 300 sets of latencies tried, where (higher - pos) * lo +
+    (pos - lower) * hi differed in a quarter), so a table built from
+    per-value counts equals one Spark built; [None, ...] without values."""
+    if not counts:
+        return [None] * len(ps)
+    keys = sorted(counts)
+    cum = list(itertools.accumulate(counts[k] for k in keys))
+    top = cum[-1] - 1
+    out = []
+    for p in ps:
+        pos = top * p
+        lower, higher = math.floor(pos), math.ceil(pos)
+        lo = keys[bisect.bisect_left(cum, lower + 1)]
+        hi = keys[bisect.bisect_left(cum, higher + 1)]
+        if higher == lower or hi == lo:
+            out.append(float(lo))
+        else:
+            out.append(float(lo) + (pos - lower) * (float(hi) - float(lo)))
+    return out
 
 
-def _lat(row):
-    lat = row["lat"] or [None] * 3
+def _lat(counts):
+    lat = percentiles(counts)
     return {"latency_p50_ms": lat[0], "latency_p95_ms": lat[1], "latency_p99_ms": lat[2]}
+
+
+def _merge(into, counts):
+    for v, n in counts.items():
+        into[v] = into.get(v, 0) + n
+    return into
+
+
+class Figures:
+    """What the health tables and the latency plot are made of, from two
+    aggregates over the readings, each one pass and collected once:
+
+    - per (device, boot): the seq range and count, and every per-device
+      sum or extreme (QoS mask, copies, collisions, receive times), summed
+      per device here;
+    - per (device, QoS, latency): the readings' count, and the latency
+      plot's value (exact below 10 s, 4 significant digits above), from
+      which the exact percentiles per device and per QoS class and the
+      plot's histogram are counted here (latencies in ms have few
+      distinct values; Arrow, not Row objects, brings them over).
+    """
+
+    def __init__(self, dedup):
+        from pyspark.sql import functions as F
+        copies = duplicate_copies()
+        self.boots = dedup.groupBy("device", "boot").agg(
+            F.min("seq").alias("lo"), F.max("seq").alias("hi"),
+            F.count("*").alias("n"),
+            F.expr("bit_or(shiftleft(1, qos))").alias("qos_mask"),
+            F.sum(copies).alias("duplicates"),
+            F.sum(F.when(qos2_duplicate_flag(), copies).otherwise(0)).alias("qos2_duplicates"),
+            F.count(F.when(F.col("collision"), 1)).alias("key_collisions"),
+            F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
+            F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"),
+        ).collect()
+        v = F.expr("CASE WHEN abs(latency_ms) < 10000 THEN latency_ms ELSE "
+                   "CAST(round(latency_ms / pow(10, floor(log10(abs(latency_ms))) - 3))"
+                   " * pow(10, floor(log10(abs(latency_ms))) - 3) AS BIGINT) END")
+        t = (dedup.where(F.col("latency_ms").isNotNull())
+             .groupBy("device", "qos", "latency_ms", v.alias("v")).count().toArrow())
+        # {device: {latency: n}}, and {str(qos): {plot value: n}} for the plot
+        self.latency, self.plot = {}, {}
+        cols = [t.column(c).to_pylist() for c in ("device", "qos", "latency_ms", "v", "count")]
+        for dev, q, ms, pv, n in zip(*cols):
+            d = self.latency.setdefault(dev, {})
+            d[ms] = d.get(ms, 0) + n
+            p = self.plot.setdefault(str(q), {})
+            p[pv] = p.get(pv, 0) + n
 
 
 def _overlapping(boots):
@@ -149,60 +213,58 @@ def _overlapping(boots):
     return out
 
 
-def device_health(dedup):
-    """Per-device delivery health from de-duplicated readings (+copies):
-    rows (dicts, HEALTH_SCHEMA, by device).
+def device_health(dedup, fig):
+    """Per-device delivery health from de-duplicated readings (+copies) and
+    their Figures: rows (dicts, HEALTH_SCHEMA, by device).
 
-    A few aggregates, each collected once (a row per device, or per device
-    and boot), and the rows assembled here: the tables are small, every
-    extra Spark job costs more than the arithmetic.  received = distinct s.
-    (d, b, s) is unique after de-duplication, so the count of readings is
-    the count of distinct s unless the device re-used sequence numbers
-    under another boot: only devices whose per-boot s ranges overlap get an
-    exact distinct count.  The gap ranges need the s values in order (a
-    window sort): only devices that miss some.
+    The rows are assembled here from the Figures' per-boot rows: the tables
+    are small, every extra Spark job costs more than the arithmetic.
+    received = distinct s.  (d, b, s) is unique after de-duplication, so the
+    count of readings is the count of distinct s unless the device re-used
+    sequence numbers under another boot: only devices whose per-boot s
+    ranges overlap get an exact distinct count (a job).  The gap ranges need
+    the s values in order (a window sort): only devices that miss some.
 
     Loss is counted per (device, boot) (boot_loss): received is every
     reading, expected = received + missing. Readings under one key with
     different payloads are key_collisions, not duplicates.
     """
     from pyspark.sql import functions as F
-    boots = {}
-    for r in dedup.groupBy("device", "boot").agg(
-            F.min("seq").alias("lo"), F.max("seq").alias("hi"),
-            F.count("*").alias("n")).collect():
-        boots.setdefault(r["device"], []).append((r["boot"], r["lo"], r["hi"], r["n"]))
+    boots, per = {}, {}
+    sums = ("n", "duplicates", "qos2_duplicates", "key_collisions", "negative_latency")
+    for r in fig.boots:
+        dev = r["device"]
+        boots.setdefault(dev, []).append((r["boot"], r["lo"], r["hi"], r["n"]))
+        d = per.get(dev)
+        if d is None:
+            per[dev] = r.asDict()
+            continue
+        for k in sums:
+            d[k] += r[k]
+        d["qos_mask"] |= r["qos_mask"]
+        for k, pick in (("lo", min), ("first_rx_ms", min), ("hi", max), ("last_rx_ms", max)):
+            d[k] = pick(d[k], r[k])
     overlap = _overlapping(boots)
-    copies = duplicate_copies()
-    rows = dedup.groupBy("device").agg(
-        F.expr("bit_or(shiftleft(1, qos))").alias("qos_mask"),
-        F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq"),
-        F.count("*").alias("readings"),
-        F.sum(copies).alias("duplicates"),
-        F.sum(F.when(qos2_duplicate_flag(), copies).otherwise(0)).alias("qos2_duplicates"),
-        F.count(F.when(F.col("collision"), 1)).alias("key_collisions"),
-        F.count(F.when(F.col("latency_ms") < 0, 1)).alias("negative_latency"),
-        F.min("rx_ms").alias("first_rx_ms"), F.max("rx_ms").alias("last_rx_ms"),
-        *_latency_aggs()).collect()
     distinct = {}
     if overlap:
         distinct = {r["device"]: r["n"] for r in
                     dedup.where(F.col("device").isin(sorted(overlap)))
                     .groupBy("device").agg(F.countDistinct("seq").alias("n")).collect()}
     health = []
-    for r in sorted(rows, key=lambda r: r["device"]):
-        dev = r["device"]
-        received = r["readings"]
+    for dev in sorted(per):
+        r = per[dev]
+        received = r["n"]
         missing = boot_loss(boots[dev])
+        lat = fig.latency.get(dev, {})
         health.append(dict(
             device=dev,
             qos=",".join(str(q) for q in (0, 1, 2) if r["qos_mask"] & (1 << q)),
-            first_seq=r["first_seq"], last_seq=r["last_seq"], expected=received + missing,
+            first_seq=r["lo"], last_seq=r["hi"], expected=received + missing,
             received=received, missing=missing, gap_count=0, gaps="",
             gap_ranges=[], duplicates=r["duplicates"], qos2_duplicates=r["qos2_duplicates"],
             reused_seq=received - distinct.get(dev, received),
             key_collisions=r["key_collisions"], reboots=len(boots[dev]) - 1,
-            latency_samples=r["latency_samples"], **_lat(r),
+            latency_samples=sum(lat.values()), **_lat(lat),
             negative_latency=r["negative_latency"], first_rx_ms=r["first_rx_ms"],
             last_rx_ms=r["last_rx_ms"]))
     lossy = [h["device"] for h in health if h["missing"] > 0]
@@ -223,37 +285,29 @@ def qos_class(h):
     return "mixed" if "," in h["qos"] else h["qos"]
 
 
-def qos_health(dedup, health):
+def qos_health(fig, health):
     """Delivery health per QoS: rows (dicts, QOS_SCHEMA, by QoS), one per
     QoS a device published with.
 
     Devices are grouped by the QoS their readings carry (`q`); a device that
     used several is in the row "mixed" (a missing reading has no QoS of its
     own, so its loss cannot be split).  Every number in a row is about the
-    same devices.  The readings' figures are one aggregate over the
-    readings; the loss is summed from the device rows.
+    same devices: a device that used one QoS has it on every reading, so
+    each row is summed from its devices' health rows, and its latency
+    percentiles counted from their Figures (no job).
     """
-    from pyspark.sql import functions as F
-    # A device that used one QoS has it on every reading: only the mixed
-    # ones need naming (no join).
-    mixed = [h["device"] for h in health if qos_class(h) == "mixed"]
-    cls = F.col("qos").cast("string")
-    if mixed:
-        cls = F.when(F.col("device").isin(mixed), F.lit("mixed")).otherwise(cls)
-    per = (dedup.groupBy(cls.alias("qos_class")).agg(
-               F.count("*").alias("readings"),
-               F.sum(duplicate_copies()).alias("duplicates"),
-               F.sum(F.when(qos2_duplicate_flag(), F.col("copies") - 1)
-                     .otherwise(0)).alias("qos2_duplicates"),
-               *_latency_aggs()).collect())
     out = []
-    for r in sorted(per, key=lambda r: r["qos_class"]):
-        devs = [h for h in health if qos_class(h) == r["qos_class"]]
+    for cls in sorted({qos_class(h) for h in health}):
+        devs = [h for h in health if qos_class(h) == cls]
+        lat = {}
+        for h in devs:
+            _merge(lat, fig.latency.get(h["device"], {}))
         out.append(dict(
-            qos=r["qos_class"], devices=len(devs), readings=r["readings"],
+            qos=cls, devices=len(devs), readings=sum(h["received"] for h in devs),
             expected=sum(h["expected"] for h in devs),
             missing=sum(h["missing"] for h in devs),
             devices_with_loss=sum(1 for h in devs if h["missing"] > 0),
-            duplicates=r["duplicates"], qos2_duplicates=r["qos2_duplicates"],
-            latency_samples=r["latency_samples"], **_lat(r)))
+            duplicates=sum(h["duplicates"] for h in devs),
+            qos2_duplicates=sum(h["qos2_duplicates"] for h in devs),
+            latency_samples=sum(lat.values()), **_lat(lat)))
     return out

@@ -1,6 +1,6 @@
 """The report's plots (PNG, matplotlib): what a fleet owner reads first.
 
-    latency_data(dedup) / plot_latency(data, path)
+    latency_data(figures.plot) / plot_latency(data, path)
         how long readings took from the board to the collector, per QoS:
         histogram on log axes (the tail is what matters) and the CDF
     plot_delivery(health_rows, path)
@@ -10,8 +10,9 @@
         delivered, the gap between them being what waits in its outbox,
         with the injected faults marked
 
-The data functions run in Spark and return small Python structures; the
-plot functions only draw.
+timeline_data runs in Spark, latency_data counts from health.Figures (the
+health's own aggregate); both return small Python structures, and the plot
+functions only draw.
 """
 import bisect
 import itertools
@@ -43,21 +44,14 @@ def _interp(values, cum, p):
     return a + (b - a) * (x - lo)
 
 
-def latency_data(dedup, nbins=40):
+def latency_data(plot_counts, nbins=40):
     """CDF quantiles and log-spaced histogram counts per QoS, or None.
 
-    One aggregate: readings per (QoS, latency), exact below 10 s (latencies
-    in ms have few distinct values), 4 significant digits above; the
-    quantiles and the histogram are counted from it here.
+    plot_counts (health.Figures.plot): {QoS: {latency: readings}}, exact
+    below 10 s (latencies in ms have few distinct values), 4 significant
+    digits above; the quantiles and the histogram are counted from it here.
     """
-    from pyspark.sql import functions as F
-    lat = dedup.where(F.col("latency_ms").isNotNull())
-    v = F.expr("CASE WHEN abs(latency_ms) < 10000 THEN latency_ms ELSE "
-               "CAST(round(latency_ms / pow(10, floor(log10(abs(latency_ms))) - 3))"
-               " * pow(10, floor(log10(abs(latency_ms))) - 3) AS BIGINT) END")
-    per = {}
-    for r in lat.groupBy("qos", v.alias("v")).count().collect():
-        per.setdefault(str(r["qos"]), []).append((r["v"], r["count"]))
+    per = {q: list(c.items()) for q, c in plot_counts.items() if c}
     if not per:
         return None
     qs = [i / 100.0 for i in range(1, 100)] + [0.995, 0.999]
