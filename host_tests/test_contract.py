@@ -565,5 +565,5 @@ def test_unsubscribe_while_the_subscribe_is_in_flight_answers_the_subscribe(runt
         conn.serve()
 
     r, b = play(runtime, "async", "unsubscribe_in_flight", script)
-    assert r["error"] is None and r["ret"] is None and r["topics"] == 0, r
+    assert r["error"] is None and r["ret"] is None and r["filters"] == 0, r
     assert r["connected"] and r["last_error"] == "None", r
