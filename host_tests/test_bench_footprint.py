@@ -519,7 +519,9 @@ def test_mallocstat_counts_what_a_process_holds_through_malloc(tmp_path):
             p.kill()
     held, freed = readings
     assert held["live"] >= 8 << 20 and held["peak"] >= held["live"], held
-    assert held["live"] - freed["live"] >= 8 << 20 and freed["peak"] >= held["live"], readings
+    # The 8 MB freed, less what the interpreter allocated between the two
+    # readings (the line read from stdin, the print: a few KB, seen 4 KB).
+    assert held["live"] - freed["live"] >= (8 << 20) - (64 << 10) and freed["peak"] >= held["live"], readings
 
 
 def test_the_tls_note_gives_the_c_library_heap_or_says_why_not():
