@@ -391,8 +391,6 @@ class Reader:
             return self.inbound.big(self, flags, i, total)
         if end - s < total:
             return 0
-        if self.inbound is None and (type == _PUBLISH or type == _SUBACK) and self.level < 5:
-            return _UNDECODED
         end = s + total
         self.start = end
         self.type = type
@@ -400,6 +398,9 @@ class Reader:
         if self.level > 4:  # MQTT 5: Reader5 (mqtt5/session.py) decodes its own way
             self.decode(type, flags, i, end)
         elif type == _PUBLISH or type == _SUBACK:
+            if self.inbound is None:  # no decoders yet: the packet stays buffered
+                self.start = s
+                return _UNDECODED
             self.inbound.parse(self, type, flags, i, end)
         elif _PUBACK <= type <= _PUBCOMP or type == _UNSUBACK:
             self.pid = self._pid(i)
