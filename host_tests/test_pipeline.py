@@ -323,6 +323,18 @@ def test_report(batch):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_plot_that_fails_fails_the_run_with_its_error(batch, spark, tmp_path, monkeypatch):
+    # The plots are drawn on a thread of their own (batch._Plots): what
+    # goes wrong there must reach the caller, not vanish with the thread.
+    from pipeline import plots
+
+    def broken(rows, path):
+        raise RuntimeError("no room for the delivery plot")
+    monkeypatch.setattr(plots, "plot_delivery", broken)
+    with pytest.raises(RuntimeError, match="no room for the delivery plot"):
+        run_batch(spark, batch["landing"], str(tmp_path / "out"))
+
+
 def _spark_latency_reference(spark, readings):
     """What the health tables' latency figures were when Spark computed
     them (F.percentile per device and per QoS class, and the latency plot's

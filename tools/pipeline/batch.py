@@ -21,23 +21,34 @@ def _default_report(output):
     return "pipeline-report.md"
 
 
-def _plots(dedup, fig, health_rows, events, rdir, stem, origin_ms):
-    """The report's plots: their file names (None: no data for one)."""
-    from pipeline import plots as P
-    latency_png = delivery_png = timeline_png = None
-    with Step("plots"):
-        data = P.latency_data(fig.plot)
+class _Plots:
+    """The report's plots, each drawn on a thread of its own as soon as its
+    data is there: matplotlib is the driver's Python (about 3 s a run at
+    1M records), which would otherwise start after the last Spark job and
+    leave the cores idle; drawn beside the health's jobs and the table
+    writes, it takes a core they leave. One thread, so pyplot is used from
+    it alone; a drawing that fails raises from names()."""
+
+    def __init__(self, rdir, stem):
+        from pipeline import plots
+        self.rdir, self.stem = rdir, stem
+        self.pool = ThreadPoolExecutor(1)
+        self.drawn = {}
+        self.pool.submit(plots.pyplot)          # matplotlib's import, a second
+
+    def draw(self, kind, fn, data):
+        """fn(data, path) on the thread; no plot when data is None."""
         if data is not None:
-            latency_png = stem + "-latency.png"
-            P.plot_latency(data, os.path.join(rdir, latency_png))
-        if health_rows:
-            delivery_png = stem + "-delivery.png"
-            P.plot_delivery(health_rows, os.path.join(rdir, delivery_png))
-        data = P.timeline_data(dedup, health_rows)
-        if data is not None:
-            timeline_png = stem + "-timeline.png"
-            P.plot_timeline(data, events, os.path.join(rdir, timeline_png), origin_ms)
-    return latency_png, delivery_png, timeline_png
+            name = "%s-%s.png" % (self.stem, kind)
+            self.drawn[kind] = (name, self.pool.submit(
+                fn, data, os.path.join(self.rdir, name)))
+
+    def names(self):
+        """(latency, delivery, timeline) file names, None where no data."""
+        for _, done in self.drawn.values():
+            done.result()
+        return tuple(self.drawn[k][0] if k in self.drawn else None
+                     for k in ("latency", "delivery", "timeline"))
 
 
 def size_splits(spark):
@@ -129,15 +140,29 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     # another thread: those are chains of small jobs, each mostly the
     # driver's planning and scheduling, which leaves a core free for the
     # writes' tasks.
+    report = report or _default_report(output_uri)
+    rdir = os.path.dirname(os.path.abspath(report))
+    os.makedirs(rdir, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(report))[0]
+    drawing = _Plots(rdir, stem) if plots else None
     pool = ThreadPoolExecutor(1)
     try:
         writes = pool.submit(write_tables)
         with Step("computing health"):
             fig = Figures(dedup)
+            if drawing:
+                from pipeline import plots as P
+                drawing.draw("latency", P.plot_latency, P.latency_data(fig.plot))
             health_rows = device_health(dedup, fig)
+            if drawing and health_rows:
+                drawing.draw("delivery", P.plot_delivery, health_rows)
             qos_rows = qos_health(fig, health_rows)
             small = pool.submit(write_small, health_rows, qos_rows)
             q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
+        if drawing:
+            with Step("plots"):
+                drawing.draw("timeline", lambda data, path: P.plot_timeline(
+                    data, events, path, origin_ms), P.timeline_data(dedup, health_rows))
         with Step("report"):
             if rej is not None:       # small: counted in Python
                 rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
@@ -162,14 +187,9 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
             quarantine = quarantine_reasons(spark, input_uri)
             no_w_devices = [r["device"] for r in health_rows
                             if r["latency_samples"] < r["received"]]
-            report = report or _default_report(output_uri)
-            rdir = os.path.dirname(os.path.abspath(report))
-            os.makedirs(rdir, exist_ok=True)
-            stem = os.path.splitext(os.path.basename(report))[0]
             latency_png = delivery_png = timeline_png = None
-            if plots:
-                latency_png, delivery_png, timeline_png = _plots(
-                    dedup, fig, health_rows, events, rdir, stem, origin_ms)
+            if drawing:
+                latency_png, delivery_png, timeline_png = drawing.names()
             summary = {
                 "mode": mode, "input": input_uri, "output": output_uri,
                 "lines": n_ok + n_bad, "valid": n_ok, "rejected": n_bad,
@@ -194,6 +214,8 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         small.result()
     finally:
         pool.shutdown()
+        if drawing:
+            drawing.pool.shutdown()
     agg.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
                    health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)

@@ -26,7 +26,7 @@ FAULT_COLORS = {"power cut": "#c0392b", "broker restart": "#8e44ad", "partition"
                 "reset": "#e67e22", "latency": "#7f8c8d"}
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -73,7 +73,7 @@ def latency_data(plot_counts, nbins=40):
 
 
 def plot_latency(data, path):
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     edges = [max(e, 0.5) for e in data["edges"]]
     for q in sorted(data["hist"]):
@@ -106,7 +106,7 @@ def plot_delivery(rows, path, limit=40):
     each panel on its own scale: losses and duplicates are small next to
     what was delivered. A zero is no bar (the axis label says so): a "0"
     by every empty bar cluttered the panel."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
     rows = sorted(rows, key=lambda r: (-r["missing"], -r["duplicates"], r["device"]))
     shown = sorted(rows[:limit], key=lambda r: r["device"], reverse=True)
@@ -218,7 +218,7 @@ def plot_timeline(data, events, path, origin_ms=None):
     What waits in the outbox (taken less delivered) is drawn on a right-hand
     scale of its own, one for every row: between two cumulative curves of
     hundreds of readings a backlog of a dozen was a hairline."""
-    plt = _pyplot()
+    plt = pyplot()
     devs = sorted(data["devices"])
     fig, axes = plt.subplots(len(devs), 1, sharex=True, squeeze=False,
                              figsize=(11, 1.6 * len(devs) + 1.2))
