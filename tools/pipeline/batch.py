@@ -9,6 +9,7 @@ from pipeline.dedup import BAD_COLS, READING_COLS, aggregate_landing
 from pipeline.health import (HEALTH_SCHEMA, QOS_SCHEMA, Figures, device_health,
                              qos2_duplicate_flag, qos2_duplicates, qos_health)
 from pipeline import compact
+from pipeline import plots as plotting  # matplotlib only when a plot is drawn
 from pipeline.landing import landing_glob, quarantine_reasons, rejected_rows
 from pipeline.report import write_report
 from pipeline.session import Step, join, local_path, log, write_atomically
@@ -30,11 +31,10 @@ class _Plots:
     it alone; a drawing that fails raises from names()."""
 
     def __init__(self, rdir, stem):
-        from pipeline import plots
         self.rdir, self.stem = rdir, stem
         self.pool = ThreadPoolExecutor(1)
         self.drawn = {}
-        self.pool.submit(plots.pyplot)          # matplotlib's import, a second
+        self.pool.submit(plotting.pyplot)       # matplotlib's import, a second
 
     def draw(self, kind, fn, data):
         """fn(data, path) on the thread; no plot when data is None."""
@@ -49,6 +49,9 @@ class _Plots:
             done.result()
         return tuple(self.drawn[k][0] if k in self.drawn else None
                      for k in ("latency", "delivery", "timeline"))
+
+    def close(self):
+        self.pool.shutdown()
 
 
 def size_splits(spark):
@@ -151,18 +154,17 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
         with Step("computing health"):
             fig = Figures(dedup)
             if drawing:
-                from pipeline import plots as P
-                drawing.draw("latency", P.plot_latency, P.latency_data(fig.plot))
+                drawing.draw("latency", plotting.plot_latency, plotting.latency_data(fig.plot))
             health_rows = device_health(dedup, fig)
-            if drawing and health_rows:
-                drawing.draw("delivery", P.plot_delivery, health_rows)
+            if drawing:
+                drawing.draw("delivery", plotting.plot_delivery, health_rows or None)
             qos_rows = qos_health(fig, health_rows)
             small = pool.submit(write_small, health_rows, qos_rows)
             q2_rows = qos2_duplicates(dedup, c["q2dup"] or 0, events)
         if drawing:
             with Step("plots"):
-                drawing.draw("timeline", lambda data, path: P.plot_timeline(
-                    data, events, path, origin_ms), P.timeline_data(dedup, health_rows))
+                drawing.draw("timeline", lambda data, path: plotting.plot_timeline(
+                    data, events, path, origin_ms), plotting.timeline_data(dedup, health_rows))
         with Step("report"):
             if rej is not None:       # small: counted in Python
                 rej.sort(key=lambda r: (r["file"] or "", r["line"] or ""))
@@ -215,7 +217,7 @@ def run_batch(spark, input_uri, output_uri, report=None, mode="batch",
     finally:
         pool.shutdown()
         if drawing:
-            drawing.pool.shutdown()
+            drawing.close()
     agg.unpersist()
     summary.update(report=report, seconds=time.monotonic() - t0,
                    health=health_rows, qos=qos_rows, qos2_breaks=q2_rows)
