@@ -1,5 +1,4 @@
-# A new user's board (issue 30, E15): the unix port with a 72 KB heap (64 KB
-# until the firmware was laid out by idea: a subscriber holds 1.7 KB more), the
+# A new user's board (issue 30, E15): the unix port with a 64 KB heap, the
 # client loaded from .mpy at the default size, subscribed; messages of 6, 10
 # and 15 KB arrive, then small ones. The large ones are passed over and
 # counted (client.oversized) without the heap they would take (no module
@@ -17,7 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from runtimes import mpyc  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "host_tests", "small_heap_client.py")
-HEAP = "72k"
+HEAP = "64k"
 SMALL = ["s%d" % i for i in range(4)]
 WAIT = 60  # s: a bound on each wait for evidence, not a measured time
 

@@ -319,8 +319,16 @@ class Session:
         # what is buffered moving along (a subscribe() can come mid-stream),
         # and inbound.py, which takes them, loads now with the state of the
         # oversize skip: nothing is loaded or made when the first message
-        # too large for the heap comes.
+        # too large for the heap comes. The first time (no decoders yet, so
+        # no message handed out), the message's fields go on the instance:
+        # with the first message they would grow its attribute table then
+        # (a 944-byte block on a 64-bit board), which a fragmented small
+        # heap may not have, and wait_msg() would raise MemoryError.
         r = self.rx
+        if r.inbound is None:
+            self.topic = self.msg = None
+            self.retained = self.dup = False
+            self.qos = self.msg_link = 0
         n = getattr(self, "rx_size", self.size)
         if len(r.buf) < n:
             r = type(r)(n, r.level)  # an MQTT 5 one stays one
