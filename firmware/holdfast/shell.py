@@ -35,8 +35,11 @@ _WINDOW = const(2)
 _REPLIED = const(3)
 _EMPTY = const(4)
 
-# What a link failure can raise, from the socket or from the engine.
-LINK_ERRORS = (OSError, errors.MQTTError)
+# What a link failure can raise, from the socket or from the engine; and
+# MemoryError, when a failure's words or a message's copy find no heap: the
+# link is dropped and tried again after the backoff, as for any failure,
+# instead of raising out of every later call while the heap stays short.
+LINK_ERRORS = (OSError, errors.MQTTError, MemoryError)
 
 # Error reasons (reasons.py has the words, and makes the Unreachable the
 # socket calls raise: a connected client loads none of that code).
@@ -377,7 +380,9 @@ class Shell:
         # ECONNRESET (104 on Linux and lwIP, 54 on BSD) while CONNECT is unanswered: a TLS port, likely.
         if s.state == _CONNECTING and isinstance(e, OSError) and (e.errno == 104 or e.errno == 54):
             e = errors.LinkDown(why(_E_RESET_AT_CONNECT, e))
-        elif s.acked < s.link:  # before CONNACK: errors/broker.py says what a protocol error means then
+        elif s.acked < s.link and isinstance(e, errors.MQTTError):
+            # Before CONNACK: errors/broker.py, loaded with the protocol error,
+            # says what one means then.
             from .errors.broker import not_broker
             e = not_broker(self, e)
         self.last_error = e
@@ -387,7 +392,8 @@ class Shell:
             except OSError:
                 pass
         self._close()
-        refused = isinstance(e, errors.ConnectError)
+        # ConnectError is an MQTTError: a lost link does not load its module.
+        refused = isinstance(e, errors.MQTTError) and isinstance(e, errors.ConnectError)
         if self.tls and not refused:  # TLSError is loaded: tls.py raises it
             refused = isinstance(e, errors.TLSError)
         # The next attempt waits between half and all of the delay, so a

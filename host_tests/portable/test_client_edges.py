@@ -153,3 +153,37 @@ def test_a_connect_too_large_for_size_is_refused_before_any_link():
         cl.set_last_will("t/will", "w" * 900)  # fits 1024 bytes, less the 16 kept for acks
         cl.connect()
         assert rig.socks[0].take()[0][0] == mq.CONNECT
+
+
+def test_a_reconnect_that_finds_no_heap_is_a_failed_attempt_and_a_later_one_connects():
+    # On a board with a short heap, a reconnect after a broker restart could
+    # not load the words of its refusal: the MemoryError came out of every
+    # publish() and check_msg(), no attempt was ever counted as failed, and
+    # the client stayed offline for good (a 54 KB heap, the unix port). A
+    # MemoryError in the link's steps is a link failure: backoff, then a
+    # new attempt; the outbox keeps what was published meanwhile.
+    with Rig([CONNACK], [CONNACK]) as rig:
+        cl = rig.client(backoff_ms=(100, 100))
+        cl.connect()
+        short = [2]  # the next two connects find no heap
+        opener = rig.opener
+
+        def starved(host, port, ms):
+            if short[0]:
+                short[0] -= 1
+                raise MemoryError("memory allocation failed, allocating 72 bytes")
+            return opener(host, port, ms)
+        rig.opener = starved
+        rig.socks[0].eof = True  # the broker went away
+        cl.check_msg()
+        assert not cl.isconnected()
+        pid = cl.publish(b"t", b"kept", False, 1)  # offline: into the outbox
+        for _ in range(100):  # bounded: each round moves the rig's clock past the backoff
+            if cl.isconnected():
+                break
+            cl.check_msg()
+            rig.sleep(200)
+        assert cl.isconnected() and short == [0] and cl.attempts == 4, (cl.attempts, short)
+        assert isinstance(cl.last_error, MemoryError), cl.last_error  # the last failure, kept
+        got = [(p[2], p[6]) for p in rig.socks[1].take() if p[0] == mq.PUBLISH]
+        assert got == [(b"kept", pid)], got
