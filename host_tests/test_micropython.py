@@ -47,10 +47,15 @@ TIMEOUT = 600
 # 140k since the firmware was laid out by idea (the errors, durable and mqtt5
 # packages, their faces, sockets.py: about 1.2 KB more loaded for the same
 # tests), which put test_engine_ledger and test_outbox_flash at 138k.
+# 144k since a subscriber's session takes the inbound message's fields when
+# messages can first arrive (Session._rx_full), not with the first message:
+# the same 944-byte growth of its attribute table, earlier, which put
+# test_engine_ledger (many subscribed sessions, most never sent a message)
+# at 142k.
 # test_codec 70k since the runner reports skips and takes a board runner's
 # hook (tools/runtimes/mptest.py, 192 B more at its start, which every module
 # counts): it needed 68k exactly, and 68k plus that no longer fits.
-HEAP_LIMIT_KB = 140                     # every module must fit in this
+HEAP_LIMIT_KB = 144                     # every module must fit in this
 CODEC_MODULE, CODEC_HEAP_KB = "test_codec", 70
 REPORT = os.path.join(ROOT, "build", "heap-per-module.txt")
 OUTPUT_TAIL = 8000                      # chars of a failing run's output shown
