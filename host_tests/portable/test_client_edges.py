@@ -157,7 +157,7 @@ def test_a_connect_too_large_for_size_is_refused_before_any_link():
 
 def test_a_reconnect_that_finds_no_heap_is_a_failed_attempt_and_a_later_one_connects():
     # On a board with a short heap, a reconnect after a broker restart could
-    # not load the words of its refusal: the MemoryError came out of every
+    # not load the words of its Unreachable: the MemoryError came out of every
     # publish() and check_msg(), no attempt was ever counted as failed, and
     # the client stayed offline for good (a 54 KB heap, the unix port). A
     # MemoryError in the link's steps is a link failure: backoff, then a
